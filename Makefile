@@ -1,0 +1,49 @@
+# One-command set-up: every target below creates the venv and the local
+# environment it needs (PostgreSQL, Airflow metadata DB, pools) by itself.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(CURDIR)/$(VENV)/bin
+STAMP := $(VENV)/.installed
+RUN := set -a && . ./.local/env && set +a && PATH="$(BIN):$$PATH" &&
+
+.PHONY: demo test airflow bench-rows lint format lock env clean
+
+$(STAMP): requirements.txt requirements-dev.txt constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements-dev.txt -c constraints.txt
+	touch $@
+
+env: $(STAMP)
+	$(BIN)/python scripts/devenv.py
+	@$(RUN) airflow db migrate > .local/db-migrate.log 2>&1 || { tail -40 .local/db-migrate.log; exit 1; }
+	@$(RUN) python scripts/load_settings.py 2>>.local/db-migrate.log
+
+demo: env
+	@$(RUN) python scripts/demo.py
+
+test: env lint
+	@$(RUN) pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(STAMP)
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+airflow: env
+	@$(RUN) airflow standalone
+
+bench-rows: env
+	@$(RUN) python scripts/bench_rows.py
+
+# Re-pin every transitive dependency after changing requirements*.txt.
+lock:
+	$(PYTHON) -m venv .local/lockvenv
+	.local/lockvenv/bin/pip install --quiet -r requirements-dev.txt
+	.local/lockvenv/bin/pip freeze --exclude-editable | grep -v '^pip==' > constraints.txt
+	rm -rf .local/lockvenv
+
+clean:
+	rm -rf $(VENV) .local

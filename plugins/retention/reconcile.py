@@ -1,0 +1,144 @@
+"""Reconcile a run: prove the table is clean to the cutoff, or say exactly what is not.
+
+Counts what is still older than the cutoff in every planned window and in the
+whole table (which also catches rows that arrived with old timestamps after
+planning), writes the summary to ``retention.runs`` and returns it.  A run
+whose rows are not all gone is reported as ``dirty`` and the task fails: a
+green run must mean the work was done.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+from typing import Any
+
+from retention.db import Connection, set_timeouts
+from retention.deleter import count_window
+from retention.planner import load_plan
+from retention.policy import Policy
+from retention.sqlfiles import query
+from retention.target import TargetTable
+
+MAX_LISTED_WINDOWS = 10
+
+
+class RetentionIncomplete(RuntimeError):
+    """Rows older than the cutoff remain after a (non dry-run) run."""
+
+
+def reconcile_run(conn: Connection, policy: Policy, run_id: str) -> dict[str, Any]:
+    """Count what remains, record the run summary and return it (does not raise on dirt)."""
+    started = time.perf_counter()
+    plan = load_plan(conn, policy.name, run_id)
+    run = conn.execute(query("run_for_id"), {"policy": policy.name, "run_id": run_id}).fetchone()
+    if plan is None or run is None:
+        raise RuntimeError(
+            f"policy {policy.name!r}: run {run_id!r} has no recorded plan; "
+            "plan_windows did not finish, so there is nothing to reconcile"
+        )
+    plan_id, windows = plan
+    cutoff: dt.datetime = run["cutoff"]
+    remaining_by_window: list[dict[str, Any]] = []
+    for window in windows:
+        left = count_window(conn, policy, window)
+        conn.execute(
+            query("window_remaining"), {"window_key": window.window_key, "rows_remaining": left}
+        )
+        if left:
+            remaining_by_window.append(
+                {"window_key": window.window_key, "label": window.label, "rows_remaining": left}
+            )
+    target = TargetTable.of(policy)
+    with conn.transaction():
+        set_timeouts(
+            conn, statement_ms=policy.plan_statement_timeout_ms, lock_ms=policy.lock_timeout_ms
+        )
+        total_row = conn.execute(target.query("count_eligible"), {"cutoff": cutoff}).fetchone()
+    total_remaining = int(total_row["n"]) if total_row else 0
+    in_windows = sum(w["rows_remaining"] for w in remaining_by_window)
+    ledger = {
+        row["window_key"]: row
+        for row in conn.execute(
+            query("windows_for_plan"), {"policy": policy.name, "plan_id": plan_id}
+        )
+    }
+    rows_deleted = sum(int(r["rows_deleted"]) for r in ledger.values())
+    counted = [r["rows_counted"] for r in ledger.values() if r["rows_counted"] is not None]
+    unfinished = sorted(k for k, r in ledger.items() if r["state"] not in ("done", "counted"))
+    dry_run = bool(run["dry_run"])
+    status = "dry_run" if dry_run else ("clean" if total_remaining == 0 else "dirty")
+    summary: dict[str, Any] = {
+        "policy": policy.name,
+        "dag_id": policy.dag_id,
+        "run_id": run_id,
+        "plan_id": plan_id,
+        "table": str(policy.table),
+        "status": status,
+        "dry_run": dry_run,
+        "cutoff": cutoff.isoformat(),
+        "anchor_source": run["anchor_source"],
+        "logical_date": run["logical_date"].isoformat() if run["logical_date"] else None,
+        "windows": len(windows),
+        "windows_unfinished": unfinished[:MAX_LISTED_WINDOWS],
+        "rows_planned": int(run["rows_planned"]),
+        "rows_deleted": rows_deleted,
+        "rows_counted": sum(counted) if dry_run else None,
+        "rows_remaining": total_remaining,
+        "rows_remaining_in_windows": in_windows,
+        "rows_outside_windows": total_remaining - in_windows,
+        "dirty_windows": remaining_by_window[:MAX_LISTED_WINDOWS],
+        "plan_seconds": _round(run["plan_seconds"]),
+        "delete_seconds": _round(sum(float(r["seconds"]) for r in ledger.values())),
+        "longest_batch_ms": _round(
+            max((r["longest_batch_ms"] or 0.0 for r in ledger.values()), default=0.0)
+        ),
+        "reconcile_seconds": _round(time.perf_counter() - started),
+    }
+    conn.execute(
+        query("run_record_summary"),
+        {
+            "policy": policy.name,
+            "run_id": run_id,
+            "status": status,
+            "windows": len(windows),
+            "rows_deleted": rows_deleted,
+            "rows_counted": summary["rows_counted"],
+            "rows_remaining": total_remaining,
+            "rows_outside_windows": summary["rows_outside_windows"],
+            "delete_seconds": summary["delete_seconds"],
+            "reconcile_seconds": summary["reconcile_seconds"],
+            "longest_batch_ms": summary["longest_batch_ms"],
+            "summary": json.dumps(summary),
+        },
+    )
+    return summary
+
+
+def raise_if_dirty(summary: dict[str, Any]) -> None:
+    """Fail loudly, naming the windows and counts, when rows remain unexplained."""
+    if summary["status"] != "dirty":
+        return
+    parts = [
+        f"{summary['dag_id']}: {summary['rows_remaining']} rows older than cutoff "
+        f"{summary['cutoff']} remain in {summary['table']} after run {summary['run_id']}."
+    ]
+    if summary["rows_remaining_in_windows"]:
+        listed = ", ".join(f"{w['label']}: {w['rows_remaining']}" for w in summary["dirty_windows"])
+        parts.append(
+            f"{summary['rows_remaining_in_windows']} are inside planned windows ({listed}); "
+            f"unfinished windows: {', '.join(summary['windows_unfinished']) or 'none'}."
+        )
+    if summary["rows_outside_windows"]:
+        parts.append(
+            f"{summary['rows_outside_windows']} are outside every planned window "
+            "(rows written with old timestamps after planning, or keys beyond the plan); "
+            "the next run plans them."
+        )
+    parts.append("The full summary is in retention.runs.")
+    raise RetentionIncomplete(" ".join(parts))
+
+
+def _round(value: Any) -> float | None:
+    return None if value is None else round(float(value), 3)

@@ -1,0 +1,56 @@
+"""The table a policy cleans, as SQL identifiers, and the tenant scopes of windows.
+
+A window covers one tenant (``one``), the rows whose tenant is NULL (``null``),
+or every tenant (``all``: policies without ``tenant_column``, or too many
+tenants to give each its own window).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from psycopg import sql
+
+from retention.policy import Policy
+from retention.sqlfiles import query
+
+TenantScope = Literal["all", "one", "null"]
+
+
+@dataclass(frozen=True)
+class TargetTable:
+    """Identifiers of a policy's table, ready to compose into the SQL files."""
+
+    table: sql.Identifier
+    key: sql.Identifier
+    ts: sql.Identifier
+    tenant: sql.Identifier | None
+
+    @classmethod
+    def of(cls, policy: Policy) -> TargetTable:
+        return cls(
+            table=sql.Identifier(policy.table.schema, policy.table.name),
+            key=sql.Identifier(policy.key_column),
+            ts=sql.Identifier(policy.timestamp_column),
+            tenant=sql.Identifier(policy.tenant_column) if policy.tenant_column else None,
+        )
+
+    def tenant_filter(self, scope: TenantScope) -> sql.Composable:
+        if scope == "all" or self.tenant is None:
+            return sql.SQL("TRUE")
+        if scope == "null":
+            return sql.SQL("{} IS NULL").format(self.tenant)
+        return sql.SQL("{} = %(tenant)s").format(self.tenant)
+
+    def query(self, name: str, scope: TenantScope = "all") -> sql.Composed:
+        """A SQL file with this table's identifiers and the scope's tenant filter."""
+        parts: dict[str, sql.Composable] = {
+            "table": self.table,
+            "key": self.key,
+            "ts": self.ts,
+            "tenant_filter": self.tenant_filter(scope),
+        }
+        if self.tenant is not None:
+            parts["tenant"] = self.tenant
+        return query(name, **parts)

@@ -1,0 +1,164 @@
+"""`make bench-rows`: the window deleter against one plain DELETE on an identical table.
+
+For each window layout (key-range windows across tenants, and one group of
+windows per tenant) it seeds two identical 2M-row event logs (20 tenants,
+round-robin, 60 days), deletes the older 1M rows of one through the project's
+planner and window deleter (``--workers`` windows at a time, as pool slots
+would allow) and of the other with a single ``DELETE ... WHERE created_at <
+cutoff``.  It prints rows/s of both, their ratio (deleter alone, and with
+planning included) and the longest single delete transaction of each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from psycopg import sql
+from seed import seed_event_logs
+
+from retention.db import connect_dsn
+from retention.deleter import WindowResult, delete_window
+from retention.migrate import migrate
+from retention.planner import PlanRequest, plan_windows
+from retention.policy import Policy, parse_policy
+from retention.windows import Window
+
+END = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+CUTOFF = END - dt.timedelta(days=30)
+
+
+def bench_policy(args: argparse.Namespace, per_tenant: bool) -> Policy:
+    policy, problems = parse_policy(
+        "bench_rows",
+        {
+            "schedule": None,
+            "start_date": "2026-01-01",
+            "retain_days": 30,
+            "postgres_conn_id": "unused",
+            "table": "public.bench_windowed",
+            "key_column": "id",
+            "timestamp_column": "created_at",
+            "tenant_column": "tenant_id",
+            "window_per_tenant": per_tenant,
+            "window_rows": args.window_rows,
+            "batch_rows": args.batch_rows,
+        },
+    )
+    if policy is None:
+        raise SystemExit(f"bench policy invalid: {problems}")
+    return policy
+
+
+def seed_pair(dsn: str, rows: int) -> int:
+    with connect_dsn(dsn) as conn:
+        migrate(conn)
+        for table in ("bench_windowed", "bench_plain"):
+            seed_event_logs(conn, table=f"public.{table}", rows=rows, end=END, days=60)
+            conn.execute(sql.SQL("VACUUM ANALYZE {}").format(sql.Identifier(table)))
+        row = conn.execute(
+            "SELECT count(*) AS n FROM bench_plain WHERE created_at < %s", (CUTOFF,)
+        ).fetchone()
+        conn.execute("CHECKPOINT")
+    return int(row["n"]) if row else 0
+
+
+def run_windowed(
+    dsn: str, policy: Policy, args: argparse.Namespace
+) -> tuple[list[Window], list[WindowResult], float, float]:
+    run_id = f"bench-{time.time_ns()}"
+    with connect_dsn(dsn) as conn:
+        began = time.perf_counter()
+        windows = plan_windows(
+            conn,
+            PlanRequest(
+                policy=policy,
+                run_id=run_id,
+                plan_id=run_id,
+                cutoff=CUTOFF,
+                anchor_source="logical_date",
+                logical_date=END,
+                window_rows=args.window_rows,
+                batch_rows=args.batch_rows,
+                max_windows=1024,
+                dry_run=False,
+            ),
+        )
+        plan_seconds = time.perf_counter() - began
+
+    def work(window: Window) -> WindowResult:  # one connection per worker, like a mapped task
+        with connect_dsn(dsn) as conn:
+            return delete_window(conn, policy, window, batch_rows=args.batch_rows, dry_run=False)
+
+    began = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=args.workers) as pool:
+        results = list(pool.map(work, windows))
+    return windows, results, plan_seconds, time.perf_counter() - began
+
+
+def run_plain(dsn: str) -> tuple[int, float]:
+    with connect_dsn(dsn) as conn:
+        began = time.perf_counter()
+        with conn.transaction():
+            deleted = conn.execute(
+                "DELETE FROM bench_plain WHERE created_at < %s", (CUTOFF,)
+            ).rowcount
+        return deleted, time.perf_counter() - began
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rows", type=int, default=2_000_000)
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--window-rows", type=int, default=100_000)
+    parser.add_argument("--batch-rows", type=int, default=5_000)
+    args = parser.parse_args()
+    dsn = os.environ["RETENTION_DEMO_DSN"]
+    print(
+        f"rows={args.rows:,} window_rows={args.window_rows:,} batch_rows={args.batch_rows:,} "
+        f"workers={args.workers}"
+    )
+    for per_tenant in (False, True):
+        layout = "one window group per tenant" if per_tenant else "key-range windows"
+        eligible = seed_pair(dsn, args.rows)
+        policy = bench_policy(args, per_tenant)
+        windows, results, plan_s, delete_s = run_windowed(dsn, policy, args)
+        plain_deleted, plain_s = run_plain(dsn)
+        deleted = sum(r.rows_deleted for r in results)
+        with connect_dsn(dsn) as conn:
+            left = conn.execute(
+                "SELECT count(*) AS n FROM bench_windowed WHERE created_at < %s", (CUTOFF,)
+            ).fetchone()
+            conn.execute("DROP TABLE bench_windowed, bench_plain")
+        if not (deleted == plain_deleted == eligible) or (left and left["n"]):
+            raise SystemExit(f"mismatch: deleted {deleted}, plain {plain_deleted}, {eligible=}")
+        plain_rate = plain_deleted / plain_s
+        rate = deleted / delete_s
+        total_rate = deleted / (plan_s + delete_s)
+        longest = max(r.longest_batch_ms for r in results)
+        print(f"\n== window_per_tenant={str(per_tenant).lower()} ({layout})")
+        print(f"eligible rows:        {eligible:,}")
+        print(
+            f"window deleter:       {deleted:,} rows in {delete_s:.2f}s = {rate:,.0f} rows/s "
+            f"({len(windows)} windows, {sum(r.batches for r in results)} transactions)"
+        )
+        print(f"planning:             {plan_s:.2f}s; with planning {total_rate:,.0f} rows/s")
+        print(
+            f"single DELETE:        {plain_deleted:,} rows in {plain_s:.2f}s = "
+            f"{plain_rate:,.0f} rows/s (1 transaction)"
+        )
+        print(
+            f"ratio deleter/single: {rate / plain_rate:.2f} "
+            f"(with planning {total_rate / plain_rate:.2f}; target >= 0.80)"
+        )
+        print(
+            f"longest transaction:  deleter {longest:.0f} ms (target <= 250 ms); "
+            f"single DELETE {plain_s * 1000:.0f} ms"
+        )
+
+
+if __name__ == "__main__":
+    main()

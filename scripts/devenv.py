@@ -1,0 +1,142 @@
+"""Prepare the local environment for `make demo`, `make test` and `make airflow`.
+
+Finds a PostgreSQL server in this order:
+
+1. ``$RETENTION_PG_DSN`` if set (any libpq connection string or URI);
+2. a server on 127.0.0.1:5432 that accepts the ``postgres`` (or current) user;
+3. an embedded server from the ``pgserver`` package, kept under ``.local/pgdata``
+   (git-ignored) and left running between commands.
+
+It then creates the databases the project uses (Airflow metadata, demo target,
+test target) and writes ``.local/env``: shell-quoted ``KEY=VALUE`` lines that the
+Makefile exports and the test suite reads, so every command sees the same
+Airflow home, folders and connections.  Nothing here is imported by the DAGs.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import shlex
+import sys
+from pathlib import Path
+from urllib.parse import quote
+
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+ROOT = Path(__file__).resolve().parent.parent
+LOCAL = ROOT / ".local"
+DATABASES = {
+    "metadata": "retention_airflow",
+    "demo": "retention_demo",
+    "test": "retention_test",
+}
+
+
+def _try_connect(conninfo: str) -> bool:
+    try:
+        with psycopg.connect(conninfo, connect_timeout=3, autocommit=True) as conn:
+            conn.execute("SELECT 1")
+        return True
+    except psycopg.OperationalError:
+        return False
+
+
+def find_server() -> tuple[dict[str, str], str]:
+    """Return libpq parameters of a maintenance connection, and where they came from."""
+    dsn = os.environ.get("RETENTION_PG_DSN")
+    if dsn:
+        params = {k: str(v) for k, v in conninfo_to_dict(dsn).items()}
+        if not _try_connect(make_conninfo(**params)):
+            sys.exit(f"devenv: RETENTION_PG_DSN is set but no server answers at {dsn!r}")
+        return params, "RETENTION_PG_DSN"
+    if os.environ.get("RETENTION_PG_EMBEDDED") != "1":
+        for user in ("postgres", getpass.getuser()):
+            params = {"host": "127.0.0.1", "port": "5432", "user": user, "dbname": "postgres"}
+            if _try_connect(make_conninfo(**params)):
+                return params, "127.0.0.1:5432"
+    return start_embedded(), "embedded pgserver in .local/pgdata"
+
+
+def start_embedded() -> dict[str, str]:
+    """Start (or reattach to) the embedded server; it keeps running after we exit."""
+    import pgserver
+
+    server = pgserver.get_server(LOCAL / "pgdata", cleanup_mode=None)
+    params = {k: str(v) for k, v in conninfo_to_dict(server.get_uri()).items()}
+    params.setdefault("dbname", "postgres")
+    return params
+
+
+def ensure_database(admin: dict[str, str], name: str) -> dict[str, str]:
+    """Create database ``name`` if missing; fall back to the admin database if we may not."""
+    with psycopg.connect(make_conninfo(**admin), autocommit=True) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+        if not exists:
+            try:
+                conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+            except psycopg.errors.InsufficientPrivilege:
+                print(f"devenv: may not create database {name}; using {admin.get('dbname')}")
+                return dict(admin)
+    return {**admin, "dbname": name}
+
+
+def airflow_connection(params: dict[str, str]) -> str:
+    """An Airflow connection in JSON form (handles socket directories as hosts)."""
+    conn: dict[str, object] = {
+        "conn_type": "postgres",
+        "host": params.get("host", "127.0.0.1"),
+        "login": params.get("user", "postgres"),
+        "schema": params["dbname"],
+        "port": int(params.get("port", 5432)),
+    }
+    if params.get("password"):
+        conn["password"] = params["password"]
+    return json.dumps(conn)
+
+
+def sqlalchemy_url(params: dict[str, str]) -> str:
+    user = quote(params.get("user", "postgres"))
+    password = f":{quote(params['password'])}" if params.get("password") else ""
+    host = params.get("host", "127.0.0.1")
+    port = params.get("port", "5432")
+    if host.startswith("/"):
+        return (
+            f"postgresql+psycopg2://{user}{password}@/{params['dbname']}"
+            f"?host={quote(host)}&port={port}"
+        )
+    return f"postgresql+psycopg2://{user}{password}@{host}:{port}/{params['dbname']}"
+
+
+def main() -> None:
+    LOCAL.mkdir(exist_ok=True)
+    admin, source = find_server()
+    dbs = {role: ensure_database(admin, name) for role, name in DATABASES.items()}
+    airflow_home = LOCAL / "airflow"
+    airflow_home.mkdir(exist_ok=True)
+    env = {
+        "AIRFLOW_HOME": str(airflow_home),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": sqlalchemy_url(dbs["metadata"]),
+        "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(airflow_home / "logs"),
+        "AIRFLOW__SCHEDULER__MIN_FILE_PROCESS_INTERVAL": "10",
+        "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "10",
+        "AIRFLOW_CONN_RETENTION_TARGET": airflow_connection(dbs["demo"]),
+        "RETENTION_DEMO_DSN": make_conninfo(**dbs["demo"]),
+        "RETENTION_TEST_DSN": make_conninfo(**dbs["test"]),
+        "RETENTION_TEST_CONN": airflow_connection(dbs["test"]),
+        "PYTHONPATH": f"{ROOT / 'plugins'}:{ROOT}",
+    }
+    lines = [f"{key}={shlex.quote(value)}" for key, value in env.items()]
+    (LOCAL / "env").write_text("\n".join(lines) + "\n")
+    print(f"devenv: PostgreSQL from {source}; settings in .local/env")
+
+
+if __name__ == "__main__":
+    main()

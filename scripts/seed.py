@@ -1,0 +1,64 @@
+"""Seed tables shaped like a real event log, for the demo, the tests and the benchmarks.
+
+``seed_event_logs`` builds ``rows`` rows spread evenly over ``days`` days that end
+just before ``end``, with tenants assigned round-robin (so every tenant's ids
+interleave across the whole key range), then adds the indexes the README
+recommends: the primary key, the timestamp, and (tenant, key).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from psycopg import sql
+
+from retention.db import Connection
+
+
+def create_event_logs(conn: Connection, table: str, *, tenant_column: bool = True) -> None:
+    """(Re)create an empty event-log table without secondary indexes."""
+    schema, name = table.split(".") if "." in table else ("public", table)
+    ident = sql.Identifier(schema, name)
+    conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(ident))
+    tenant = sql.SQL("tenant_id integer,") if tenant_column else sql.SQL("")
+    conn.execute(
+        sql.SQL(
+            "CREATE TABLE {} (id bigint PRIMARY KEY, {} created_at timestamptz NOT NULL, "
+            "payload text NOT NULL)"
+        ).format(ident, tenant)
+    )
+
+
+def add_indexes(conn: Connection, table: str, *, tenant_column: bool = True) -> None:
+    schema, name = table.split(".") if "." in table else ("public", table)
+    ident = sql.Identifier(schema, name)
+    conn.execute(sql.SQL("CREATE INDEX ON {} (created_at)").format(ident))
+    if tenant_column:
+        conn.execute(sql.SQL("CREATE INDEX ON {} (tenant_id, id)").format(ident))
+    conn.execute(sql.SQL("ANALYZE {}").format(ident))
+
+
+def seed_event_logs(
+    conn: Connection,
+    *,
+    table: str = "public.event_logs",
+    rows: int,
+    end: dt.datetime,
+    days: int = 90,
+    tenants: int = 20,
+) -> None:
+    """Create ``table`` with ``rows`` rows over the ``days`` days before ``end``."""
+    create_event_logs(conn, table, tenant_column=tenants > 0)
+    schema, name = table.split(".") if "." in table else ("public", table)
+    ident = sql.Identifier(schema, name)
+    tenant_expr = sql.SQL("(g %% %(tenants)s) + 1,") if tenants > 0 else sql.SQL("")
+    tenant_col = sql.SQL("tenant_id,") if tenants > 0 else sql.SQL("")
+    conn.execute(
+        sql.SQL(
+            "INSERT INTO {} (id, {} created_at, payload) "
+            "SELECT g, {} %(end)s - (%(rows)s - g + 1) * (%(span)s / %(rows)s), "
+            "md5(g::text) FROM generate_series(1, %(rows)s) AS g"
+        ).format(ident, tenant_col, tenant_expr),
+        {"rows": rows, "end": end, "span": dt.timedelta(days=days), "tenants": tenants},
+    )
+    add_indexes(conn, table, tenant_column=tenants > 0)

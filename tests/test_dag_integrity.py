@@ -1,0 +1,98 @@
+"""DAG validation tier: the shipped DAG files import cleanly and follow the house rules."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from airflow.models.dagbag import DagBag
+from conftest import ROOT, policy_fields
+
+DAGS = ROOT / "dags"
+
+
+def dag_bag(policies: Path | None, monkeypatch: pytest.MonkeyPatch) -> DagBag:
+    if policies is not None:
+        monkeypatch.setenv("RETENTION_POLICIES", str(policies))
+    return DagBag(dag_folder=str(DAGS))
+
+
+@pytest.fixture
+def shipped(monkeypatch: pytest.MonkeyPatch) -> DagBag:
+    monkeypatch.delenv("RETENTION_POLICIES", raising=False)
+    return dag_bag(None, monkeypatch)
+
+
+def test_shipped_dags_import_without_errors(shipped: DagBag) -> None:
+    assert shipped.import_errors == {}
+    assert "retention__event_logs" in shipped.dags
+
+
+def test_every_dag_follows_the_house_rules(shipped: DagBag) -> None:
+    assert shipped.dags
+    for dag_id, dag in shipped.dags.items():
+        assert dag_id.startswith("retention__")
+        assert dag.max_active_runs == 1, dag_id
+        assert dag.catchup is False, dag_id
+        assert "Idempotent" in (dag.doc_md or ""), dag_id
+        assert "retention" in dag.tags, dag_id
+        assert set(dag.params.keys()) >= {"dry_run", "window_rows", "batch_rows"}
+        for task in dag.tasks:
+            assert task.retries >= 1, (dag_id, task.task_id)
+            assert task.retry_exponential_backoff, (dag_id, task.task_id)
+            assert task.owner not in ("", "airflow"), (dag_id, task.task_id)
+        assert [t.task_id for t in dag.tasks] == [
+            "compute_cutoff",
+            "plan_windows",
+            "delete_window",
+            "reconcile",
+        ]
+
+
+def test_delete_window_is_mapped_in_the_policy_pool(shipped: DagBag) -> None:
+    dag = shipped.dags["retention__event_logs"]
+    delete = dag.get_task("delete_window")
+    assert delete.partial_kwargs["pool"] == "retention_db"
+    assert delete.partial_kwargs["map_index_template"] == "{{ window_label }}"
+    assert dag.get_task("reconcile").trigger_rule == "all_done"
+
+
+def test_params_are_validated(shipped: DagBag) -> None:
+    params = shipped.dags["retention__event_logs"].params
+    params.validate()
+    schema = params.get_param("window_rows").schema
+    assert schema["minimum"] >= 1
+    assert schema["maximum"] <= 10_000_000
+
+
+def test_bad_policy_is_an_import_error_that_names_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "policies.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "policies": {
+                    "fine": policy_fields("fine"),
+                    "broken": policy_fields("broken", batch_rows=5000, window_rows=100),
+                }
+            }
+        )
+    )
+    bag = dag_bag(path, monkeypatch)
+    assert list(bag.dags) == ["retention__fine"]
+    (error,) = bag.import_errors.values()
+    assert "policy 'broken', field 'batch_rows'" in error
+    assert "larger than window_rows" in error
+
+
+def test_unreadable_policy_file_is_an_import_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "policies.yaml"
+    path.write_text("policies:\n  a: [unclosed")
+    bag = dag_bag(path, monkeypatch)
+    assert bag.dags == {}
+    (error,) = bag.import_errors.values()
+    assert "not valid YAML" in error
