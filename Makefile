@@ -6,7 +6,7 @@ BIN := $(CURDIR)/$(VENV)/bin
 STAMP := $(VENV)/.installed
 RUN := set -a && . ./.local/env && set +a && PATH="$(BIN):$$PATH" &&
 
-.PHONY: demo test airflow bench-rows lint format lock env clean
+.PHONY: demo test airflow bench-rows lint format lock env stop-pg clean
 
 $(STAMP): requirements.txt requirements-dev.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -45,5 +45,9 @@ lock:
 	.local/lockvenv/bin/pip freeze --exclude-editable | grep -v '^pip==' > constraints.txt
 	rm -rf .local/lockvenv
 
-clean:
+# Stop the embedded PostgreSQL (only started when no other server was found).
+stop-pg:
+	@if [ -x $(BIN)/python ]; then $(BIN)/python scripts/devenv.py --stop; fi
+
+clean: stop-pg
 	rm -rf $(VENV) .local

@@ -112,7 +112,9 @@ def run_plain(dsn: str) -> tuple[int, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rows", type=int, default=2_000_000)
-    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument(
+        "--workers", type=int, default=2, help="windows at a time (retention_db pool: 2 slots)"
+    )
     parser.add_argument("--window-rows", type=int, default=100_000)
     parser.add_argument("--batch-rows", type=int, default=5_000)
     args = parser.parse_args()

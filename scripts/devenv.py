@@ -111,7 +111,22 @@ def sqlalchemy_url(params: dict[str, str]) -> str:
     return f"postgresql+psycopg2://{user}{password}@{host}:{port}/{params['dbname']}"
 
 
+def stop_embedded() -> None:
+    """Stop the embedded server, if this checkout started one (``make stop-pg``)."""
+    if not (LOCAL / "pgdata" / "PG_VERSION").exists():
+        print("devenv: no embedded PostgreSQL in .local/pgdata")
+        return
+    import pgserver
+
+    # A handle with cleanup_mode "stop" stops the server when the last handle exits.
+    pgserver.get_server(LOCAL / "pgdata", cleanup_mode="stop")
+    print("devenv: embedded PostgreSQL in .local/pgdata stopped")
+
+
 def main() -> None:
+    if sys.argv[1:] == ["--stop"]:
+        stop_embedded()
+        return
     LOCAL.mkdir(exist_ok=True)
     admin, source = find_server()
     dbs = {role: ensure_database(admin, name) for role, name in DATABASES.items()}
