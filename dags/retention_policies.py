@@ -15,6 +15,12 @@ Enforces one retention policy from `include/retention_policies.yaml` on a Postgr
 4. `reconcile`: counts rows still older than the cutoff, writes `retention.runs`,
    returns the summary, and fails if any remain.
 
+Policies with a `remote:` section add `drain_operations` (pending operations of
+earlier runs whose `not_before` has passed) before the windows, and each window
+deletes its objects through the rate-limited API and the `retention.operations`
+ledger before deleting the rows; `reconcile` then accepts rows explained by a
+pending or dead operation (backlog) unless they are older than `max_lag_hours`.
+
 **Idempotent:** yes. Windows are recorded once per run; rerunning any task deletes nothing twice.
 **Params:** `dry_run` (plan and count, delete nothing), `window_rows` and `batch_rows` overrides.
 """
@@ -33,6 +39,7 @@ from retention.steps import (
     WINDOW_ROWS_BOUNDS,
     compute_cutoff_step,
     delete_window_step,
+    drain_operations_step,
     plan_windows_step,
     reconcile_step,
     run_settings,
@@ -116,7 +123,7 @@ def build_dag(policy: Policy) -> DAG:
             )
 
         @task(
-            pool=policy.pool,
+            pool=policy.remote.pool if policy.remote else policy.pool,
             pool_slots=policy.pool_slots,
             map_index_template="{{ window_label }}",
         )
@@ -132,7 +139,15 @@ def build_dag(policy: Policy) -> DAG:
             return reconcile_step(policy, run_id=get_current_context()["run_id"])
 
         plan = plan_windows(compute_cutoff())
-        plan >> delete_window.expand_kwargs(plan) >> reconcile()
+        deletes = delete_window.expand_kwargs(plan)
+        if policy.remote is not None:
+
+            @task(pool=policy.remote.pool)
+            def drain_operations() -> dict[str, Any]:
+                return drain_operations_step(policy)
+
+            plan >> drain_operations() >> deletes
+        deletes >> reconcile()
     return dag
 
 

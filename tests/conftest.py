@@ -79,3 +79,18 @@ def make_policy(name: str, **overrides: Any) -> Policy:
     policy, problems = parse_policy(name, policy_fields(name, **overrides))
     assert policy is not None, problems
     return policy
+
+
+@pytest.fixture
+def sandbox(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """A real sandbox deletion API on a loopback port, as Airflow connection ``sandbox_api``."""
+    from sandbox_api import SandboxServer
+
+    server = SandboxServer(0).start()
+    port = server.server_address[1]
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SANDBOX_API",
+        f'{{"conn_type": "http", "host": "127.0.0.1", "port": {port}, "schema": "http"}}',
+    )
+    yield server
+    server.stop()

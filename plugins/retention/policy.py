@@ -55,6 +55,36 @@ class TableName:
 
 
 @dataclass(frozen=True)
+class RemoteSpec:
+    """The ``remote:`` section: objects deleted through a rate-limited HTTP API."""
+
+    http_conn_id: str
+    endpoint: str
+    object_id_column: str
+    rate_per_second: float
+    burst: int
+    limiter_scope: str
+    pool: str
+    method: str = "DELETE"
+    version_column: str | None = None
+    idempotency_header: str = "Idempotency-Key"
+    max_attempts: int = 8
+    request_timeout_seconds: float = 10.0
+    claim_batch: int = 10
+    task_budget_seconds: float = 600.0
+    lease_seconds: float = 0.0
+    recovery_seconds: float = 60.0
+    auth_failure_limit: int = 5
+    backoff_base_seconds: float = 2.0
+    backoff_max_seconds: float = 600.0
+
+    @property
+    def lease(self) -> float:
+        """Leases outlast a request timeout several times over."""
+        return self.lease_seconds or max(60.0, 3 * self.request_timeout_seconds)
+
+
+@dataclass(frozen=True)
 class Policy:
     """One retention policy; field names match the YAML contract exactly."""
 
@@ -78,6 +108,9 @@ class Policy:
     statement_timeout_ms: int = 10000
     plan_statement_timeout_ms: int = 120000
     pool_slots: int = 1
+    revision: int = 1
+    max_lag_hours: float | None = None
+    remote: RemoteSpec | None = None
 
     @property
     def dag_id(self) -> str:
@@ -127,7 +160,36 @@ _OPTIONAL = (
     "statement_timeout_ms",
     "plan_statement_timeout_ms",
     "pool_slots",
+    "revision",
+    "max_lag_hours",
+    "remote",
 )
+_REMOTE_REQUIRED = (
+    "http_conn_id",
+    "endpoint",
+    "object_id_column",
+    "rate_per_second",
+    "burst",
+    "pool",
+)
+_REMOTE_OPTIONAL = (
+    "method",
+    "version_column",
+    "idempotency_header",
+    "limiter_scope",
+    "max_attempts",
+    "request_timeout_seconds",
+    "claim_batch",
+    "task_budget_seconds",
+    "lease_seconds",
+    "recovery_seconds",
+    "auth_failure_limit",
+    "backoff_base_seconds",
+    "backoff_max_seconds",
+)
+_METHODS = {"DELETE", "POST", "PUT", "PATCH"}
+_ENDPOINT_FIELDS = {"object_id", "tenant_id"}
+_HEADER = re.compile(r"^[A-Za-z0-9-]{1,100}$")
 
 
 def policies_path() -> Path:
@@ -193,8 +255,13 @@ def parse_policy(name: str, raw: Any) -> tuple[Policy | None, list[PolicyProblem
         ("statement_timeout_ms", 10000),
         ("plan_statement_timeout_ms", 120000),
         ("pool_slots", 1),
+        ("revision", 1),
     ):
         values[key] = _positive_int(key, raw.get(key, default), problem)
+    if raw.get("max_lag_hours") is not None:
+        values["max_lag_hours"] = _positive_number("max_lag_hours", raw["max_lag_hours"], problem)
+    if "remote" in raw:
+        values["remote"] = _remote(raw["remote"], raw.get("tenant_column"), problem)
     for key in ("postgres_conn_id", "pool", "owner"):
         if key in raw and (not isinstance(raw[key], str) or not raw[key].strip()):
             problem(key, "must be a non-empty string")
@@ -272,6 +339,83 @@ def _positive_int(key: str, value: Any, problem: Any) -> int | None:
         problem(key, f"must be greater than 0, got {value}")
         return None
     return value
+
+
+def _positive_number(key: str, value: Any, problem: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        problem(key, f"must be a number greater than 0, got {value!r}")
+        return None
+    return float(value)
+
+
+def _remote(raw: Any, tenant_column: Any, problem: Any) -> RemoteSpec | None:
+    """Validate the ``remote:`` section; problems are reported as ``remote.<field>``."""
+
+    def remote_problem(key: str, message: str) -> None:
+        problem(f"remote.{key}", message)
+
+    if not isinstance(raw, dict):
+        remote_problem("*", "must be a mapping of fields")
+        return None
+    for key in sorted(set(raw) - set(_REMOTE_REQUIRED) - set(_REMOTE_OPTIONAL)):
+        known = ", ".join(_REMOTE_REQUIRED + _REMOTE_OPTIONAL)
+        remote_problem(key, f"unknown field; known fields are {known}")
+    for key in _REMOTE_REQUIRED:
+        if key not in raw:
+            remote_problem(key, "required field is missing")
+    values: dict[str, Any] = {}
+    for key in ("http_conn_id", "pool", "limiter_scope"):
+        if key in raw:
+            if isinstance(raw[key], str) and raw[key].strip():
+                values[key] = raw[key]
+            else:
+                remote_problem(key, "must be a non-empty string")
+    for key in ("object_id_column", "version_column"):
+        if raw.get(key) is not None:
+            values[key] = _identifier(f"remote.{key}", raw[key], problem)
+    endpoint = raw.get("endpoint")
+    if endpoint is not None:
+        fields = set(re.findall(r"{([^{}]*)}", str(endpoint)))
+        if not isinstance(endpoint, str) or "{object_id}" not in endpoint:
+            remote_problem("endpoint", "must be a path containing {object_id}")
+        elif fields - _ENDPOINT_FIELDS:
+            remote_problem(
+                "endpoint", f"unknown placeholder(s) {sorted(fields - _ENDPOINT_FIELDS)}"
+            )
+        elif "tenant_id" in fields and not tenant_column:
+            remote_problem("endpoint", "{tenant_id} needs the policy's tenant_column")
+        else:
+            values["endpoint"] = endpoint
+    method = str(raw.get("method", "DELETE")).upper()
+    if method not in _METHODS:
+        remote_problem("method", f"must be one of {sorted(_METHODS)}")
+    values["method"] = method
+    header = raw.get("idempotency_header", "Idempotency-Key")
+    if not isinstance(header, str) or not _HEADER.match(header):
+        remote_problem("idempotency_header", "must be an HTTP header name")
+    values["idempotency_header"] = header
+    for key in ("burst", "max_attempts", "claim_batch", "auth_failure_limit"):
+        if key in raw:
+            values[key] = _positive_int(f"remote.{key}", raw[key], problem)
+    for key in (
+        "rate_per_second",
+        "request_timeout_seconds",
+        "task_budget_seconds",
+        "lease_seconds",
+        "recovery_seconds",
+        "backoff_base_seconds",
+        "backoff_max_seconds",
+    ):
+        if key in raw:
+            values[key] = _positive_number(f"remote.{key}", raw[key], problem)
+    lease, timeout = values.get("lease_seconds"), values.get("request_timeout_seconds", 10.0)
+    if lease and timeout and lease <= timeout:
+        remote_problem("lease_seconds", "must be longer than request_timeout_seconds")
+    # Problems were reported above; parse_policy drops the whole policy then.
+    if any(v is None for v in values.values()) or any(k not in values for k in _REMOTE_REQUIRED):
+        return None
+    values.setdefault("limiter_scope", values["http_conn_id"])
+    return RemoteSpec(**values)
 
 
 def _identifier(key: str, value: Any, problem: Any) -> str | None:

@@ -68,7 +68,13 @@ def reconcile_run(conn: Connection, policy: Policy, run_id: str) -> dict[str, An
     counted = [r["rows_counted"] for r in ledger.values() if r["rows_counted"] is not None]
     unfinished = sorted(k for k, r in ledger.items() if r["state"] not in ("done", "counted"))
     dry_run = bool(run["dry_run"])
+    remote = explain_remote(conn, policy, cutoff, run["planned_at"]) if policy.remote else None
     status = "dry_run" if dry_run else ("clean" if total_remaining == 0 else "dirty")
+    if remote is not None and not dry_run and total_remaining:
+        unexplained = remote["unexplained_rows"]
+        lag = remote["oldest_overdue_hours"]
+        late = policy.max_lag_hours is not None and lag is not None and lag > policy.max_lag_hours
+        status = "dirty" if unexplained or late else "backlog"
     summary: dict[str, Any] = {
         "policy": policy.name,
         "dag_id": policy.dag_id,
@@ -96,6 +102,9 @@ def reconcile_run(conn: Connection, policy: Policy, run_id: str) -> dict[str, An
         ),
         "reconcile_seconds": _round(time.perf_counter() - started),
     }
+    if remote is not None:
+        summary["remote"] = remote
+        summary["max_lag_hours"] = policy.max_lag_hours
     conn.execute(
         query("run_record_summary"),
         {
@@ -136,8 +145,64 @@ def raise_if_dirty(summary: dict[str, Any]) -> None:
             "(rows written with old timestamps after planning, or keys beyond the plan); "
             "the next run plans them."
         )
+    remote = summary.get("remote")
+    if remote:
+        if remote["unexplained_rows"]:
+            parts.append(
+                f"{remote['unexplained_rows']} of them have no pending, in-flight or dead "
+                "operation explaining them."
+            )
+        lag, limit = remote["oldest_overdue_hours"], summary.get("max_lag_hours")
+        if lag is not None and limit is not None and lag > limit:
+            parts.append(
+                f"The oldest is {lag:.1f} hours past its cutoff, more than max_lag_hours "
+                f"({limit:g}); backlog by state: {remote['eligible_rows_by_state']}."
+            )
     parts.append("The full summary is in retention.runs.")
     raise RetentionIncomplete(" ".join(parts))
+
+
+def explain_remote(
+    conn: Connection, policy: Policy, cutoff: dt.datetime, since: dt.datetime
+) -> dict[str, Any]:
+    """Explain each remaining eligible row by its operation's state, plus the run's figures."""
+    assert policy.remote is not None
+    target = TargetTable.of(policy)
+    params = {
+        "policy": policy.name,
+        "revision": policy.revision,
+        "table_name": str(policy.table),
+        "cutoff": cutoff,
+    }
+    with conn.transaction():
+        set_timeouts(
+            conn, statement_ms=policy.plan_statement_timeout_ms, lock_ms=policy.lock_timeout_ms
+        )
+        rows = conn.execute(target.query("ops_reconcile"), params).fetchall()
+    by_state = {row["state"]: int(row["n"]) for row in rows}
+    oldest = min((row["oldest"] for row in rows), default=None)
+    overdue = None
+    if oldest is not None:
+        became_eligible = oldest + dt.timedelta(days=policy.retain_days)
+        overdue = max(0.0, (dt.datetime.now(dt.UTC) - became_eligible).total_seconds() / 3600)
+    stats = conn.execute(
+        query("ops_run_stats"),
+        {"policy": policy.name, "since": since, "scope": policy.remote.limiter_scope},
+    ).fetchone()
+    assert stats is not None
+    attempts = dict(stats["attempts_by_outcome"])
+    return {
+        "eligible_rows_by_state": by_state,
+        # A done operation whose row is still there is as unexplained as no operation.
+        "unexplained_rows": by_state.get("unexplained", 0) + by_state.get("done", 0),
+        "oldest_overdue_hours": None if overdue is None else round(overdue, 2),
+        "attempts_by_outcome": attempts,
+        "rate_limited_responses": attempts.get("rate_limited", 0),
+        "lease_expiries": int(stats["lease_expiries"]),
+        "dead_total": int(stats["dead_total"]),
+        "ledger_backlog": dict(stats["ledger_backlog"]),
+        "effective_rate": stats["effective_rate"],
+    }
 
 
 def _round(value: Any) -> float | None:

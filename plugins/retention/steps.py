@@ -8,16 +8,21 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any
 
 from retention import cutoff as cutoff_rules
-from retention.db import connect
+from retention.db import Connection, connect
 from retention.deleter import delete_window
+from retention.http_client import RemoteClient
 from retention.migrate import migrate
+from retention.operations import enqueue_window
 from retention.planner import PlanRequest, plan_id_for, plan_windows
 from retention.policy import Policy
 from retention.reconcile import raise_if_dirty, reconcile_run
+from retention.remote_worker import RemoteWorker
+from retention.sqlfiles import query
 from retention.windows import Window
 
 log = logging.getLogger(__name__)
@@ -127,8 +132,10 @@ def plan_windows_step(
 def delete_window_step(
     policy: Policy, *, window: dict[str, Any], settings: RunSettings
 ) -> dict[str, Any]:
-    """Delete (or count, in a dry run) one window."""
+    """Delete (or count, in a dry run) one window; remote policies go through the ledger."""
     with connect(policy.postgres_conn_id) as conn:
+        if policy.remote is not None and not settings.dry_run:
+            return delete_remote_window(conn, policy, Window.from_xcom(window), settings)
         result = delete_window(
             conn,
             policy,
@@ -137,6 +144,51 @@ def delete_window_step(
             dry_run=settings.dry_run,
         )
     return result.as_dict()
+
+
+def delete_remote_window(
+    conn: Connection, policy: Policy, window: Window, settings: RunSettings
+) -> dict[str, Any]:
+    """Enqueue the window's operations, then work them until done or out of time."""
+    started = time.perf_counter()
+    conn.execute(query("window_start"), {"window_key": window.window_key})
+    enqueued = enqueue_window(conn, policy, window, settings.batch_rows)
+    client = RemoteClient(policy.remote)  # type: ignore[arg-type]
+    try:
+        stats = RemoteWorker(conn, policy, client).run(window_key=window.window_key)
+    finally:
+        client.close()
+    confirmed = stats.outcomes.get("confirmed", 0)
+    conn.execute(
+        query("window_finish"),
+        {
+            "window_key": window.window_key,
+            "state": "done",
+            "seconds": time.perf_counter() - started,
+            "timeouts": 0,
+            "rows_counted": None,
+            "last_error": None,
+        },
+    )
+    conn.execute(
+        query("window_batch_done"),
+        {"window_key": window.window_key, "deleted": confirmed, "batch_ms": 0.0},
+    )
+    return {"window_key": window.window_key, "enqueued": enqueued, **stats.as_dict()}
+
+
+def drain_operations_step(policy: Policy) -> dict[str, Any]:
+    """Work pending operations of any window whose not_before has passed (left by earlier runs)."""
+    assert policy.remote is not None
+    with connect(policy.postgres_conn_id) as conn:
+        migrate(conn)
+        client = RemoteClient(policy.remote)
+        try:
+            budget = policy.remote.task_budget_seconds
+            stats = RemoteWorker(conn, policy, client, budget_seconds=budget).run(window_key=None)
+        finally:
+            client.close()
+    return stats.as_dict()
 
 
 def reconcile_step(policy: Policy, *, run_id: str) -> dict[str, Any]:

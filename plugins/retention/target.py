@@ -26,15 +26,28 @@ class TargetTable:
     key: sql.Identifier
     ts: sql.Identifier
     tenant: sql.Identifier | None
+    object_id: sql.Identifier | None = None
+    version: sql.Identifier | None = None
 
     @classmethod
     def of(cls, policy: Policy) -> TargetTable:
+        remote = policy.remote
         return cls(
             table=sql.Identifier(policy.table.schema, policy.table.name),
             key=sql.Identifier(policy.key_column),
             ts=sql.Identifier(policy.timestamp_column),
             tenant=sql.Identifier(policy.tenant_column) if policy.tenant_column else None,
+            object_id=sql.Identifier(remote.object_id_column) if remote else None,
+            version=sql.Identifier(remote.version_column)
+            if remote and remote.version_column
+            else None,
         )
+
+    def version_expr(self) -> sql.Composable:
+        """A row's version as text: the version column, else the timestamp in microseconds."""
+        if self.version is not None:
+            return sql.SQL("{}::text").format(self.version)
+        return sql.SQL("(extract(epoch FROM {}) * 1000000)::bigint::text").format(self.ts)
 
     def tenant_filter(self, scope: TenantScope) -> sql.Composable:
         if scope == "all" or self.tenant is None:
@@ -53,4 +66,10 @@ class TargetTable:
         }
         if self.tenant is not None:
             parts["tenant"] = self.tenant
+        parts["tenant_text"] = (
+            sql.SQL("{}::text").format(self.tenant) if self.tenant else sql.SQL("NULL::text")
+        )
+        if self.object_id is not None:
+            parts["object_id"] = self.object_id
+            parts["version_expr"] = self.version_expr()
         return query(name, **parts)

@@ -1,0 +1,89 @@
+"""
+### Replay dead remote operations
+
+Manual DAG. Moves chosen dead operations of one policy in `retention.operations`
+back to `pending` (attempts reset, due now) and writes an audit row to
+`retention.replays`. The next run of the policy's DAG (its `drain_operations`
+step) then calls the API again with the same operation keys.
+
+Choose operations by `operation_keys`, or by `failure_class` (for example
+`http_422`, `http_403`, `max_attempts`), optionally only those dead `since` a
+time. Replaying every dead operation at once is refused. List dead operations
+with `python -m retention dead-letters` or the `retention.dead_operations` view.
+
+**Idempotent:** yes; replaying an operation that is no longer dead changes nothing.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from airflow.sdk import DAG, Param, get_current_context, task
+
+from retention.db import connect
+from retention.policy import load_policies
+from retention.replay import replay_dead
+
+_remote_policies = {p.name: p for p in load_policies().policies if p.remote is not None}
+
+with DAG(
+    dag_id="retention__replay",
+    schedule=None,
+    start_date=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
+    catchup=False,
+    max_active_runs=1,
+    doc_md=__doc__,
+    tags=["retention", "replay"],
+    default_args={
+        "owner": "data-platform",
+        "retries": 1,
+        "retry_delay": dt.timedelta(seconds=30),
+        "retry_exponential_backoff": True,
+    },
+    params={
+        "policy": Param(
+            next(iter(_remote_policies), ""),
+            type="string",
+            enum=sorted(_remote_policies) or [""],
+            description="Policy whose dead operations to replay.",
+        ),
+        "operation_keys": Param(
+            [], type="array", items={"type": "string"}, description="Exact operation keys."
+        ),
+        "failure_class": Param(
+            None, type=["null", "string"], description="e.g. http_422, http_403, max_attempts"
+        ),
+        "since": Param(
+            None,
+            type=["null", "string"],
+            format="date-time",
+            description="Only operations that went dead at or after this time.",
+        ),
+        "reason": Param(None, type=["null", "string"], description="Why (kept in the audit)."),
+    },
+):
+
+    @task
+    def replay() -> dict[str, Any]:
+        context = get_current_context()
+        params = context["params"]
+        policy = _remote_policies.get(params["policy"])
+        if policy is None:
+            raise ValueError(
+                f"param 'policy': {params['policy']!r} is not a policy with a remote section; "
+                f"choose one of {sorted(_remote_policies)}"
+            )
+        since = dt.datetime.fromisoformat(params["since"]) if params.get("since") else None
+        with connect(policy.postgres_conn_id) as conn:
+            return replay_dead(
+                conn,
+                policy=policy.name,
+                operation_keys=params.get("operation_keys") or None,
+                failure_class=params.get("failure_class"),
+                since=since,
+                requested_by=f"{context['run_id']} by {context['dag_run'].triggering_user_name}",
+                reason=params.get("reason"),
+            )
+
+    replay()

@@ -1,0 +1,19 @@
+-- Record one intended remote deletion per eligible row in a key range of a window.
+-- operation_key = sha256(policy|revision|table|row key|version), so re-enqueueing
+-- is a no-op and a restored-then-expired object gets a new key.
+-- Inserts into retention.operations only; reads the target table without locks.
+INSERT INTO retention.operations (
+    operation_key, policy, policy_revision, table_name, row_key, object_id, tenant,
+    version, window_key, state, not_before
+)
+SELECT encode(sha256(convert_to(concat_ws('|', %(policy)s::text, %(revision)s::text,
+                                          %(table_name)s::text, {key}::text, {version_expr}),
+                                'UTF8')), 'hex'),
+       %(policy)s, %(revision)s, %(table_name)s, {key}, {object_id}::text, {tenant_text},
+       {version_expr}, %(window_key)s, 'pending', now()
+FROM {table}
+WHERE {key} > %(after)s
+  AND {key} <= %(upto)s
+  AND {ts} < %(cutoff)s
+  AND {tenant_filter}
+ON CONFLICT (operation_key) DO NOTHING

@@ -1,0 +1,232 @@
+"""Drive remote deletions: claim, take a token, call, classify, record.
+
+One worker per task.  It claims a few due operations (a short transaction),
+then for each one waits for a token of the shared bucket, calls the API with
+the operation key as idempotency key, classifies the answer and records it
+(one transaction, guarded by its lease).  When its time budget runs out it
+hands back what it has not started and stops cleanly; what is left stays
+pending for the next run's drain step.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import random
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from retention.classify import (
+    Classification,
+    Outcome,
+    backoff_seconds,
+    classify,
+    retry_after_with_jitter,
+)
+from retention.db import Connection
+from retention.http_client import HttpResult
+from retention.limiter import TokenBucket
+from retention.operations import Claimed, Finish, claim, finish, next_due, release, renew
+from retention.policy import Policy, RemoteSpec
+
+log = logging.getLogger(__name__)
+
+
+class CredentialFailure(RuntimeError):
+    """A streak of 401/403 answers: the credentials are wrong, not the objects."""
+
+
+class Sender(Protocol):
+    def send(self, operation_key: str, object_id: str, tenant: str | None) -> HttpResult: ...
+
+
+@dataclass
+class WorkerStats:
+    """What one worker did, for logs and the task's XCom."""
+
+    outcomes: Counter[str] = field(default_factory=Counter)
+    claimed: int = 0
+    released: int = 0
+    stale: int = 0
+    dead: int = 0
+    out_of_time: bool = False
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "attempts_by_outcome": dict(self.outcomes),
+            "claimed": self.claimed,
+            "released": self.released,
+            "stale_leases": self.stale,
+            "dead": self.dead,
+            "out_of_time": self.out_of_time,
+        }
+
+
+def decide(op: Claimed, remote: RemoteSpec, c: Classification, rng: random.Random) -> Finish:
+    """Turn a classification into the ledger change (pure)."""
+    now = dt.datetime.now(dt.UTC)
+    attempts = op.attempt_count + 1
+    if c.outcome is Outcome.CONFIRMED:
+        return Finish("done", c.outcome, c.status, reason=c.reason)
+    if c.outcome is Outcome.RATE_LIMITED:
+        wait = retry_after_with_jitter(c.retry_after_seconds or 1.0, rng)
+        return Finish(
+            "pending",
+            c.outcome,
+            c.status,
+            c.failure_class,
+            c.reason,
+            now + dt.timedelta(seconds=wait),
+            attempt_spent=0,
+            rate_limited=1,
+        )
+    if c.outcome is Outcome.REJECTED:
+        return Finish("dead", c.outcome, c.status, c.failure_class, c.reason)
+    if attempts >= remote.max_attempts:
+        return Finish(
+            "dead",
+            c.outcome,
+            c.status,
+            "max_attempts",
+            f"{attempts} attempts; last: {c.reason}",
+            auth_failure=c.outcome is Outcome.AUTH,
+        )
+    if c.outcome is Outcome.AUTH and op.auth_failure_count + 1 >= 3:
+        return Finish(
+            "dead",
+            c.outcome,
+            c.status,
+            c.failure_class,
+            f"{c.reason} on 3 attempts in a row while other calls succeed",
+            auth_failure=True,
+        )
+    wait = backoff_seconds(attempts, remote.backoff_base_seconds, remote.backoff_max_seconds, rng)
+    return Finish(
+        "pending",
+        c.outcome,
+        c.status,
+        c.failure_class,
+        c.reason,
+        now + dt.timedelta(seconds=wait),
+        auth_failure=c.outcome is Outcome.AUTH,
+    )
+
+
+class RemoteWorker:
+    """Processes due operations of one policy until none are left or time runs out."""
+
+    def __init__(
+        self,
+        conn: Connection,
+        policy: Policy,
+        sender: Sender,
+        *,
+        budget_seconds: float | None = None,
+        owner: str | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        rng: random.Random | None = None,
+    ) -> None:
+        assert policy.remote is not None, "RemoteWorker needs a policy with a remote section"
+        self.conn = conn
+        self.policy = policy
+        self.remote: RemoteSpec = policy.remote
+        self.sender = sender
+        self.owner = owner or f"{policy.name}:{uuid.uuid4().hex[:12]}"
+        self.deadline = time.monotonic() + (budget_seconds or self.remote.task_budget_seconds)
+        self.sleep = sleep
+        self.rng = rng or random.Random()
+        self.bucket = TokenBucket.for_remote(conn, self.remote)
+        self.bucket.sleep = sleep
+        self.stats = WorkerStats()
+        self.auth_streak = 0
+
+    def run(self, window_key: str | None = None) -> WorkerStats:
+        """Work one window's operations (waiting out short backoffs), or drain all due ones."""
+        while time.monotonic() < self.deadline:
+            batch = claim(self.conn, self.policy, self.owner, self.remote.claim_batch, window_key)
+            if batch:
+                self.stats.claimed += len(batch)
+                self._work(batch)
+                if self.stats.out_of_time:
+                    break
+                continue
+            if window_key is None:
+                break
+            due, remaining = next_due(self.conn, window_key)
+            if not remaining or due is None:
+                break
+            wait = max(0.05, (due - dt.datetime.now(dt.UTC)).total_seconds())
+            if time.monotonic() + wait > self.deadline:
+                self.stats.out_of_time = True
+                break
+            self.sleep(min(wait, 5.0))
+        log.info(
+            "policy %s worker %s: %s (effective rate %.2f/s, waited %.1fs for tokens)",
+            self.policy.name,
+            self.owner,
+            self.stats.as_dict(),
+            self.bucket.effective_rate,
+            self.bucket.waited_seconds,
+        )
+        return self.stats
+
+    def _work(self, batch: list[Claimed]) -> None:
+        renewed_at = time.monotonic()
+        for index, op in enumerate(batch):
+            if not self.bucket.acquire(self.deadline):
+                self._give_back(batch[index:])
+                self.stats.out_of_time = True
+                return
+            if time.monotonic() - renewed_at > self.remote.lease / 3:
+                renew(self.conn, self.policy, self.owner, [o.operation_key for o in batch[index:]])
+                renewed_at = time.monotonic()
+            result = self.sender.send(op.operation_key, op.object_id, op.tenant)
+            c = classify(result.status, result.headers, result.error)
+            self.stats.outcomes[c.outcome.value] += 1
+            if c.outcome is Outcome.RATE_LIMITED:
+                self.bucket.throttle(c.retry_after_seconds or 1.0)
+            change = decide(op, self.remote, c, self.rng)
+            if not self.record(op, change, result):
+                self.stats.stale += 1
+            elif change.state == "dead":
+                self.stats.dead += 1
+                log.warning(
+                    "operation %s (object %s) is dead: %s",
+                    op.operation_key,
+                    op.object_id,
+                    change.reason,
+                )
+            self._watch_credentials(c, batch[index + 1 :])
+
+    def record(self, op: Claimed, change: Finish, result: HttpResult) -> bool:
+        return finish(
+            self.conn,
+            self.policy,
+            self.owner,
+            op,
+            change,
+            started=result.started,
+            finished=result.finished,
+        )
+
+    def _watch_credentials(self, c: Classification, rest: list[Claimed]) -> None:
+        if c.outcome is not Outcome.AUTH:
+            self.auth_streak = 0
+            return
+        self.auth_streak += 1
+        if self.auth_streak >= self.remote.auth_failure_limit:
+            self._give_back(rest)
+            raise CredentialFailure(
+                f"policy {self.policy.name!r}: {self.auth_streak} calls in a row to "
+                f"connection {self.remote.http_conn_id!r} answered HTTP {c.status}; the "
+                "credentials are wrong or revoked. Stopping instead of dead-lettering every "
+                "object; the operations stay pending. Fix the connection and rerun."
+            )
+
+    def _give_back(self, ops: list[Claimed]) -> None:
+        release(self.conn, self.owner, [o.operation_key for o in ops])
+        self.stats.released += len(ops)

@@ -1,0 +1,225 @@
+"""The operation ledger and worker against the real Postgres and the sandbox API on loopback."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import threading
+import time
+
+import pytest
+from remotehelpers import HTTP_CONN_ID, count, create_media_table, plan, remote_policy
+
+from retention.db import Connection, connect_dsn
+from retention.http_client import RemoteClient
+from retention.operations import claim, enqueue_window
+from retention.remote_worker import CredentialFailure, RemoteWorker
+from retention.replay import ReplayError, replay_dead
+
+
+def enqueue_all(db: Connection, policy) -> int:
+    return sum(enqueue_window(db, policy, w, 100) for w in plan(db, policy))
+
+
+def work(test_dsn: str, policy, **kw) -> dict:
+    with connect_dsn(test_dsn) as conn:
+        client = RemoteClient(policy.remote)
+        try:
+            return RemoteWorker(conn, policy, client, **kw).run().as_dict()
+        finally:
+            client.close()
+
+
+def states(db: Connection, policy) -> dict[str, int]:
+    rows = db.execute(
+        "SELECT state, count(*) AS n FROM retention.operations WHERE policy = %s GROUP BY state",
+        (policy.name,),
+    )
+    return {r["state"]: r["n"] for r in rows}
+
+
+def test_confirmed_deletes_remote_then_local_once(db, unique_name, sandbox, test_dsn) -> None:
+    create_media_table(db, unique_name, 40, new_rows=10)
+    policy = remote_policy(unique_name)
+    assert enqueue_all(db, policy) == 40
+    assert enqueue_all(db, policy) == 0, "re-enqueueing is a no-op"
+    stats = work(test_dsn, policy)
+    assert stats["attempts_by_outcome"] == {"confirmed": 40}
+    assert states(db, policy) == {"done": 40}
+    assert count(db, f"SELECT count(*) FROM public.{unique_name}") == 10  # noqa: S608
+    effects = sandbox.state.stats()["effects"]
+    assert len(effects) == 40
+    assert set(effects.values()) == {1}
+    keys = {r["key"] for r in sandbox.state.stats()["requests"]}
+    stored = {
+        r["operation_key"]
+        for r in db.execute(
+            "SELECT operation_key FROM retention.operations WHERE policy = %s", (policy.name,)
+        )
+    }
+    assert keys == stored, "every call carries its operation key as Idempotency-Key"
+
+
+def test_two_concurrent_claimers_never_hold_the_same_operation(db, unique_name, test_dsn) -> None:
+    create_media_table(db, unique_name, 300)
+    policy = remote_policy(unique_name)
+    enqueue_all(db, policy)
+    taken: dict[str, list[str]] = {"a": [], "b": []}
+
+    def claimer(name: str) -> None:
+        with connect_dsn(test_dsn) as conn:
+            while batch := claim(conn, policy, name, 7):
+                taken[name] += [op.operation_key for op in batch]
+
+    threads = [threading.Thread(target=claimer, args=(n,)) for n in taken]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not set(taken["a"]) & set(taken["b"])
+    assert len(taken["a"]) + len(taken["b"]) == 300
+    assert taken["a"] and taken["b"]
+
+
+def _die_after_remote_success(test_dsn: str, policy) -> None:
+    """Child process: call the API, then die before recording anything."""
+    with connect_dsn(test_dsn) as conn:
+        worker = RemoteWorker(conn, policy, RemoteClient(policy.remote))
+        worker.record = lambda *a, **k: os._exit(17)  # killed between success and commit
+        worker.run()
+
+
+def test_worker_killed_between_remote_success_and_commit(
+    db, unique_name, sandbox, test_dsn
+) -> None:
+    create_media_table(db, unique_name, 1)
+    policy = remote_policy(unique_name, request_timeout_seconds=0.5, lease_seconds=1.5)
+    enqueue_all(db, policy)
+    child = multiprocessing.get_context("fork").Process(
+        target=_die_after_remote_success, args=(test_dsn, policy)
+    )
+    child.start()
+    child.join(30)
+    assert child.exitcode == 17
+    assert states(db, policy) == {"in_flight": 1}
+    assert count(db, f"SELECT count(*) FROM public.{unique_name}") == 1  # noqa: S608
+    assert work(test_dsn, policy)["claimed"] == 0, "the dead worker's lease is still valid"
+    time.sleep(1.6)
+    stats = work(test_dsn, policy)
+    assert stats["attempts_by_outcome"] == {"confirmed": 1}
+    op = db.execute(
+        "SELECT state, claim_count, lease_expiries, attempt_count FROM retention.operations "
+        "WHERE policy = %s",
+        (policy.name,),
+    ).fetchone()
+    assert op == {"state": "done", "claim_count": 2, "lease_expiries": 1, "attempt_count": 1}
+    server = sandbox.state.stats()
+    assert server["effects"] == {"obj-1": 1}, "one remote effect"
+    assert server["repeats"] == 1, "the retry reused the same idempotency key"
+    assert len({r["key"] for r in server["requests"]}) == 1
+    assert count(db, f"SELECT count(*) FROM public.{unique_name}") == 0  # noqa: S608
+
+
+def test_dropped_connection_after_apply_is_retried_with_the_same_key(
+    db, unique_name, sandbox, test_dsn
+) -> None:
+    create_media_table(db, unique_name, 5)
+    sandbox.state.configure(drop_after_apply=["obj-3"])
+    policy = remote_policy(unique_name)
+    enqueue_all(db, policy)
+    deadline = time.monotonic() + 10
+    while states(db, policy) != {"done": 5} and time.monotonic() < deadline:
+        work(test_dsn, policy)
+    assert states(db, policy) == {"done": 5}
+    server = sandbox.state.stats()
+    assert server["effects"]["obj-3"] == 1
+    assert server["repeats"] == 1
+
+
+def test_stale_worker_cannot_overwrite_a_newer_claim(db, unique_name, test_dsn) -> None:
+    from retention.operations import Finish, finish
+
+    create_media_table(db, unique_name, 1)
+    policy = remote_policy(unique_name, request_timeout_seconds=0.2, lease_seconds=0.5)
+    enqueue_all(db, policy)
+    (old,) = claim(db, policy, "old-worker", 5)
+    time.sleep(0.6)
+    (new,) = claim(db, policy, "new-worker", 5)
+    assert new.operation_key == old.operation_key
+    stale = finish(
+        db, policy, "old-worker", old, Finish("dead", "rejected", 400), started=0, finished=0
+    )
+    assert stale is False
+    assert states(db, policy) == {"in_flight": 1}
+    assert finish(
+        db, policy, "new-worker", new, Finish("done", "confirmed", 204), started=0, finished=0
+    )
+    assert states(db, policy) == {"done": 1}
+
+
+def test_poisoned_operation_goes_dead_without_blocking_the_rest_and_replay_revives_it(
+    db, unique_name, sandbox, test_dsn
+) -> None:
+    create_media_table(db, unique_name, 30)
+    sandbox.state.configure(reject=["obj-7"], hold=["obj-9"])
+    policy = remote_policy(unique_name)
+    enqueue_all(db, policy)
+    deadline = time.monotonic() + 15
+    while states(db, policy).get("pending") or states(db, policy).get("in_flight"):
+        assert time.monotonic() < deadline, states(db, policy)
+        work(test_dsn, policy)
+        time.sleep(0.1)
+    assert states(db, policy) == {"done": 28, "dead": 2}
+    dead = {
+        r["object_id"]: r
+        for r in db.execute(
+            "SELECT * FROM retention.dead_operations WHERE policy = %s", (policy.name,)
+        )
+    }
+    assert dead["obj-7"]["failure_class"] == "http_422"
+    assert dead["obj-7"]["attempt_count"] == 1
+    assert dead["obj-9"]["failure_class"] == "http_403"
+    assert count(db, f"SELECT count(*) FROM public.{unique_name}") == 2  # noqa: S608
+
+    with pytest.raises(ReplayError):
+        replay_dead(db, policy=policy.name, requested_by="test")
+    sandbox.state.configure(reject=[], hold=[])
+    replayed = replay_dead(
+        db, policy=policy.name, failure_class="http_422", requested_by="test", reason="fixed"
+    )
+    assert replayed["operation_keys"] == [dead["obj-7"]["operation_key"]]
+    audit = db.execute(
+        "SELECT policy, requested_by, reason, operation_keys FROM retention.replays "
+        "WHERE replay_id = %s",
+        (replayed["replay_id"],),
+    ).fetchone()
+    assert audit["operation_keys"] == replayed["operation_keys"]
+    assert (audit["requested_by"], audit["reason"]) == ("test", "fixed")
+    op = db.execute(
+        "SELECT state, attempt_count FROM retention.operations WHERE operation_key = %s",
+        (dead["obj-7"]["operation_key"],),
+    ).fetchone()
+    assert op == {"state": "pending", "attempt_count": 0}
+    work(test_dsn, policy)
+    assert states(db, policy) == {"done": 29, "dead": 1}
+
+
+def test_credential_failure_stops_the_task_and_dead_letters_nothing(
+    db, unique_name, sandbox, test_dsn
+) -> None:
+    create_media_table(db, unique_name, 20)
+    sandbox.state.configure(deny_all=True)
+    policy = remote_policy(unique_name, auth_failure_limit=4)
+    enqueue_all(db, policy)
+    with pytest.raises(CredentialFailure, match="4 calls in a row .* HTTP 401"):
+        work(test_dsn, policy)
+    assert states(db, policy) == {"pending": 20}
+    assert len(sandbox.state.stats()["requests"]) == 4
+
+
+def test_http_connection_comes_from_airflow(sandbox) -> None:
+    client = RemoteClient(remote_policy("x").remote)
+    result = client.send("key-1", "a b/c", None)
+    assert result.status == 204
+    assert sandbox.state.stats()["requests"][0]["object"] == "a%20b%2Fc"
+    assert HTTP_CONN_ID == "sandbox_api"
