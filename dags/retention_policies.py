@@ -32,8 +32,10 @@ from typing import Any
 
 from airflow.sdk import DAG, Param, TriggerRule, get_current_context, task
 from airflow.sdk.configuration import conf
+from airflow.sdk.exceptions import AirflowFailException
 
 from retention.policy import Policy, load_policies
+from retention.reconcile import RetentionIncomplete
 from retention.steps import (
     BATCH_ROWS_BOUNDS,
     WINDOW_ROWS_BOUNDS,
@@ -136,7 +138,10 @@ def build_dag(policy: Policy) -> DAG:
 
         @task(trigger_rule=TriggerRule.ALL_DONE)
         def reconcile() -> dict[str, Any]:
-            return reconcile_step(policy, run_id=get_current_context()["run_id"])
+            try:
+                return reconcile_step(policy, run_id=get_current_context()["run_id"])
+            except RetentionIncomplete as dirty:  # retrying cannot clean the table
+                raise AirflowFailException(str(dirty)) from dirty
 
         plan = plan_windows(compute_cutoff())
         deletes = delete_window.expand_kwargs(plan)

@@ -9,7 +9,7 @@ step) then calls the API again with the same operation keys.
 Choose operations by `operation_keys`, or by `failure_class` (for example
 `http_422`, `http_403`, `max_attempts`), optionally only those dead `since` a
 time. Replaying every dead operation at once is refused. List dead operations
-with `python -m retention dead-letters` or the `retention.dead_operations` view.
+with `python -m retention.cli dead-letters` or the `retention.dead_operations` view.
 
 **Idempotent:** yes; replaying an operation that is no longer dead changes nothing.
 """

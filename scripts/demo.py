@@ -1,8 +1,15 @@
-"""`make demo`: seed a 1M-row event log, run retention__event_logs once, print the summary.
+"""`make demo`: run both shipped policies once against local data and print the summaries.
 
-The run goes through `airflow dags test` for a fixed logical date (today,
-midnight UTC), exactly as an operator would test a DAG, and the summary is
-read back from retention.runs.
+1. ``retention__event_logs``: a 1M-row event log (90 days, 20 tenants) loses
+   everything older than 30 days, in short batched transactions.
+2. ``retention__media_assets``: 400 media rows (28 days) whose objects live in
+   the sandbox deletion API on loopback; everything older than 14 days is
+   deleted remotely (rate-limited, idempotent, through the operation ledger),
+   then locally.
+
+Each run goes through ``airflow dags test`` for a fixed logical date (today,
+midnight UTC), as an operator would test a DAG; the summaries are read back
+from ``retention.runs`` and the sandbox's own counters.
 """
 
 from __future__ import annotations
@@ -15,12 +22,37 @@ import sys
 import time
 from pathlib import Path
 
-from seed import seed_event_logs
+from sandbox_api import SandboxServer
+from seed import seed_event_logs, seed_media_assets
 
 from retention.db import connect_dsn
 
-ROWS = 1_000_000
-LOG = Path(".local/demo-dags-test.log")
+LOCAL = Path(".local")
+
+
+def run_dag(dag_id: str, logical_date: dt.datetime) -> dict:
+    log_path = LOCAL / f"demo-{dag_id}.log"
+    print(f"\nrunning: airflow dags test {dag_id} {logical_date.isoformat()}")
+    began = time.perf_counter()
+    with log_path.open("w") as log:
+        done = subprocess.run(
+            ["airflow", "dags", "test", dag_id, logical_date.isoformat()],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            check=False,
+        )
+    print(f"finished in {time.perf_counter() - began:.1f}s (log: {log_path})")
+    policy = dag_id.removeprefix("retention__")
+    with connect_dsn(os.environ["RETENTION_DEMO_DSN"]) as conn:
+        row = conn.execute(
+            "SELECT summary FROM retention.runs WHERE policy = %s AND logical_date = %s "
+            "ORDER BY planned_at DESC LIMIT 1",
+            (policy, logical_date),
+        ).fetchone()
+    if done.returncode != 0 or row is None or row["summary"] is None:
+        print(log_path.read_text()[-4000:])
+        sys.exit(f"demo: {dag_id} failed (exit {done.returncode}); see {log_path}")
+    return row["summary"]
 
 
 def main() -> None:
@@ -28,37 +60,37 @@ def main() -> None:
     logical_date = dt.datetime.now(dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     with connect_dsn(dsn) as conn:
         began = time.perf_counter()
-        seed_event_logs(conn, rows=ROWS, end=logical_date, days=90, tenants=20)
+        seed_event_logs(conn, rows=1_000_000, end=logical_date, days=90, tenants=20)
+        seed_media_assets(conn, rows=400, end=logical_date, days=28, tenants=5)
         print(
-            f"seeded public.event_logs: {ROWS:,} rows over 90 days, 20 tenants "
-            f"({time.perf_counter() - began:.1f}s)"
+            "seeded public.event_logs (1,000,000 rows, 90 days, 20 tenants) and "
+            f"public.media_assets (400 rows, 28 days) in {time.perf_counter() - began:.1f}s"
         )
-    print(f"running: airflow dags test retention__event_logs {logical_date.isoformat()}")
-    began = time.perf_counter()
-    with LOG.open("w") as log:
-        done = subprocess.run(
-            ["airflow", "dags", "test", "retention__event_logs", logical_date.isoformat()],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            check=False,
-        )
-    print(f"dags test finished in {time.perf_counter() - began:.1f}s (log: {LOG})")
-    with connect_dsn(dsn) as conn:
-        row = conn.execute(
-            "SELECT summary FROM retention.runs WHERE policy = 'event_logs' "
-            "AND logical_date = %s ORDER BY planned_at DESC LIMIT 1",
-            (logical_date,),
-        ).fetchone()
-    if done.returncode != 0 or row is None or row["summary"] is None:
-        print(LOG.read_text()[-4000:])
-        sys.exit(f"demo: the DAG run failed (exit {done.returncode}); see {LOG}")
-    summary = row["summary"]
-    print("reconciliation summary (retention.runs):")
-    print(json.dumps(summary, indent=2))
+
+    rows = run_dag("retention__event_logs", logical_date)
+    print(json.dumps(rows, indent=2, sort_keys=True))
     print(
-        f"\n{summary['rows_deleted']:,} rows deleted in {summary['windows']} windows, "
-        f"{summary['rows_remaining']} remaining older than {summary['cutoff']}: "
-        f"{summary['status']}"
+        f"event_logs: {rows['rows_deleted']:,} rows deleted in {rows['windows']} windows, "
+        f"{rows['rows_remaining']} remaining older than {rows['cutoff']}: {rows['status']}"
+    )
+
+    port = int(os.environ.get("RETENTION_SANDBOX_PORT", "8765"))
+    sandbox = SandboxServer(port, rate=30, burst=30).start()
+    print(f"\nsandbox deletion API on {sandbox.url} (real limit 30/s; policy ceiling 20/s)")
+    try:
+        media = run_dag("retention__media_assets", logical_date)
+    finally:
+        stats = sandbox.state.stats()
+        sandbox.stop()
+    print(json.dumps(media, indent=2, sort_keys=True))
+    effects = stats["effects"]
+    duplicates = sum(effects.values()) - len(effects)
+    print(
+        f"media_assets: {media['rows_deleted']:,} objects and rows deleted, "
+        f"{media['rows_remaining']} remaining older than {media['cutoff']}: {media['status']}\n"
+        f"sandbox API: {len(stats['requests'])} requests, {len(effects)} objects deleted, "
+        f"{duplicates} duplicate remote effects, {stats['repeats']} idempotent repeats, "
+        f"{stats['throttled']} answered 429"
     )
 
 

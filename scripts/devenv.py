@@ -29,6 +29,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCAL = ROOT / ".local"
+SANDBOX_PORT = int(os.environ.get("RETENTION_SANDBOX_PORT", "8765"))
 DATABASES = {
     "metadata": "retention_airflow",
     "demo": "retention_demo",
@@ -143,6 +144,10 @@ def main() -> None:
         "AIRFLOW__SCHEDULER__MIN_FILE_PROCESS_INTERVAL": "10",
         "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "10",
         "AIRFLOW_CONN_RETENTION_TARGET": airflow_connection(dbs["demo"]),
+        "AIRFLOW_CONN_MEDIA_API": json.dumps(
+            {"conn_type": "http", "host": "127.0.0.1", "port": SANDBOX_PORT, "schema": "http"}
+        ),
+        "RETENTION_SANDBOX_PORT": str(SANDBOX_PORT),
         "RETENTION_DEMO_DSN": make_conninfo(**dbs["demo"]),
         "RETENTION_TEST_DSN": make_conninfo(**dbs["test"]),
         "RETENTION_TEST_CONN": airflow_connection(dbs["test"]),

@@ -9,7 +9,8 @@
 - faults: ``drop_after_apply`` (object ids whose first delete is applied and
   then the connection is dropped without an answer), ``fail_5xx`` (ids that get
   503 without Retry-After, a number of times), ``latency_ms``, ``hold`` (ids
-  answering 403), ``reject`` (ids answering 422), ``deny_all`` (401 for all).
+  answering 403), ``reject`` (ids answering 422), ``deny_all`` (401 for all),
+  ``storm_seconds`` (every request gets 429 with Retry-After: 1 for that long).
 
 Admin endpoints (JSON): ``GET /_sandbox/stats``, ``POST /_sandbox/config``,
 ``POST /_sandbox/reset``.  Stats include every request's time and status, the
@@ -62,9 +63,12 @@ class SandboxState:
             self.peak_in_flight = 0
             self.dropped: set[str] = set()
             self.failures_given: dict[str, int] = {}
+            self.storm_until = 0.0
 
     def configure(self, **config: Any) -> None:
         with self.lock:
+            if "storm_seconds" in config:
+                self.storm_until = time.time() + float(config.pop("storm_seconds"))
             self.config.update(config)
 
     def take_token(self) -> float:
@@ -162,6 +166,8 @@ class Handler(BaseHTTPRequestHandler):
                 record["status"] = 401
                 return 401, {}, False
             wait = state.take_token()
+            if record["t"] < state.storm_until:
+                wait = max(wait, 0.001)  # answers Retry-After: 1 all through the storm
             if wait:
                 state.throttled += 1
                 record["status"] = 429

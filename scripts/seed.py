@@ -62,3 +62,36 @@ def seed_event_logs(
         {"rows": rows, "end": end, "span": dt.timedelta(days=days), "tenants": tenants},
     )
     add_indexes(conn, table, tenant_column=tenants > 0)
+
+
+def seed_media_assets(
+    conn: Connection,
+    *,
+    table: str = "public.media_assets",
+    rows: int,
+    end: dt.datetime,
+    days: int = 28,
+    tenants: int = 5,
+) -> None:
+    """Rows naming objects in the media API: ``object_key`` and a ``version``."""
+    schema, name = table.split(".") if "." in table else ("public", table)
+    ident = sql.Identifier(schema, name)
+    conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(ident))
+    conn.execute(
+        sql.SQL(
+            "CREATE TABLE {} (id bigint PRIMARY KEY, tenant_id integer NOT NULL, "
+            "created_at timestamptz NOT NULL, object_key text NOT NULL, "
+            "version integer NOT NULL DEFAULT 1)"
+        ).format(ident)
+    )
+    conn.execute(
+        sql.SQL(
+            "INSERT INTO {} (id, tenant_id, created_at, object_key) "
+            "SELECT g, (g %% %(tenants)s) + 1, "
+            "%(end)s - (%(rows)s - g + 1) * (%(span)s / %(rows)s), "
+            "'asset-' || lpad(g::text, 7, '0') FROM generate_series(1, %(rows)s) AS g"
+        ).format(ident),
+        {"rows": rows, "end": end, "span": dt.timedelta(days=days), "tenants": tenants},
+    )
+    conn.execute(sql.SQL("CREATE INDEX ON {} (created_at)").format(ident))
+    conn.execute(sql.SQL("ANALYZE {}").format(ident))

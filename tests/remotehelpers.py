@@ -20,7 +20,10 @@ HTTP_CONN_ID = "sandbox_api"
 def create_media_table(
     db: Connection, name: str, rows: int, *, tenants: int = 3, new_rows: int = 0
 ) -> None:
-    """public.<name>(id, tenant_id, created_at, object_key, version): ``rows`` eligible + ``new_rows`` kept."""
+    """public.<name>(id, tenant_id, created_at, object_key, version).
+
+    ``rows`` rows are older than the cutoff, ``new_rows`` newer.
+    """
     table = sql.Identifier("public", name)
     db.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(table))
     db.execute(

@@ -37,17 +37,29 @@ def test_every_dag_follows_the_house_rules(shipped: DagBag) -> None:
         assert dag.catchup is False, dag_id
         assert "Idempotent" in (dag.doc_md or ""), dag_id
         assert "retention" in dag.tags, dag_id
-        assert set(dag.params.keys()) >= {"dry_run", "window_rows", "batch_rows"}
         for task in dag.tasks:
             assert task.retries >= 1, (dag_id, task.task_id)
             assert task.retry_exponential_backoff, (dag_id, task.task_id)
             assert task.owner not in ("", "airflow"), (dag_id, task.task_id)
-        assert [t.task_id for t in dag.tasks] == [
-            "compute_cutoff",
-            "plan_windows",
-            "delete_window",
-            "reconcile",
-        ]
+
+
+def test_policy_dags_have_the_four_steps_and_params(shipped: DagBag) -> None:
+    policy_dags = {k: v for k, v in shipped.dags.items() if k != "retention__replay"}
+    assert set(policy_dags) == {"retention__event_logs", "retention__media_assets"}
+    for dag_id, dag in policy_dags.items():
+        assert set(dag.params.keys()) >= {"dry_run", "window_rows", "batch_rows"}, dag_id
+        steps = [t.task_id for t in dag.tasks if t.task_id != "drain_operations"]
+        assert steps == ["compute_cutoff", "plan_windows", "delete_window", "reconcile"]
+    media = policy_dags["retention__media_assets"]
+    assert media.get_task("drain_operations").pool == "media_api"
+    assert media.get_task("delete_window").partial_kwargs["pool"] == "media_api"
+    assert media.get_task("drain_operations").downstream_task_ids == {"delete_window"}
+
+
+def test_replay_dag_is_manual_and_names_the_remote_policies(shipped: DagBag) -> None:
+    replay = shipped.dags["retention__replay"]
+    assert replay.schedule is None
+    assert replay.params.get_param("policy").schema["enum"] == ["media_assets"]
 
 
 def test_delete_window_is_mapped_in_the_policy_pool(shipped: DagBag) -> None:
@@ -81,7 +93,7 @@ def test_bad_policy_is_an_import_error_that_names_it(
         )
     )
     bag = dag_bag(path, monkeypatch)
-    assert list(bag.dags) == ["retention__fine"]
+    assert sorted(bag.dags) == ["retention__fine", "retention__replay"]
     (error,) = bag.import_errors.values()
     assert "policy 'broken', field 'batch_rows'" in error
     assert "larger than window_rows" in error
@@ -93,6 +105,6 @@ def test_unreadable_policy_file_is_an_import_error(
     path = tmp_path / "policies.yaml"
     path.write_text("policies:\n  a: [unclosed")
     bag = dag_bag(path, monkeypatch)
-    assert bag.dags == {}
+    assert list(bag.dags) == ["retention__replay"]
     (error,) = bag.import_errors.values()
     assert "not valid YAML" in error

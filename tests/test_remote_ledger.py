@@ -78,7 +78,8 @@ def test_two_concurrent_claimers_never_hold_the_same_operation(db, unique_name, 
         t.join()
     assert not set(taken["a"]) & set(taken["b"])
     assert len(taken["a"]) + len(taken["b"]) == 300
-    assert taken["a"] and taken["b"]
+    assert taken["a"]
+    assert taken["b"]
 
 
 def _die_after_remote_success(test_dsn: str, policy) -> None:
@@ -211,7 +212,7 @@ def test_credential_failure_stops_the_task_and_dead_letters_nothing(
     sandbox.state.configure(deny_all=True)
     policy = remote_policy(unique_name, auth_failure_limit=4)
     enqueue_all(db, policy)
-    with pytest.raises(CredentialFailure, match="4 calls in a row .* HTTP 401"):
+    with pytest.raises(CredentialFailure, match=r"4 calls in a row .* HTTP 401"):
         work(test_dsn, policy)
     assert states(db, policy) == {"pending": 20}
     assert len(sandbox.state.stats()["requests"]) == 4

@@ -1,4 +1,4 @@
-"""Command line: ``python -m retention dead-letters`` (run with ``plugins/`` on PYTHONPATH).
+"""Command line: ``python -m retention.cli dead-letters`` (with ``plugins/`` on PYTHONPATH).
 
 Connects through an Airflow connection id (``--conn-id``, resolved like a task
 would, e.g. from ``AIRFLOW_CONN_<ID>``) or a libpq DSN (``--dsn``).
@@ -21,7 +21,7 @@ def _connection(args: argparse.Namespace) -> Connection:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m retention", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m retention.cli", description=__doc__)
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--conn-id", default="retention_target", help="Airflow connection id")
     where.add_argument("--dsn", help="libpq connection string instead of a connection id")

@@ -1,0 +1,117 @@
+"""Remote policies end to end: dag.test() against the sandbox API, and reconciliation."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import pytest
+import yaml
+from airflow.models.dagbag import DagBag
+from conftest import ROOT, policy_fields
+from dbhelpers import request
+from remotehelpers import HTTP_CONN_ID, count, create_media_table, remote_policy
+
+from retention.planner import plan_windows
+from retention.reconcile import RetentionIncomplete, raise_if_dirty, reconcile_run
+
+pytestmark = pytest.mark.e2e
+
+LOGICAL_DATE = dt.datetime(2026, 4, 1, tzinfo=dt.UTC)  # cutoff 2026-03-02
+
+
+def remote_dag(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **extra):
+    fields = policy_fields(name, window_rows=80, batch_rows=40, window_per_tenant=False, **extra)
+    fields["remote"] = {
+        "http_conn_id": HTTP_CONN_ID,
+        "endpoint": "/v1/tenants/{tenant_id}/assets/{object_id}",
+        "object_id_column": "object_key",
+        "version_column": "version",
+        "rate_per_second": 200,
+        "burst": 20,
+        "limiter_scope": name,
+        "pool": "default_pool",
+        "max_attempts": 3,
+        "request_timeout_seconds": 2,
+        "backoff_base_seconds": 0.05,
+        "backoff_max_seconds": 0.1,
+    }
+    path = tmp_path / "policies.yaml"
+    path.write_text(yaml.safe_dump({"policies": {name: fields}}))
+    monkeypatch.setenv("RETENTION_POLICIES", str(path))
+    bag = DagBag(dag_folder=str(ROOT / "dags"))
+    assert bag.import_errors == {}
+    return bag.dags[f"retention__{name}"]
+
+
+def summary_of(db, name: str, run_id: str) -> dict:
+    row = db.execute(
+        "SELECT status, summary FROM retention.runs WHERE policy = %s AND run_id = %s",
+        (name, run_id),
+    ).fetchone()
+    assert row is not None
+    return row
+
+
+def test_remote_policy_run_deletes_objects_then_rows(
+    db, unique_name, sandbox, tmp_path, monkeypatch
+) -> None:
+    create_media_table(db, unique_name, 200, tenants=4, new_rows=30)
+    dag = remote_dag(unique_name, tmp_path, monkeypatch)
+    assert [t.task_id for t in dag.tasks] == [
+        "compute_cutoff",
+        "plan_windows",
+        "delete_window",
+        "drain_operations",
+        "reconcile",
+    ]
+    run = dag.test(logical_date=LOGICAL_DATE)
+    assert run.state == "success"
+    result = summary_of(db, unique_name, run.run_id)
+    assert result["status"] == "clean"
+    remote = result["summary"]["remote"]
+    assert remote["attempts_by_outcome"] == {"confirmed": 200}
+    assert remote["unexplained_rows"] == 0
+    assert count(db, f"SELECT count(*) FROM public.{unique_name}") == 30  # noqa: S608
+    server = sandbox.state.stats()
+    assert len(server["effects"]) == 200
+    assert set(server["effects"].values()) == {1}, "zero duplicate remote effects"
+    assert server["requests"][0]["object"].startswith("obj-")
+    paths = {r["object"] for r in server["requests"]}
+    assert len(paths) == 200
+
+    again = dag.test(logical_date=LOGICAL_DATE)
+    assert again.state == "success"
+    assert len(sandbox.state.stats()["requests"]) == 200, "a rerun calls nothing"
+
+
+def test_dead_operations_are_an_explained_backlog_until_too_old(
+    db, unique_name, sandbox, tmp_path, monkeypatch
+) -> None:
+    create_media_table(db, unique_name, 50)
+    sandbox.state.configure(reject=["obj-5"])
+    dag = remote_dag(unique_name, tmp_path, monkeypatch)
+    run = dag.test(logical_date=LOGICAL_DATE)
+    assert run.state == "success"
+    result = summary_of(db, unique_name, run.run_id)
+    assert result["status"] == "backlog"
+    remote = result["summary"]["remote"]
+    assert remote["eligible_rows_by_state"] == {"dead": 1}
+    assert remote["dead_total"] == 1
+    assert remote["oldest_overdue_hours"] > 24
+
+    late = remote_dag(unique_name, tmp_path, monkeypatch, max_lag_hours=1)
+    failed = late.test(logical_date=LOGICAL_DATE)
+    assert failed.state == "failed"
+    assert summary_of(db, unique_name, failed.run_id)["status"] == "dirty"
+
+
+def test_rows_without_an_operation_are_unexplained(db, unique_name) -> None:
+    create_media_table(db, unique_name, 10)
+    policy = remote_policy(unique_name)
+    plan_windows(db, request(policy))  # planned, but nothing enqueued
+    summary = reconcile_run(db, policy, "run-1")
+    assert summary["status"] == "dirty"
+    assert summary["remote"]["unexplained_rows"] == 10
+    with pytest.raises(RetentionIncomplete, match="10 of them have no pending"):
+        raise_if_dirty(summary)
