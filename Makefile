@@ -6,7 +6,7 @@ BIN := $(CURDIR)/$(VENV)/bin
 STAMP := $(VENV)/.installed
 RUN := set -a && . ./.local/env && set +a && PATH="$(BIN):$$PATH" &&
 
-.PHONY: demo test airflow bench-rows lint format lock env stop-pg clean
+.PHONY: demo test airflow bench-rows bench-remote lint format lock env stop-pg clean
 
 $(STAMP): requirements.txt requirements-dev.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,9 @@ airflow: env
 
 bench-rows: env
 	@$(RUN) python scripts/bench_rows.py
+
+bench-remote: env
+	@$(RUN) python scripts/bench_remote.py
 
 # Re-pin every transitive dependency after changing requirements*.txt.
 lock:

@@ -1,15 +1,18 @@
--- Claim up to n due operations of a policy (optionally of one window): pending ones
--- whose not_before has passed, and in-flight ones whose lease expired (counted as a
--- lease expiry). FOR UPDATE SKIP LOCKED lets concurrent claimers take disjoint sets.
+-- Claim up to n operations of a policy (or of one window, by window_filter) that
+-- are in the given state and due: pending ones whose not_before has passed, or
+-- in-flight ones whose lease expired (reclaiming counts a lease expiry).
+-- FOR UPDATE SKIP LOCKED lets concurrent claimers take disjoint sets; the
+-- partial indexes on (policy | window_key, due column) WHERE state = ... make
+-- this an ordered index scan that stops after n rows, however long the backlog.
 -- Locks the claimed rows until the (short) claiming transaction commits.
 WITH picked AS (
     SELECT operation_key
     FROM retention.operations
     WHERE policy = %(policy)s
-      AND (%(window_key)s::text IS NULL OR window_key = %(window_key)s::text)
-      AND ((state = 'pending' AND not_before <= now())
-           OR (state = 'in_flight' AND lease_expires_at < now()))
-    ORDER BY not_before, operation_key
+      AND {window_filter}
+      AND state = %(state)s
+      AND {due_column} <= now()
+    ORDER BY {due_column}
     LIMIT %(n)s
     FOR UPDATE SKIP LOCKED
 )

@@ -1,21 +1,63 @@
--- Record an attempt's outcome on an operation this worker holds: done, pending
--- again (with not_before), or dead. The lease-owner guard makes a stale worker's
--- write a no-op (it returns no row). Touches one row of retention.operations.
-UPDATE retention.operations
-SET state = %(state)s,
-    attempt_count = attempt_count + %(attempt_spent)s,
-    rate_limited_count = rate_limited_count + %(rate_limited)s,
-    auth_failure_count = CASE WHEN %(auth_failure)s THEN auth_failure_count + 1 ELSE 0 END,
-    not_before = coalesce(%(not_before)s, not_before),
-    lease_owner = NULL,
-    lease_expires_at = NULL,
-    last_status_code = %(status)s,
-    outcome_class = %(outcome)s,
-    failure_class = %(failure_class)s,
-    reason = %(reason)s,
-    done_at = CASE WHEN %(state)s = 'done' THEN now() ELSE done_at END,
-    updated_at = now()
-WHERE operation_key = %(operation_key)s
-  AND lease_owner = %(owner)s
-  AND state = 'in_flight'
-RETURNING row_key, version, attempt_count
+-- Record attempts on operations this worker holds, as one statement (so one
+-- atomic transaction and one round trip for a whole claimed batch, like River's
+-- batch completer): each operation's new state (done, pending again with
+-- not_before, or dead) and counters, one retention.attempts row each, and for
+-- each done one, its local row, of the version the operation was made for (a
+-- restored object has a new version and a new operation).
+-- The lease-owner guard makes a stale worker's writes no-ops: those keys do not
+-- come back and nothing is written for them.
+-- Locks the named operation rows and at most one table row per operation.
+WITH input AS (
+    SELECT *
+    FROM unnest(
+        %(keys)s::text[], %(states)s::text[], %(attempt_spent)s::int[],
+        %(rate_limited)s::int[], %(auth_failure)s::boolean[], %(not_before)s::timestamptz[],
+        %(status)s::int[], %(outcome)s::text[], %(failure_class)s::text[], %(reason)s::text[],
+        %(started_at)s::timestamptz[], %(finished_at)s::timestamptz[],
+        %(duration_ms)s::double precision[]
+    ) AS i(i_key, i_state, i_attempt_spent, i_rate_limited, i_auth_failure, i_not_before,
+           i_status, i_outcome, i_failure_class, i_reason, i_started_at, i_finished_at,
+           i_duration_ms)
+), op AS (
+    UPDATE retention.operations AS o
+    SET state = i.i_state,
+        attempt_count = o.attempt_count + i.i_attempt_spent,
+        rate_limited_count = o.rate_limited_count + i.i_rate_limited,
+        auth_failure_count = CASE WHEN i.i_auth_failure THEN o.auth_failure_count + 1 ELSE 0 END,
+        not_before = coalesce(i.i_not_before, o.not_before),
+        lease_owner = NULL,
+        lease_expires_at = NULL,
+        last_status_code = i.i_status,
+        outcome_class = i.i_outcome,
+        failure_class = i.i_failure_class,
+        reason = i.i_reason,
+        done_at = CASE WHEN i.i_state = 'done' THEN now() ELSE o.done_at END,
+        updated_at = now()
+    FROM input AS i
+    WHERE o.operation_key = i.i_key
+      AND o.lease_owner = %(owner)s
+      AND o.state = 'in_flight'
+    RETURNING o.operation_key AS op_key, o.row_key AS op_row_key, o.version AS op_version,
+              i.i_state AS op_state, i.i_started_at AS op_started_at,
+              i.i_finished_at AS op_finished_at, i.i_status AS op_status,
+              i.i_outcome AS op_outcome, i.i_duration_ms AS op_duration_ms
+), attempt AS (
+    INSERT INTO retention.attempts (
+        operation_key, attempt_no, policy, lease_owner, started_at, finished_at,
+        status_code, outcome_class, duration_ms
+    )
+    SELECT op.op_key,
+           coalesce((SELECT max(a.attempt_no) FROM retention.attempts AS a
+                     WHERE a.operation_key = op.op_key), 0) + 1,
+           %(policy)s, %(owner)s, op.op_started_at, op.op_finished_at, op.op_status,
+           op.op_outcome, op.op_duration_ms
+    FROM op
+), gone AS (
+    DELETE FROM {table}
+    USING op
+    WHERE op.op_state = 'done'
+      AND {key} = op.op_row_key
+      AND {version_expr} = op.op_version
+    RETURNING 1
+)
+SELECT op.op_key, (SELECT count(*) FROM gone) AS rows_deleted FROM op

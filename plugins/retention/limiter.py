@@ -52,7 +52,9 @@ class TokenBucket:
 
     def try_take(self) -> tuple[bool, float]:
         """One attempt: (granted, seconds to wait before the next try)."""
-        row = self.conn.execute(query("limiter_take"), {"scope": self.scope}).fetchone()
+        row = self.conn.execute(
+            query("limiter_take"), {"scope": self.scope}, prepare=True
+        ).fetchone()
         assert row is not None
         self.effective_rate = float(row["effective_rate"])
         return bool(row["granted"]), float(row["wait_seconds"])

@@ -11,7 +11,10 @@ import datetime as dt
 import hashlib
 import time
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
+
+from psycopg import sql
 
 from retention.db import Connection, set_timeouts
 from retention.policy import Policy
@@ -79,20 +82,36 @@ def claim(
     n: int,
     window_key: str | None = None,
 ) -> list[Claimed]:
-    """Claim up to ``n`` due operations (SKIP LOCKED), committing before returning."""
+    """Claim up to ``n`` due operations (SKIP LOCKED), committing before returning.
+
+    Expired leases are reclaimed first (their owner died or stalled), then
+    pending operations whose ``not_before`` has passed, oldest first.
+    """
     assert policy.remote is not None
+    params = {
+        "policy": policy.name,
+        "window_key": window_key,
+        "owner": owner,
+        "lease_seconds": policy.remote.lease,
+    }
+    rows: list[dict[str, Any]] = []
     with conn.transaction():
-        rows = conn.execute(
-            query("ops_claim"),
-            {
-                "policy": policy.name,
-                "window_key": window_key,
-                "n": n,
-                "owner": owner,
-                "lease_seconds": policy.remote.lease,
-            },
-        ).fetchall()
+        for state in ("in_flight", "pending"):
+            if len(rows) < n:
+                statement = claim_statement(state, window_key is not None)
+                params["n"] = n - len(rows)
+                rows += conn.execute(statement, {**params, "state": state}, prepare=True)
     return [Claimed(**row) for row in rows]
+
+
+@cache
+def claim_statement(state: str, one_window: bool) -> sql.Composed:
+    """``ops_claim.sql`` for one state, for a policy or one of its windows."""
+    return query(
+        "ops_claim",
+        window_filter=sql.SQL("window_key = %(window_key)s" if one_window else "TRUE"),
+        due_column=sql.Identifier("lease_expires_at" if state == "in_flight" else "not_before"),
+    )
 
 
 def renew(conn: Connection, policy: Policy, owner: str, keys: list[str]) -> None:
@@ -133,48 +152,60 @@ def finish(
     started: float,
     finished: float,
 ) -> bool:
-    """Record the outcome (and, when done, delete the local row) in one transaction.
+    """Record one attempt; False when this worker no longer holds the lease."""
+    return bool(finish_many(conn, policy, owner, [AttemptRecord(op, result, started, finished)]))
 
-    Returns False when this worker no longer holds the lease: nothing is written.
+
+@dataclass(frozen=True)
+class AttemptRecord:
+    """One attempt to record: the operation, its ledger change, and when the call ran."""
+
+    op: Claimed
+    change: Finish
+    started: float
+    finished: float
+
+
+def finish_many(
+    conn: Connection, policy: Policy, owner: str, outcomes: list[AttemptRecord]
+) -> set[str]:
+    """Record attempts (and delete the rows of done operations) in one statement.
+
+    One statement is one transaction and one round trip (see ``ops_finish.sql``).
+    Returns the keys recorded; a key missing from it had lost its lease, and
+    nothing was written for it.
     """
-    with conn.transaction():
-        row = conn.execute(
-            query("ops_finish"),
-            {
-                "operation_key": op.operation_key,
-                "owner": owner,
-                "state": result.state,
-                "attempt_spent": result.attempt_spent,
-                "rate_limited": result.rate_limited,
-                "auth_failure": result.auth_failure,
-                "not_before": result.not_before,
-                "status": result.status,
-                "outcome": result.outcome,
-                "failure_class": result.failure_class,
-                "reason": result.reason[:300],
-            },
-        ).fetchone()
-        if row is None:
-            return False
-        conn.execute(
-            query("attempt_insert"),
-            {
-                "operation_key": op.operation_key,
-                "policy": policy.name,
-                "owner": owner,
-                "started_at": dt.datetime.fromtimestamp(started, dt.UTC),
-                "finished_at": dt.datetime.fromtimestamp(finished, dt.UTC),
-                "status": result.status,
-                "outcome": result.outcome,
-                "duration_ms": (finished - started) * 1000,
-            },
-        )
-        if result.state == "done":
-            conn.execute(
-                TargetTable.of(policy).query("row_delete_confirmed"),
-                {"row_key": row["row_key"], "version": row["version"]},
-            )
-    return True
+    if not outcomes:
+        return set()
+    utc = dt.UTC
+    rows = conn.execute(
+        finish_statement(policy),
+        {
+            "owner": owner,
+            "policy": policy.name,
+            "keys": [o.op.operation_key for o in outcomes],
+            "states": [o.change.state for o in outcomes],
+            "attempt_spent": [o.change.attempt_spent for o in outcomes],
+            "rate_limited": [o.change.rate_limited for o in outcomes],
+            "auth_failure": [o.change.auth_failure for o in outcomes],
+            "not_before": [o.change.not_before for o in outcomes],
+            "status": [o.change.status for o in outcomes],
+            "outcome": [o.change.outcome for o in outcomes],
+            "failure_class": [o.change.failure_class for o in outcomes],
+            "reason": [o.change.reason[:300] for o in outcomes],
+            "started_at": [dt.datetime.fromtimestamp(o.started, utc) for o in outcomes],
+            "finished_at": [dt.datetime.fromtimestamp(o.finished, utc) for o in outcomes],
+            "duration_ms": [(o.finished - o.started) * 1000 for o in outcomes],
+        },
+        prepare=True,
+    ).fetchall()
+    return {row["op_key"] for row in rows}
+
+
+@cache
+def finish_statement(policy: Policy) -> sql.Composed:
+    """``ops_finish.sql`` composed for the policy's table (once per policy)."""
+    return TargetTable.of(policy).query("ops_finish")
 
 
 def next_due(conn: Connection, window_key: str) -> tuple[dt.datetime | None, int]:

@@ -30,7 +30,16 @@ from retention.classify import (
 from retention.db import Connection
 from retention.http_client import HttpResult
 from retention.limiter import TokenBucket
-from retention.operations import Claimed, Finish, claim, finish, next_due, release, renew
+from retention.operations import (
+    AttemptRecord,
+    Claimed,
+    Finish,
+    claim,
+    finish_many,
+    next_due,
+    release,
+    renew,
+)
 from retention.policy import Policy, RemoteSpec
 
 log = logging.getLogger(__name__)
@@ -64,6 +73,10 @@ class WorkerStats:
             "dead": self.dead,
             "out_of_time": self.out_of_time,
         }
+
+
+def result_times(result: HttpResult) -> tuple[float, float]:
+    return result.started, result.finished
 
 
 def decide(op: Claimed, remote: RemoteSpec, c: Classification, rng: random.Random) -> Finish:
@@ -139,6 +152,11 @@ class RemoteWorker:
         self.deadline = time.monotonic() + (budget_seconds or self.remote.task_budget_seconds)
         self.sleep = sleep
         self.rng = rng or random.Random()
+        # Every ledger write of a worker is safe to lose in a database crash: a lost
+        # claim or token is taken again, a lost outcome is re-driven with the same
+        # idempotency key. So its commits need not wait for the WAL flush; the next
+        # synchronous commit on the server (reconcile's) makes them all durable.
+        conn.execute("SET synchronous_commit = off")
         self.bucket = TokenBucket.for_remote(conn, self.remote)
         self.bucket.sleep = sleep
         self.stats = WorkerStats()
@@ -175,6 +193,19 @@ class RemoteWorker:
         return self.stats
 
     def _work(self, batch: list[Claimed]) -> None:
+        """Call the API for each claimed operation; record the outcomes together.
+
+        Outcomes are recorded in one statement per batch (a batch completer): a
+        crash before that loses at most one batch of records, which are re-driven
+        with the same idempotency keys once their leases expire.
+        """
+        pending: list[AttemptRecord] = []
+        try:
+            self._call_each(batch, pending)
+        finally:
+            self._record(pending)
+
+    def _call_each(self, batch: list[Claimed], pending: list[AttemptRecord]) -> None:
         renewed_at = time.monotonic()
         for index, op in enumerate(batch):
             if not self.bucket.acquire(self.deadline):
@@ -189,29 +220,28 @@ class RemoteWorker:
             self.stats.outcomes[c.outcome.value] += 1
             if c.outcome is Outcome.RATE_LIMITED:
                 self.bucket.throttle(c.retry_after_seconds or 1.0)
-            change = decide(op, self.remote, c, self.rng)
-            if not self.record(op, change, result):
+            pending.append(
+                AttemptRecord(op, decide(op, self.remote, c, self.rng), *result_times(result))
+            )
+            self._watch_credentials(c, batch[index + 1 :])
+
+    def _record(self, outcomes: list[AttemptRecord]) -> None:
+        recorded = self.record(outcomes)
+        for outcome in outcomes:
+            if outcome.op.operation_key not in recorded:
                 self.stats.stale += 1
-            elif change.state == "dead":
+            elif outcome.change.state == "dead":
                 self.stats.dead += 1
                 log.warning(
                     "operation %s (object %s) is dead: %s",
-                    op.operation_key,
-                    op.object_id,
-                    change.reason,
+                    outcome.op.operation_key,
+                    outcome.op.object_id,
+                    outcome.change.reason,
                 )
-            self._watch_credentials(c, batch[index + 1 :])
 
-    def record(self, op: Claimed, change: Finish, result: HttpResult) -> bool:
-        return finish(
-            self.conn,
-            self.policy,
-            self.owner,
-            op,
-            change,
-            started=result.started,
-            finished=result.finished,
-        )
+    def record(self, outcomes: list[AttemptRecord]) -> set[str]:
+        """Write outcomes to the ledger; returns the keys this worker still held."""
+        return finish_many(self.conn, self.policy, self.owner, outcomes)
 
     def _watch_credentials(self, c: Classification, rest: list[Claimed]) -> None:
         if c.outcome is not Outcome.AUTH:

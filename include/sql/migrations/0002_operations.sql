@@ -34,11 +34,14 @@ CREATE TABLE IF NOT EXISTS retention.operations (
     done_at           timestamptz
 );
 
-CREATE INDEX IF NOT EXISTS operations_due
-    ON retention.operations (policy, not_before)
-    WHERE state IN ('pending', 'in_flight');
-CREATE INDEX IF NOT EXISTS operations_window ON retention.operations (window_key)
-    WHERE state IN ('pending', 'in_flight');
+CREATE INDEX IF NOT EXISTS operations_pending
+    ON retention.operations (policy, not_before) WHERE state = 'pending';
+CREATE INDEX IF NOT EXISTS operations_leased
+    ON retention.operations (policy, lease_expires_at) WHERE state = 'in_flight';
+CREATE INDEX IF NOT EXISTS operations_window_pending
+    ON retention.operations (window_key, not_before) WHERE state = 'pending';
+CREATE INDEX IF NOT EXISTS operations_window_leased
+    ON retention.operations (window_key, lease_expires_at) WHERE state = 'in_flight';
 CREATE INDEX IF NOT EXISTS operations_dead ON retention.operations (policy, failure_class)
     WHERE state = 'dead';
 
