@@ -115,3 +115,45 @@ def test_rows_without_an_operation_are_unexplained(db, unique_name) -> None:
     assert summary["remote"]["unexplained_rows"] == 10
     with pytest.raises(RetentionIncomplete, match="10 of them have no pending"):
         raise_if_dirty(summary)
+
+
+def test_replay_dag_moves_chosen_dead_operations_back(
+    db, unique_name, sandbox, tmp_path, monkeypatch
+) -> None:
+    create_media_table(db, unique_name, 10)
+    sandbox.state.configure(reject=["obj-3", "obj-4"])
+    dag = remote_dag(unique_name, tmp_path, monkeypatch)
+    assert dag.test(logical_date=LOGICAL_DATE).state == "success"
+    dead = {
+        r["object_id"]: r["operation_key"]
+        for r in db.execute(
+            "SELECT object_id, operation_key FROM retention.dead_operations WHERE policy = %s",
+            (unique_name,),
+        )
+    }
+    assert set(dead) == {"obj-3", "obj-4"}
+    replay = DagBag(dag_folder=str(ROOT / "dags")).dags["retention__replay"]
+    run = replay.test(
+        run_conf={
+            "policy": unique_name,
+            "operation_keys": [dead["obj-3"]],
+            "reason": "object released from legal hold",
+        }
+    )
+    assert run.state == "success"
+    rows = {
+        r["object_id"]: r["state"]
+        for r in db.execute(
+            "SELECT object_id, state FROM retention.operations WHERE policy = %s AND "
+            "object_id IN ('obj-3', 'obj-4')",
+            (unique_name,),
+        )
+    }
+    assert rows == {"obj-3": "pending", "obj-4": "dead"}
+    audit = db.execute(
+        "SELECT operation_keys, reason FROM retention.replays WHERE policy = %s", (unique_name,)
+    ).fetchone()
+    assert audit == {"operation_keys": [dead["obj-3"]], "reason": "object released from legal hold"}
+    sandbox.state.configure(reject=[])
+    assert dag.test(logical_date=LOGICAL_DATE).state == "success"
+    assert count(db, f"SELECT count(*) FROM public.{unique_name} WHERE object_key = 'obj-3'") == 0  # noqa: S608

@@ -224,3 +224,69 @@ def test_http_connection_comes_from_airflow(sandbox) -> None:
     assert result.status == 204
     assert sandbox.state.stats()["requests"][0]["object"] == "a%20b%2Fc"
     assert HTTP_CONN_ID == "sandbox_api"
+
+
+def test_out_of_token_budget_leaves_operations_pending_and_ends_cleanly(
+    db, unique_name, sandbox, test_dsn
+) -> None:
+    create_media_table(db, unique_name, 12)
+    policy = remote_policy(unique_name, rate_per_second=2, burst=1)
+    enqueue_all(db, policy)
+    started = time.monotonic()
+    stats = work(test_dsn, policy, budget_seconds=1.5)
+    assert time.monotonic() - started < 3
+    assert stats["out_of_time"] is True
+    assert stats["released"] > 0
+    done = states(db, policy).get("done", 0)
+    assert 2 <= done <= 5, "1 burst token plus 2/s for 1.5 s"
+    assert states(db, policy) == {"done": done, "pending": 12 - done}
+    assert len(sandbox.state.stats()["requests"]) == done
+
+
+def test_leases_are_renewed_while_a_slow_batch_is_worked(db, unique_name, sandbox, test_dsn):
+    create_media_table(db, unique_name, 20)
+    sandbox.state.configure(latency_ms=250)
+    policy = remote_policy(
+        unique_name, request_timeout_seconds=0.4, lease_seconds=1.0, claim_batch=5
+    )
+    enqueue_all(db, policy)
+    threads = [threading.Thread(target=work, args=(test_dsn, policy)) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    rows = db.execute(
+        "SELECT state, claim_count, lease_expiries FROM retention.operations WHERE policy = %s",
+        (policy.name,),
+    ).fetchall()
+    assert {(r["state"], r["claim_count"], r["lease_expiries"]) for r in rows} == {("done", 1, 0)}
+    assert len(sandbox.state.stats()["requests"]) == 20, "no operation was called twice"
+
+
+def test_dead_letters_command_lists_dead_operations(db, unique_name, sandbox, test_dsn) -> None:
+    import subprocess
+    import sys
+
+    create_media_table(db, unique_name, 3)
+    sandbox.state.configure(reject=["obj-2"])
+    policy = remote_policy(unique_name)
+    enqueue_all(db, policy)
+    work(test_dsn, policy)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "retention.cli",
+            "--dsn",
+            test_dsn,
+            "dead-letters",
+            "--policy",
+            policy.name,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "object=obj-2" in out
+    assert "http_422 (HTTP 422)" in out
+    assert "1 dead operation(s)" in out

@@ -213,7 +213,8 @@ class RemoteWorker:
                 self.stats.out_of_time = True
                 return
             if time.monotonic() - renewed_at > self.remote.lease / 3:
-                renew(self.conn, self.policy, self.owner, [o.operation_key for o in batch[index:]])
+                # Called-but-unrecorded operations are still ours too (recorded at batch end).
+                renew(self.conn, self.policy, self.owner, [o.operation_key for o in batch])
                 renewed_at = time.monotonic()
             result = self.sender.send(op.operation_key, op.object_id, op.tenant)
             c = classify(result.status, result.headers, result.error)
