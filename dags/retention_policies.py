@@ -20,6 +20,8 @@ earlier runs whose `not_before` has passed) before the windows, and each window
 deletes its objects through the rate-limited API and the `retention.operations`
 ledger before deleting the rows; `reconcile` then accepts rows explained by a
 pending or dead operation (backlog) unless they are older than `max_lag_hours`.
+With a `notify:` section, `deliver_events` sends the signed `retention.deleted`
+events that the deletions wrote to the outbox.
 
 **Idempotent:** yes. Windows are recorded once per run; rerunning any task deletes nothing twice.
 **Params:** `dry_run` (plan and count, delete nothing), `window_rows` and `batch_rows` overrides.
@@ -41,6 +43,7 @@ from retention.steps import (
     WINDOW_ROWS_BOUNDS,
     compute_cutoff_step,
     delete_window_step,
+    deliver_events_step,
     drain_operations_step,
     plan_windows_step,
     reconcile_step,
@@ -152,7 +155,15 @@ def build_dag(policy: Policy) -> DAG:
                 return drain_operations_step(policy)
 
             plan >> drain_operations() >> deletes
-        deletes >> reconcile()
+        if policy.notify is not None:
+
+            @task(trigger_rule=TriggerRule.ALL_DONE)
+            def deliver_events() -> dict[str, Any]:
+                return deliver_events_step(policy)
+
+            deletes >> deliver_events() >> reconcile()
+        else:
+            deletes >> reconcile()
     return dag
 
 

@@ -3,7 +3,8 @@
 -- batch completer): each operation's new state (done, pending again with
 -- not_before, or dead) and counters, one retention.attempts row each, and for
 -- each done one, its local row, of the version the operation was made for (a
--- restored object has a new version and a new operation).
+-- restored object has a new version and a new operation), and, when the policy
+-- notifies, its retention.deleted event in the outbox (transactional outbox).
 -- The lease-owner guard makes a stale worker's writes no-ops: those keys do not
 -- come back and nothing is written for them.
 -- Locks the named operation rows and at most one table row per operation.
@@ -40,7 +41,31 @@ WITH input AS (
     RETURNING o.operation_key AS op_key, o.row_key AS op_row_key, o.version AS op_version,
               i.i_state AS op_state, i.i_started_at AS op_started_at,
               i.i_finished_at AS op_finished_at, i.i_status AS op_status,
-              i.i_outcome AS op_outcome, i.i_duration_ms AS op_duration_ms
+              i.i_outcome AS op_outcome, i.i_duration_ms AS op_duration_ms,
+              o.object_id AS op_object_id, o.tenant AS op_tenant,
+              o.policy_revision AS op_revision, o.attempt_count AS op_attempts
+), event AS (
+    INSERT INTO retention.outbox (event_id, policy, operation_key, event_type, payload)
+    SELECT 'evt_' || left(encode(sha256(convert_to('retention.deleted|' || op.op_key, 'UTF8')),
+                                 'hex'), 32),
+           %(policy)s, op.op_key, 'retention.deleted',
+           jsonb_build_object(
+               'type', 'retention.deleted',
+               'timestamp', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+               'data', jsonb_build_object(
+                   'policy', %(policy)s::text,
+                   'policy_revision', op.op_revision,
+                   'operation_key', op.op_key,
+                   'object_id', op.op_object_id,
+                   'tenant', op.op_tenant,
+                   'version', op.op_version,
+                   'status_code', op.op_status,
+                   'attempts', op.op_attempts
+               )
+           )::text
+    FROM op
+    WHERE op.op_state = 'done' AND %(notify)s
+    ON CONFLICT (event_id) DO NOTHING
 ), attempt AS (
     INSERT INTO retention.attempts (
         operation_key, attempt_no, policy, lease_owner, started_at, finished_at,

@@ -29,6 +29,11 @@ def operation_key(policy: str, revision: int, table: str, row_key: int, version:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def event_id_for(key: str) -> str:
+    """The id of an operation's ``retention.deleted`` event, as ``ops_finish.sql`` derives it."""
+    return "evt_" + hashlib.sha256(f"retention.deleted|{key}".encode()).hexdigest()[:32]
+
+
 @dataclass(frozen=True)
 class Claimed:
     """An operation this worker holds a lease on."""
@@ -183,6 +188,7 @@ def finish_many(
         {
             "owner": owner,
             "policy": policy.name,
+            "notify": policy.notify is not None,
             "keys": [o.op.operation_key for o in outcomes],
             "states": [o.change.state for o in outcomes],
             "attempt_spent": [o.change.attempt_spent for o in outcomes],

@@ -85,6 +85,21 @@ class RemoteSpec:
 
 
 @dataclass(frozen=True)
+class NotifySpec:
+    """The ``notify:`` section: signed ``retention.deleted`` events to a webhook receiver.
+
+    The signing secret (``whsec_...``) is the connection's password.
+    """
+
+    http_conn_id: str
+    endpoint: str
+    max_attempts: int = 12
+    timeout_seconds: float = 10.0
+    backoff_base_seconds: float = 5.0
+    backoff_max_seconds: float = 3600.0
+
+
+@dataclass(frozen=True)
 class Policy:
     """One retention policy; field names match the YAML contract exactly."""
 
@@ -111,6 +126,7 @@ class Policy:
     revision: int = 1
     max_lag_hours: float | None = None
     remote: RemoteSpec | None = None
+    notify: NotifySpec | None = None
 
     @property
     def dag_id(self) -> str:
@@ -163,6 +179,7 @@ _OPTIONAL = (
     "revision",
     "max_lag_hours",
     "remote",
+    "notify",
 )
 _REMOTE_REQUIRED = (
     "http_conn_id",
@@ -262,6 +279,10 @@ def parse_policy(name: str, raw: Any) -> tuple[Policy | None, list[PolicyProblem
         values["max_lag_hours"] = _positive_number("max_lag_hours", raw["max_lag_hours"], problem)
     if "remote" in raw:
         values["remote"] = _remote(raw["remote"], raw.get("tenant_column"), problem)
+    if "notify" in raw:
+        if "remote" not in raw:
+            problem("notify", "events announce remote deletions: it needs a remote section")
+        values["notify"] = _notify(raw["notify"], problem)
     for key in ("postgres_conn_id", "pool", "owner"):
         if key in raw and (not isinstance(raw[key], str) or not raw[key].strip()):
             problem(key, "must be a non-empty string")
@@ -416,6 +437,30 @@ def _remote(raw: Any, tenant_column: Any, problem: Any) -> RemoteSpec | None:
         return None
     values.setdefault("limiter_scope", values["http_conn_id"])
     return RemoteSpec(**values)
+
+
+def _notify(raw: Any, problem: Any) -> NotifySpec | None:
+    """Validate the ``notify:`` section; problems are reported as ``notify.<field>``."""
+    if not isinstance(raw, dict):
+        problem("notify", "must be a mapping with http_conn_id and endpoint")
+        return None
+    known = {f.name for f in NotifySpec.__dataclass_fields__.values()}
+    values: dict[str, Any] = {}
+    for key in sorted(set(raw) - known):
+        problem(f"notify.{key}", f"unknown field; known fields are {', '.join(sorted(known))}")
+    for key in ("http_conn_id", "endpoint"):
+        if not isinstance(raw.get(key), str) or not raw[key].strip():
+            problem(f"notify.{key}", "required, a non-empty string")
+        else:
+            values[key] = raw[key]
+    if "max_attempts" in raw:
+        values["max_attempts"] = _positive_int("notify.max_attempts", raw["max_attempts"], problem)
+    for key in ("timeout_seconds", "backoff_base_seconds", "backoff_max_seconds"):
+        if key in raw:
+            values[key] = _positive_number(f"notify.{key}", raw[key], problem)
+    if any(v is None for v in values.values()) or not {"http_conn_id", "endpoint"} <= set(values):
+        return None
+    return NotifySpec(**values)
 
 
 def _identifier(key: str, value: Any, problem: Any) -> str | None:

@@ -105,6 +105,14 @@ def reconcile_run(conn: Connection, policy: Policy, run_id: str) -> dict[str, An
     if remote is not None:
         summary["remote"] = remote
         summary["max_lag_hours"] = policy.max_lag_hours
+    if policy.notify is not None:
+        events = conn.execute(query("outbox_stats"), {"policy": policy.name}).fetchone()
+        assert events is not None
+        disabled = events["endpoint_disabled_at"]
+        summary["events"] = {
+            "by_state": dict(events["events_by_state"]),
+            "endpoint_disabled_at": disabled.isoformat() if disabled else None,
+        }
     conn.execute(
         query("run_record_summary"),
         {

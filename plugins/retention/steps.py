@@ -18,6 +18,7 @@ from retention.deleter import delete_window
 from retention.http_client import RemoteClient
 from retention.migrate import migrate
 from retention.operations import enqueue_window
+from retention.outbox import EventSender, deliver_events
 from retention.planner import PlanRequest, plan_id_for, plan_windows
 from retention.policy import Policy
 from retention.reconcile import raise_if_dirty, reconcile_run
@@ -178,17 +179,36 @@ def delete_remote_window(
 
 
 def drain_operations_step(policy: Policy) -> dict[str, Any]:
-    """Work pending operations of any window whose not_before has passed (left by earlier runs)."""
+    """Work pending operations of any window whose not_before has passed (left by earlier runs),
+    after delivering events left over from earlier runs."""
     assert policy.remote is not None
     with connect(policy.postgres_conn_id) as conn:
         migrate(conn)
+        events = _deliver(conn, policy) if policy.notify else None
         client = RemoteClient(policy.remote)
         try:
             budget = policy.remote.task_budget_seconds
             stats = RemoteWorker(conn, policy, client, budget_seconds=budget).run(window_key=None)
         finally:
             client.close()
-    return stats.as_dict()
+    return {**stats.as_dict(), "events": events}
+
+
+def deliver_events_step(policy: Policy) -> dict[str, Any]:
+    """Deliver the policy's pending retention.deleted events (signed webhooks)."""
+    with connect(policy.postgres_conn_id) as conn:
+        return _deliver(conn, policy)
+
+
+def _deliver(conn: Connection, policy: Policy) -> dict[str, Any]:
+    assert policy.notify is not None
+    assert policy.remote is not None
+    sender = EventSender(policy.notify)
+    try:
+        budget = policy.remote.task_budget_seconds
+        return deliver_events(conn, policy, sender, budget_seconds=budget).as_dict()
+    finally:
+        sender.close()
 
 
 def reconcile_step(policy: Policy, *, run_id: str) -> dict[str, Any]:

@@ -1,0 +1,196 @@
+"""retention.deleted events: transactional outbox, Standard Webhooks signatures, redelivery."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections.abc import Iterator
+
+import pytest
+from receiver import EventReceiver, new_secret
+from remotehelpers import count, create_media_table, plan, remote_policy
+from svix.webhooks import Webhook as SvixWebhook
+from svix.webhooks import WebhookVerificationError
+
+from retention.db import Connection, connect_dsn
+from retention.http_client import RemoteClient
+from retention.operations import enqueue_window, event_id_for
+from retention.outbox import EventSender, deliver_events, replay_dead_events
+from retention.policy import NotifySpec
+from retention.remote_worker import RemoteWorker
+
+RECEIVER_CONN = "events_receiver"
+
+
+@pytest.fixture
+def receiver(monkeypatch: pytest.MonkeyPatch) -> Iterator[EventReceiver]:
+    server = EventReceiver(new_secret())
+    monkeypatch.setenv("AIRFLOW_CONN_EVENTS_RECEIVER", server.connection_json())
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def notifying_policy(name: str, **notify):
+    spec = NotifySpec(
+        http_conn_id=RECEIVER_CONN,
+        endpoint="/hooks/retention",
+        timeout_seconds=notify.pop("timeout_seconds", 2.0),
+        backoff_base_seconds=0.01,
+        backoff_max_seconds=0.02,
+        **notify,
+    )
+    return dataclasses.replace(remote_policy(name), notify=spec)
+
+
+def delete_remotely(db: Connection, test_dsn: str, policy, rows: int) -> None:
+    create_media_table(db, policy.name, rows)
+    for window in plan(db, policy):
+        enqueue_window(db, policy, window, 100)
+    with connect_dsn(test_dsn) as conn:
+        RemoteWorker(conn, policy, RemoteClient(policy.remote)).run()
+
+
+def deliver(test_dsn: str, policy, **kw):
+    with connect_dsn(test_dsn) as conn:
+        sender = EventSender(policy.notify)
+        try:
+            return deliver_events(conn, policy, sender, **kw)
+        finally:
+            sender.close()
+
+
+def outbox(db: Connection, policy) -> dict[str, int]:
+    rows = db.execute(
+        "SELECT state, count(*) AS n FROM retention.outbox WHERE policy = %s GROUP BY state",
+        (policy.name,),
+    )
+    return {r["state"]: r["n"] for r in rows}
+
+
+def test_each_confirmed_deletion_writes_one_event_in_its_transaction(
+    db, unique_name, sandbox, test_dsn
+) -> None:
+    policy = notifying_policy(unique_name)
+    delete_remotely(db, test_dsn, policy, 5)
+    events = db.execute(
+        "SELECT o.event_id, o.operation_key, o.payload FROM retention.outbox o "
+        "WHERE o.policy = %s ORDER BY o.operation_key",
+        (policy.name,),
+    ).fetchall()
+    done = [
+        r["operation_key"]
+        for r in db.execute(
+            "SELECT operation_key FROM retention.operations WHERE policy = %s AND state = 'done' "
+            "ORDER BY operation_key",
+            (policy.name,),
+        )
+    ]
+    assert [e["operation_key"] for e in events] == done
+    assert len(done) == 5
+    for event in events:
+        assert event["event_id"] == event_id_for(event["operation_key"])
+        payload = json.loads(event["payload"])
+        assert payload["type"] == "retention.deleted"
+        assert payload["data"]["operation_key"] == event["operation_key"]
+        assert payload["data"]["object_id"].startswith("obj-")
+
+
+def test_signatures_verify_with_an_independent_implementation(
+    db, unique_name, sandbox, receiver, test_dsn
+) -> None:
+    policy = notifying_policy(unique_name)
+    delete_remotely(db, test_dsn, policy, 3)
+    stats = deliver(test_dsn, policy)
+    assert stats.delivered == 3
+    assert outbox(db, policy) == {"delivered": 3}
+    assert len(receiver.logical_events) == 3
+    verifier = SvixWebhook(receiver.secret)
+    sent = receiver.received[0]
+    headers, body = sent["headers"], sent["body"]
+    verifier.verify(body, headers)
+    assert headers["webhook-signature"].startswith("v1,")
+    with pytest.raises(WebhookVerificationError):
+        verifier.verify(body.replace(b"obj-", b"obj_"), headers)
+    with pytest.raises(WebhookVerificationError):
+        verifier.verify(body, {**headers, "webhook-id": "evt_other"})
+    stamp = str(int(headers["webhook-timestamp"]) - 1)
+    with pytest.raises(WebhookVerificationError):
+        verifier.verify(body, {**headers, "webhook-timestamp": stamp})
+    with pytest.raises(WebhookVerificationError):
+        SvixWebhook(new_secret()).verify(body, headers)
+
+
+def test_receiver_timeout_leads_to_the_same_event_id_and_bytes(
+    db, unique_name, sandbox, receiver, test_dsn
+) -> None:
+    policy = notifying_policy(unique_name, timeout_seconds=0.3)
+    delete_remotely(db, test_dsn, policy, 1)
+    receiver.delay_first_seconds = 1.0
+    first = deliver(test_dsn, policy)
+    assert first.retried == 1
+    assert outbox(db, policy) == {"pending": 1}
+    time.sleep(0.1)
+    second = deliver(test_dsn, policy)
+    assert second.delivered == 1
+    ids = [r["headers"]["webhook-id"] for r in receiver.received]
+    bodies = {r["body"] for r in receiver.received}
+    assert len(ids) == 2
+    assert len(set(ids)) == 1
+    assert len(bodies) == 1, "redelivery sends the same bytes"
+    assert len(receiver.logical_events) == 1
+
+
+def test_crash_between_send_and_record_gives_one_logical_event(
+    db, unique_name, sandbox, receiver, test_dsn
+) -> None:
+    policy = notifying_policy(unique_name)
+    delete_remotely(db, test_dsn, policy, 1)
+
+    class CrashAfterSend(EventSender):
+        def send(self, event_id, payload):
+            super().send(event_id, payload)
+            raise SystemExit("killed after the receiver accepted, before recording")
+
+    with connect_dsn(test_dsn) as conn, pytest.raises(SystemExit):
+        deliver_events(conn, policy, CrashAfterSend(policy.notify), lease_seconds=0.5)
+    assert outbox(db, policy) == {"in_flight": 1}
+    time.sleep(0.6)
+    assert deliver(test_dsn, policy).delivered == 1
+    assert len(receiver.received) == 2
+    assert len({r["headers"]["webhook-id"] for r in receiver.received}) == 1
+    assert len(receiver.logical_events) == 1, "the receiver deduplicates on webhook-id"
+
+
+def test_gone_disables_the_receiver_and_exhausted_events_are_replayable(
+    db, unique_name, sandbox, receiver, test_dsn
+) -> None:
+    policy = notifying_policy(unique_name, max_attempts=2)
+    delete_remotely(db, test_dsn, policy, 2)
+    receiver.statuses = [500, 500, 500, 500]
+    for _ in range(3):
+        deliver(test_dsn, policy)
+    assert outbox(db, policy) == {"dead": 2}
+    dead = [
+        r["event_id"]
+        for r in db.execute(
+            "SELECT event_id FROM retention.dead_events WHERE policy = %s", (policy.name,)
+        )
+    ]
+    replayed = replay_dead_events(
+        db, policy=policy.name, event_ids=dead[:1], since=None, requested_by="t", reason="fixed"
+    )
+    assert replayed["event_ids"] == dead[:1]
+    assert outbox(db, policy) == {"dead": 1, "pending": 1}
+    receiver.statuses = [410]
+    stats = deliver(test_dsn, policy)
+    assert stats.endpoint_disabled
+    assert outbox(db, policy) == {"dead": 1, "pending": 1}
+    sent = len(receiver.received)
+    assert deliver(test_dsn, policy).endpoint_disabled
+    assert len(receiver.received) == sent, "a disabled receiver gets nothing"
+    assert (
+        count(db, "SELECT count(*) FROM retention.notify_endpoints WHERE policy = %s", policy.name)
+        == 1
+    )
