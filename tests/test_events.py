@@ -194,3 +194,82 @@ def test_gone_disables_the_receiver_and_exhausted_events_are_replayable(
         count(db, "SELECT count(*) FROM retention.notify_endpoints WHERE policy = %s", policy.name)
         == 1
     )
+
+
+def explain_key(test_dsn: str, key: str, *extra: str) -> str:
+    import subprocess
+    import sys
+
+    return subprocess.run(
+        [sys.executable, "-m", "retention.cli", "--dsn", test_dsn, "explain", key, *extra],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+
+
+def test_explain_answers_the_six_questions(db, unique_name, sandbox, receiver, test_dsn) -> None:
+    from dbhelpers import request
+
+    from retention.explain import explain
+    from retention.planner import plan_windows
+    from retention.replay import replay_dead
+
+    policy = notifying_policy(unique_name)
+    create_media_table(db, policy.name, 4)
+    sandbox.state.configure(reject=["obj-2"], fail_5xx={"obj-3": 100})
+    for window in plan_windows(db, request(policy)):
+        enqueue_window(db, policy, window, 100)
+    with connect_dsn(test_dsn) as conn:
+        RemoteWorker(conn, policy, RemoteClient(policy.remote)).run()
+    deliver(test_dsn, policy)
+    keys = {
+        r["object_id"]: r["operation_key"]
+        for r in db.execute(
+            "SELECT object_id, operation_key FROM retention.operations WHERE policy = %s",
+            (policy.name,),
+        )
+    }
+
+    done = explain(db, keys["obj-1"])
+    assert done["selected"]["object_id"] == "obj-1"
+    assert done["selected"]["version"] == "1"
+    assert (
+        "older than the cutoff 2026-03-01T00:00:00+00:00 of run run-1"
+        in (done["eligible_because"]["reason"])
+    )
+    assert done["deletion"]["confirmed"] is True
+    assert done["deletion"]["confirmed_at"] is not None
+    assert done["event"]["event_id"] == event_id_for(keys["obj-1"])
+    assert done["event"]["state"] == "delivered"
+    assert done["attempts"]["count"] == 1
+    assert done["next"]["action"] == "none"
+
+    dead = explain(db, keys["obj-2"])
+    assert (dead["deletion"]["state"], dead["event"]) == ("dead", None)
+    assert dead["next"]["action"] == "human review"
+    assert "http_422" in dead["next"]["detail"]
+
+    pending = explain(db, keys["obj-3"])
+    assert pending["deletion"]["state"] == "pending"
+    assert pending["next"]["action"] == "automatic retry"
+    assert pending["next"]["at"] is not None
+    assert pending["attempts"]["history"][0]["status_code"] == 503
+
+    replay_dead(
+        db,
+        policy=policy.name,
+        operation_keys=[keys["obj-2"]],
+        requested_by="ops",
+        reason="hold lifted",
+    )
+    replayed = explain(db, keys["obj-2"])
+    assert replayed["deletion"]["state"] == "pending"
+    assert replayed["replays"][0]["reason"] == "hold lifted"
+    assert replayed["replays"][0]["by"] == "ops"
+
+    text = explain_key(test_dsn, keys["obj-1"])
+    assert "selected:   object obj-1" in text
+    assert "eligible:" in text
+    assert "event:      evt_" in text
+    assert json.loads(explain_key(test_dsn, keys["obj-2"], "--json"))["replays"][0]["by"] == "ops"

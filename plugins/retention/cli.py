@@ -1,4 +1,6 @@
-"""Command line: ``python -m retention.cli dead-letters`` (with ``plugins/`` on PYTHONPATH).
+"""Command line: ``python -m retention.cli dead-letters | explain KEY``.
+
+Run with ``plugins/`` on ``PYTHONPATH``.
 
 Connects through an Airflow connection id (``--conn-id``, resolved like a task
 would, e.g. from ``AIRFLOW_CONN_<ID>``) or a libpq DSN (``--dsn``).
@@ -11,6 +13,7 @@ import json
 import sys
 
 from retention.db import Connection, connect, connect_dsn
+from retention.explain import UnknownOperation, explain, render
 from retention.replay import dead_operations
 
 
@@ -31,8 +34,20 @@ def main(argv: list[str] | None = None) -> int:
     dead.add_argument("--failure-class")
     dead.add_argument("--limit", type=int, default=100)
     dead.add_argument("--json", action="store_true", help="one JSON object per line")
+    explain_cmd = commands.add_parser("explain", help="the evidence record of one operation")
+    explain_cmd.add_argument("operation_key")
+    explain_cmd.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
 
+    if args.command == "explain":
+        with _connection(args) as conn:
+            try:
+                record = explain(conn, args.operation_key)
+            except UnknownOperation as missing:
+                print(missing, file=sys.stderr)
+                return 1
+        print(json.dumps(record, indent=2) if args.json else render(record))
+        return 0
     with _connection(args) as conn:
         rows = dead_operations(
             conn, policy=args.policy, failure_class=args.failure_class, limit=args.limit
