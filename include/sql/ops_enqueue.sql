@@ -6,9 +6,7 @@ INSERT INTO retention.operations (
     operation_key, policy, policy_revision, table_name, row_key, object_id, tenant,
     version, window_key, state, not_before
 )
-SELECT encode(sha256(convert_to(concat_ws('|', %(policy)s::text, %(revision)s::text,
-                                          %(table_name)s::text, {key}::text, {version_expr}),
-                                'UTF8')), 'hex'),
+SELECT {operation_key_expr},
        %(policy)s, %(revision)s, %(table_name)s, {key}, {object_id}::text, {tenant_text},
        {version_expr}, %(window_key)s, 'pending', now()
 FROM {table}

@@ -5,10 +5,7 @@ SELECT coalesce(o.state, 'unexplained') AS state,
        count(*) AS n,
        min(eligible.ts) AS oldest
 FROM (
-    SELECT {ts} AS ts,
-           encode(sha256(convert_to(concat_ws('|', %(policy)s::text, %(revision)s::text,
-                                              %(table_name)s::text, {key}::text, {version_expr}),
-                                    'UTF8')), 'hex') AS op_key
+    SELECT {ts} AS ts, {operation_key_expr} AS op_key
     FROM {table}
     WHERE {ts} < %(cutoff)s
 ) AS eligible

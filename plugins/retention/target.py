@@ -43,6 +43,16 @@ class TargetTable:
             else None,
         )
 
+    def operation_key_expr(self) -> sql.Composable:
+        """sha256(policy|revision|table|row key|version): see ``operations.operation_key``.
+
+        Expects the parameters ``policy``, ``revision`` and ``table_name``.
+        """
+        return sql.SQL(
+            "encode(sha256(convert_to(concat_ws('|', %(policy)s::text, %(revision)s::text, "
+            "%(table_name)s::text, {}::text, {}), 'UTF8')), 'hex')"
+        ).format(self.key, self.version_expr())
+
     def version_expr(self) -> sql.Composable:
         """A row's version as text: the version column, else the timestamp in microseconds."""
         if self.version is not None:
@@ -72,4 +82,5 @@ class TargetTable:
         if self.object_id is not None:
             parts["object_id"] = self.object_id
             parts["version_expr"] = self.version_expr()
+            parts["operation_key_expr"] = self.operation_key_expr()
         return query(name, **parts)
