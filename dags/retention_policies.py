@@ -23,6 +23,9 @@ pending or dead operation (backlog) unless they are older than `max_lag_hours`.
 With a `notify:` section, `deliver_events` sends the signed `retention.deleted`
 events that the deletions wrote to the outbox.
 
+`purge_audit` deletes this policy's ledger, attempt, window and event rows once
+they are older than `audit_days` (default 400), in bounded batches.
+
 **Idempotent:** yes. Windows are recorded once per run; rerunning any task deletes nothing twice.
 **Params:** `dry_run` (plan and count, delete nothing), `window_rows` and `batch_rows` overrides.
 """
@@ -46,6 +49,7 @@ from retention.steps import (
     deliver_events_step,
     drain_operations_step,
     plan_windows_step,
+    purge_audit_step,
     reconcile_step,
     run_settings,
 )
@@ -139,6 +143,10 @@ def build_dag(policy: Policy) -> DAG:
                 policy, window=window, settings=run_settings(policy, context["params"])
             )
 
+        @task
+        def purge_audit() -> dict[str, Any]:
+            return purge_audit_step(policy)
+
         @task(trigger_rule=TriggerRule.ALL_DONE)
         def reconcile() -> dict[str, Any]:
             try:
@@ -146,7 +154,9 @@ def build_dag(policy: Policy) -> DAG:
             except RetentionIncomplete as dirty:  # retrying cannot clean the table
                 raise AirflowFailException(str(dirty)) from dirty
 
-        plan = plan_windows(compute_cutoff())
+        cutoff = compute_cutoff()
+        cutoff >> purge_audit()
+        plan = plan_windows(cutoff)
         deletes = delete_window.expand_kwargs(plan)
         if policy.remote is not None:
 

@@ -48,8 +48,11 @@ def test_policy_dags_have_the_four_steps_and_params(shipped: DagBag) -> None:
     assert set(policy_dags) == {"retention__event_logs", "retention__media_assets"}
     for dag_id, dag in policy_dags.items():
         assert set(dag.params.keys()) >= {"dry_run", "window_rows", "batch_rows"}, dag_id
-        steps = [t.task_id for t in dag.tasks if t.task_id != "drain_operations"]
+        extra = {"drain_operations", "deliver_events", "purge_audit"}
+        steps = [t.task_id for t in dag.tasks if t.task_id not in extra]
         assert steps == ["compute_cutoff", "plan_windows", "delete_window", "reconcile"]
+    for dag in policy_dags.values():
+        assert dag.get_task("purge_audit").upstream_task_ids == {"compute_cutoff"}
     media = policy_dags["retention__media_assets"]
     assert media.get_task("drain_operations").pool == "media_api"
     assert media.get_task("delete_window").partial_kwargs["pool"] == "media_api"

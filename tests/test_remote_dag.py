@@ -63,6 +63,7 @@ def test_remote_policy_run_deletes_objects_then_rows(
         "plan_windows",
         "delete_window",
         "drain_operations",
+        "purge_audit",
         "reconcile",
     ]
     run = dag.test(logical_date=LOGICAL_DATE)

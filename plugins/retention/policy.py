@@ -124,6 +124,7 @@ class Policy:
     plan_statement_timeout_ms: int = 120000
     pool_slots: int = 1
     revision: int = 1
+    audit_days: int = 400
     max_lag_hours: float | None = None
     remote: RemoteSpec | None = None
     notify: NotifySpec | None = None
@@ -177,6 +178,7 @@ _OPTIONAL = (
     "plan_statement_timeout_ms",
     "pool_slots",
     "revision",
+    "audit_days",
     "max_lag_hours",
     "remote",
     "notify",
@@ -273,6 +275,7 @@ def parse_policy(name: str, raw: Any) -> tuple[Policy | None, list[PolicyProblem
         ("plan_statement_timeout_ms", 120000),
         ("pool_slots", 1),
         ("revision", 1),
+        ("audit_days", 400),
     ):
         values[key] = _positive_int(key, raw.get(key, default), problem)
     if raw.get("max_lag_hours") is not None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from retention import cutoff as cutoff_rules
+from retention.audit import purge_audit
 from retention.db import Connection, connect
 from retention.deleter import delete_window
 from retention.http_client import RemoteClient
@@ -209,6 +210,13 @@ def _deliver(conn: Connection, policy: Policy) -> dict[str, Any]:
         return deliver_events(conn, policy, sender, budget_seconds=budget).as_dict()
     finally:
         sender.close()
+
+
+def purge_audit_step(policy: Policy) -> dict[str, Any]:
+    """Purge the policy's evidence older than ``audit_days`` (bounded batches)."""
+    with connect(policy.postgres_conn_id) as conn:
+        migrate(conn)
+        return purge_audit(conn, policy)
 
 
 def reconcile_step(policy: Policy, *, run_id: str) -> dict[str, Any]:
