@@ -5,7 +5,8 @@
 2. ``retention__media_assets``: 400 media rows (28 days) whose objects live in
    the sandbox deletion API on loopback; everything older than 14 days is
    deleted remotely (rate-limited, idempotent, through the operation ledger),
-   then locally.
+   then locally, and each deletion is announced by a signed ``retention.deleted``
+   event to a local receiver that verifies it.
 
 Each run goes through ``airflow dags test`` for a fixed logical date (today,
 midnight UTC), as an operator would test a DAG; the summaries are read back
@@ -22,6 +23,7 @@ import sys
 import time
 from pathlib import Path
 
+from event_receiver import EventReceiver
 from sandbox_api import SandboxServer
 from seed import seed_event_logs, seed_media_assets
 
@@ -77,11 +79,16 @@ def main() -> None:
     port = int(os.environ.get("RETENTION_SANDBOX_PORT", "8765"))
     sandbox = SandboxServer(port, rate=30, burst=30).start()
     print(f"\nsandbox deletion API on {sandbox.url} (real limit 30/s; policy ceiling 20/s)")
+    events_port = int(os.environ.get("RETENTION_EVENTS_PORT", "8766"))
+    secret = json.loads(os.environ["AIRFLOW_CONN_MEDIA_EVENTS"])["password"]
+    receiver = EventReceiver(events_port, secret).start()
+    print(f"event receiver on 127.0.0.1:{events_port}, verifying Standard Webhooks signatures")
     try:
         media = run_dag("retention__media_assets", logical_date)
     finally:
         stats = sandbox.state.stats()
         sandbox.stop()
+        receiver.stop()
     print(json.dumps(media, indent=2, sort_keys=True))
     effects = stats["effects"]
     duplicates = sum(effects.values()) - len(effects)
@@ -90,7 +97,8 @@ def main() -> None:
         f"{media['rows_remaining']} remaining older than {media['cutoff']}: {media['status']}\n"
         f"sandbox API: {len(stats['requests'])} requests, {len(effects)} objects deleted, "
         f"{duplicates} duplicate remote effects, {stats['repeats']} idempotent repeats, "
-        f"{stats['throttled']} answered 429"
+        f"{stats['throttled']} answered 429\n"
+        f"event receiver: {receiver.summary()}"
     )
 
 

@@ -15,6 +15,7 @@ Airflow home, folders and connections.  Nothing here is imported by the DAGs.
 
 from __future__ import annotations
 
+import base64
 import getpass
 import json
 import os
@@ -30,6 +31,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 ROOT = Path(__file__).resolve().parent.parent
 LOCAL = ROOT / ".local"
 SANDBOX_PORT = int(os.environ.get("RETENTION_SANDBOX_PORT", "8765"))
+EVENTS_PORT = int(os.environ.get("RETENTION_EVENTS_PORT", "8766"))
 DATABASES = {
     "metadata": "retention_airflow",
     "demo": "retention_demo",
@@ -124,6 +126,15 @@ def stop_embedded() -> None:
     print("devenv: embedded PostgreSQL in .local/pgdata stopped")
 
 
+def local_secret(name: str) -> str:
+    """A Standard Webhooks secret for local use, made once and kept in .local/."""
+    path = LOCAL / name
+    if not path.exists():
+        path.write_text("whsec_" + base64.b64encode(os.urandom(24)).decode())
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
 def main() -> None:
     if sys.argv[1:] == ["--stop"]:
         stop_embedded()
@@ -148,6 +159,19 @@ def main() -> None:
             {"conn_type": "http", "host": "127.0.0.1", "port": SANDBOX_PORT, "schema": "http"}
         ),
         "RETENTION_SANDBOX_PORT": str(SANDBOX_PORT),
+        "AIRFLOW_CONN_MEDIA_EVENTS": json.dumps(
+            {
+                "conn_type": "http",
+                "host": "127.0.0.1",
+                "port": EVENTS_PORT,
+                "schema": "http",
+                "password": local_secret("events-secret"),
+            }
+        ),
+        "RETENTION_EVENTS_PORT": str(EVENTS_PORT),
+        "AIRFLOW_CONN_RETENTION_HINTS": json.dumps(
+            {"conn_type": "generic", "password": local_secret("hints-secret")}
+        ),
         "RETENTION_DEMO_DSN": make_conninfo(**dbs["demo"]),
         "RETENTION_TEST_DSN": make_conninfo(**dbs["test"]),
         "RETENTION_TEST_CONN": airflow_connection(dbs["test"]),
