@@ -1,10 +1,13 @@
 """
-### Replay dead remote operations
+### Replay dead remote operations or dead events
 
-Manual DAG. Moves chosen dead operations of one policy in `retention.operations`
-back to `pending` (attempts reset, due now) and writes an audit row to
-`retention.replays`. The next run of the policy's DAG (its `drain_operations`
-step) then calls the API again with the same operation keys.
+Manual DAG. With `kind: operations` (default) it moves chosen dead operations of
+one policy in `retention.operations` back to `pending` (attempts reset, due now);
+the next run of the policy's DAG (its `drain_operations` step) then calls the
+API again with the same operation keys. With `kind: events` it does the same for
+exhausted `retention.deleted` events in `retention.outbox` (by `event_ids`, or
+all dead since `since`), delivered again by the next run. Every replay writes
+an audit row to `retention.replays`.
 
 Choose operations by `operation_keys`, or by `failure_class` (for example
 `http_422`, `http_403`, `max_attempts`), optionally only those dead `since` a
@@ -22,6 +25,7 @@ from typing import Any
 from airflow.sdk import DAG, Param, get_current_context, task
 
 from retention.db import connect
+from retention.outbox import replay_dead_events
 from retention.policy import load_policies
 from retention.replay import replay_dead
 
@@ -42,6 +46,7 @@ with DAG(
         "retry_exponential_backoff": True,
     },
     params={
+        "kind": Param("operations", type="string", enum=["operations", "events"]),
         "policy": Param(
             next(iter(_remote_policies), ""),
             type="string",
@@ -60,6 +65,9 @@ with DAG(
             format="date-time",
             description="Only operations that went dead at or after this time.",
         ),
+        "event_ids": Param(
+            [], type="array", items={"type": "string"}, description="kind events: event ids."
+        ),
         "reason": Param(None, type=["null", "string"], description="Why (kept in the audit)."),
     },
 ):
@@ -75,14 +83,24 @@ with DAG(
                 f"choose one of {sorted(_remote_policies)}"
             )
         since = dt.datetime.fromisoformat(params["since"]) if params.get("since") else None
+        requested_by = f"{context['run_id']} by {context['dag_run'].triggering_user_name}"
         with connect(policy.postgres_conn_id) as conn:
+            if params.get("kind") == "events":
+                return replay_dead_events(
+                    conn,
+                    policy=policy.name,
+                    event_ids=params.get("event_ids") or None,
+                    since=since,
+                    requested_by=requested_by,
+                    reason=params.get("reason"),
+                )
             return replay_dead(
                 conn,
                 policy=policy.name,
                 operation_keys=params.get("operation_keys") or None,
                 failure_class=params.get("failure_class"),
                 since=since,
-                requested_by=f"{context['run_id']} by {context['dag_run'].triggering_user_name}",
+                requested_by=requested_by,
                 reason=params.get("reason"),
             )
 
