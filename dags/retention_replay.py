@@ -25,9 +25,8 @@ from typing import Any
 from airflow.sdk import DAG, Param, get_current_context, task
 
 from retention.db import connect
-from retention.outbox import replay_dead_events
 from retention.policy import load_policies
-from retention.replay import replay_dead
+from retention.replay import replay_dead, replay_dead_events
 
 _remote_policies = {p.name: p for p in load_policies().policies if p.remote is not None}
 

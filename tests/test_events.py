@@ -16,9 +16,10 @@ from svix.webhooks import WebhookVerificationError
 from retention.db import Connection, connect_dsn
 from retention.http_client import RemoteClient
 from retention.operations import enqueue_window, event_id_for
-from retention.outbox import EventSender, deliver_events, replay_dead_events
+from retention.outbox import EventSender, deliver_events
 from retention.policy import NotifySpec
 from retention.remote_worker import RemoteWorker
+from retention.replay import replay_dead_events
 
 RECEIVER_CONN = "events_receiver"
 

@@ -224,31 +224,3 @@ def _decide(
 
 def _release(conn: Connection, owner: str, events: list[dict[str, Any]]) -> None:
     conn.execute(query("outbox_release"), {"ids": [e["event_id"] for e in events], "owner": owner})
-
-
-def replay_dead_events(
-    conn: Connection,
-    *,
-    policy: str,
-    event_ids: list[str] | None,
-    since: dt.datetime | None,
-    requested_by: str,
-    reason: str | None,
-) -> dict[str, Any]:
-    """Move dead events back to pending (attempts reset), with an audit row."""
-    if not event_ids and since is None:
-        raise ValueError("name the events to replay: give event ids or 'since'")
-    filters = {"event_ids": event_ids, "since": since.isoformat() if since else None}
-    row = conn.execute(
-        query("outbox_replay"),
-        {
-            "policy": policy,
-            "ids": event_ids or None,
-            "since": since,
-            "requested_by": requested_by,
-            "reason": reason,
-            "filters": json.dumps(filters),
-        },
-    ).fetchone()
-    assert row is not None
-    return {"replay_id": row["replay_id"], "event_ids": list(row["operation_keys"])}

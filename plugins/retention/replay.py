@@ -43,23 +43,53 @@ def replay_dead(
             "name the operations to replay: give operation keys or a failure class "
             "(optionally with 'since'); replaying every dead operation at once is refused"
         )
-    filters = {
-        "operation_keys": operation_keys or None,
-        "failure_class": failure_class,
-        "since": since.isoformat() if since else None,
-    }
-    with conn.transaction():
-        row = conn.execute(
-            query("ops_replay"),
-            {
-                "policy": policy,
-                "keys": operation_keys or None,
-                "failure_class": failure_class,
-                "since": since,
-                "requested_by": requested_by,
-                "reason": reason,
-                "filters": json.dumps(filters),
-            },
-        ).fetchone()
-    assert row is not None
+    filters = {"operation_keys": operation_keys, "failure_class": failure_class}
+    row = _replay(conn, "ops_replay", policy, filters, since, requested_by, reason)
     return {"replay_id": row["replay_id"], "operation_keys": list(row["operation_keys"])}
+
+
+def replay_dead_events(
+    conn: Connection,
+    *,
+    policy: str,
+    event_ids: list[str] | None,
+    since: dt.datetime | None,
+    requested_by: str,
+    reason: str | None,
+) -> dict[str, Any]:
+    """Move exhausted (dead) events back to pending, attempts reset, with an audit row."""
+    if not event_ids and since is None:
+        raise ReplayError("name the events to replay: give event ids or 'since'")
+    row = _replay(
+        conn, "outbox_replay", policy, {"event_ids": event_ids}, since, requested_by, reason
+    )
+    return {"replay_id": row["replay_id"], "event_ids": list(row["operation_keys"])}
+
+
+def _replay(
+    conn: Connection,
+    statement: str,
+    policy: str,
+    filters: dict[str, Any],
+    since: dt.datetime | None,
+    requested_by: str,
+    reason: str | None,
+) -> dict[str, Any]:
+    """Run one replay statement (move + audit row, one transaction) and return the audit row."""
+    keys = filters.get("operation_keys") or filters.get("event_ids") or None
+    audit = {**filters, "since": since.isoformat() if since else None}
+    row = conn.execute(
+        query(statement),
+        {
+            "policy": policy,
+            "keys": keys,
+            "ids": keys,
+            "failure_class": filters.get("failure_class"),
+            "since": since,
+            "requested_by": requested_by,
+            "reason": reason,
+            "filters": json.dumps(audit),
+        },
+    ).fetchone()
+    assert row is not None
+    return row
