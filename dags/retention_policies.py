@@ -145,6 +145,8 @@ def build_dag(policy: Policy) -> DAG:
 
         @task
         def purge_audit() -> dict[str, Any]:
+            if run_settings(policy, get_current_context()["params"]).dry_run:
+                return {"skipped": "dry run: nothing is purged"}
             return purge_audit_step(policy)
 
         @task(trigger_rule=TriggerRule.ALL_DONE)
@@ -162,6 +164,8 @@ def build_dag(policy: Policy) -> DAG:
 
             @task(pool=policy.remote.pool)
             def drain_operations() -> dict[str, Any]:
+                if run_settings(policy, get_current_context()["params"]).dry_run:
+                    return {"skipped": "dry run: no remote call"}
                 return drain_operations_step(policy)
 
             plan >> drain_operations() >> deletes

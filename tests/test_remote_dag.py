@@ -158,3 +158,23 @@ def test_replay_dag_moves_chosen_dead_operations_back(
     sandbox.state.configure(reject=[])
     assert dag.test(logical_date=LOGICAL_DATE).state == "success"
     assert count(db, f"SELECT count(*) FROM public.{unique_name} WHERE object_key = 'obj-3'") == 0  # noqa: S608
+
+
+def test_dry_run_of_a_remote_policy_calls_nothing(
+    db, unique_name, sandbox, tmp_path, monkeypatch
+) -> None:
+    create_media_table(db, unique_name, 20)
+    policy = remote_policy(unique_name)
+    plan_windows(db, request(policy, run_id="earlier"))
+    from retention.operations import enqueue_window
+
+    for window in plan_windows(db, request(policy, run_id="earlier")):
+        enqueue_window(db, policy, window, 100)  # pending work a drain step would pick up
+    dag = remote_dag(unique_name, tmp_path, monkeypatch)
+    run = dag.test(logical_date=LOGICAL_DATE, run_conf={"dry_run": True})
+    assert run.state == "success"
+    assert sandbox.state.stats()["requests"] == [], "a dry run deletes nothing, remotely either"
+    result = summary_of(db, unique_name, run.run_id)
+    assert result["status"] == "dry_run"
+    assert result["summary"]["rows_counted"] == 20
+    assert count(db, f"SELECT count(*) FROM public.{unique_name}") == 20  # noqa: S608

@@ -82,7 +82,7 @@ def airflow_services(tmp_path: Path, policies_file: Path, sandbox) -> Iterator[d
 
 
 def test_pool_slots_cap_concurrent_callers_under_the_scheduler(
-    db, unique_name, sandbox, policies_file, airflow_services
+    db, unique_name, sandbox, policies_file, airflow_services, request
 ) -> None:
     from airflow.api.common.trigger_dag import trigger_dag
     from airflow.models.dagrun import DagRun
@@ -93,6 +93,7 @@ def test_pool_slots_cap_concurrent_callers_under_the_scheduler(
 
     pool = f"pool_{unique_name}"
     Pool.create_or_update_pool(pool, slots=2, description="test", include_deferred=False)
+    request.addfinalizer(lambda: Pool.delete_pool(pool))
     create_media_table(db, unique_name, 30, tenants=1)
     sandbox.state.configure(latency_ms=150)
     fields = policy_fields(unique_name, window_rows=5, batch_rows=5, window_per_tenant=False)
