@@ -175,9 +175,10 @@ def build_dag(policy: Policy) -> DAG:
             def deliver_events() -> dict[str, Any]:
                 return deliver_events_step(policy)
 
-            deletes >> deliver_events() >> reconcile()
-        else:
-            deletes >> reconcile()
+            # A leaf of its own: a failed delivery fails the run instead of hiding
+            # behind reconcile's result.
+            deletes >> deliver_events()
+        deletes >> reconcile()
     return dag
 
 

@@ -165,3 +165,16 @@ def test_evidence_endpoint(db, api, sandbox, test_dsn) -> None:
     assert record["eligible_because"]["reason"] == "enqueued outside a recorded window"
     missing = requests.get(f"{api['url']}/operations/{'0' * 64}", timeout=10)
     assert missing.status_code == 404
+
+
+def test_a_key_named_twice_is_one_operation_due_at_the_earliest(db, api) -> None:
+    policy = api["policy"]
+    early, late = "2026-11-29T01:00:00+00:00", "2026-12-29T01:00:00+00:00"
+    objects = [{"key": "obj-4", "due_at": late}, {"key": "obj-4", "due_at": early}]
+    answer = post_hint(api, {"policy": policy, "objects": objects})
+    assert answer.status_code == 202, answer.text
+    assert len(answer.json()["operations"]) == 1
+    row = db.execute(
+        "SELECT not_before FROM retention.operations WHERE policy = %s", (policy,)
+    ).fetchone()
+    assert row["not_before"] == dt.datetime.fromisoformat(early)

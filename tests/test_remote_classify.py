@@ -82,8 +82,18 @@ def test_decisions() -> None:
     rejected = decide(claimed(), remote, classify(422), rng)
     assert (rejected.state, rejected.failure_class) == ("dead", "http_422")
     assert decide(claimed(auth=0), remote, classify(403), rng).state == "pending"
-    held = decide(claimed(attempts=1, auth=2), replace_attempts(remote), classify(403), rng)
+    held = decide(
+        claimed(attempts=1, auth=2),
+        replace_attempts(remote),
+        classify(403),
+        rng,
+        others_succeed=True,
+    )
     assert (held.state, held.failure_class) == ("dead", "http_403")
+    outage = decide(claimed(attempts=1, auth=2), replace_attempts(remote), classify(401), rng)
+    assert (outage.state, outage.attempt_spent) == ("pending", 0), "no success seen: credentials"
+    never_exhausted = decide(claimed(attempts=2, auth=0), remote, classify(401), rng)
+    assert never_exhausted.state == "pending", "401s do not spend max_attempts"
 
 
 def replace_attempts(remote):

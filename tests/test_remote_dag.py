@@ -21,6 +21,7 @@ LOGICAL_DATE = dt.datetime(2026, 4, 1, tzinfo=dt.UTC)  # cutoff 2026-03-02
 
 
 def remote_dag(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **extra):
+    extra.setdefault("max_lag_hours", 100_000)  # the test data is months past its cutoff
     fields = policy_fields(name, window_rows=80, batch_rows=40, window_per_tenant=False, **extra)
     fields["remote"] = {
         "http_conn_id": HTTP_CONN_ID,
@@ -100,6 +101,7 @@ def test_dead_operations_are_an_explained_backlog_until_too_old(
     assert remote["eligible_rows_by_state"] == {"dead": 1}
     assert remote["dead_total"] == 1
     assert remote["oldest_overdue_hours"] > 24
+    assert result["summary"]["rows_deleted"] == 49
 
     late = remote_dag(unique_name, tmp_path, monkeypatch, max_lag_hours=1)
     failed = late.test(logical_date=LOGICAL_DATE)

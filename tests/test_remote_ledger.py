@@ -290,3 +290,80 @@ def test_dead_letters_command_lists_dead_operations(db, unique_name, sandbox, te
     assert "object=obj-2" in out
     assert "http_422 (HTTP 422)" in out
     assert "1 dead operation(s)" in out
+
+
+def test_restored_object_is_not_deleted_by_an_old_operation(
+    db, unique_name, sandbox, test_dsn
+) -> None:
+    create_media_table(db, unique_name, 3)
+    policy = remote_policy(unique_name)
+    enqueue_all(db, policy)
+    db.execute(f"UPDATE public.{unique_name} SET version = 2 WHERE id = 2")  # noqa: S608
+    work(test_dsn, policy)
+    assert sorted(sandbox.state.stats()["effects"]) == ["obj-1", "obj-3"]
+    op = db.execute(
+        "SELECT state, failure_class, attempt_count FROM retention.operations "
+        "WHERE policy = %s AND object_id = 'obj-2'",
+        (policy.name,),
+    ).fetchone()
+    assert op == {"state": "dead", "failure_class": "superseded", "attempt_count": 0}
+    assert count(db, f"SELECT count(*) FROM public.{unique_name}") == 1  # noqa: S608
+
+
+def test_missing_tenant_is_never_sent_as_an_empty_path_segment(
+    db, unique_name, sandbox, test_dsn
+) -> None:
+    create_media_table(db, unique_name, 2)
+    db.execute(f"ALTER TABLE public.{unique_name} ALTER COLUMN tenant_id DROP NOT NULL")
+    db.execute(f"UPDATE public.{unique_name} SET tenant_id = NULL WHERE id = 1")  # noqa: S608
+    policy = remote_policy(unique_name, endpoint="/v1/tenants/{tenant_id}/assets/{object_id}")
+    enqueue_all(db, policy)
+    work(test_dsn, policy)
+    assert [r["object"] for r in sandbox.state.stats()["requests"]] == ["obj-2"]
+    assert states(db, policy) == {"dead": 1, "done": 1}
+    assert count(db, f"SELECT count(*) FROM public.{unique_name} WHERE id = 1") == 1  # noqa: S608
+
+
+def test_a_row_that_cannot_be_deleted_does_not_stall_its_batch(
+    db, unique_name, sandbox, test_dsn
+) -> None:
+    create_media_table(db, unique_name, 5)
+    db.execute(
+        f"CREATE TABLE public.{unique_name}_child (parent bigint "
+        f"REFERENCES public.{unique_name} (id) ON DELETE RESTRICT)"
+    )
+    db.execute(f"INSERT INTO public.{unique_name}_child VALUES (3)")  # noqa: S608
+    policy = remote_policy(unique_name)
+    enqueue_all(db, policy)
+    stats = work(test_dsn, policy)
+    assert stats["rows_deleted"] == 4
+    failed = db.execute(
+        "SELECT state, failure_class FROM retention.operations "
+        "WHERE policy = %s AND object_id = 'obj-3'",
+        (policy.name,),
+    ).fetchone()
+    assert failed == {"state": "dead", "failure_class": "local_delete_failed"}
+    assert states(db, policy) == {"done": 4, "dead": 1}
+    db.execute(f"DROP TABLE public.{unique_name}_child")
+
+
+def test_a_hint_due_later_does_not_postpone_the_scan(db, unique_name) -> None:
+    import datetime as dt
+
+    from retention.hints import Hint, apply
+
+    create_media_table(db, unique_name, 2)
+    policy = remote_policy(unique_name)
+    later = dt.datetime.now(dt.UTC) + dt.timedelta(days=30)
+    apply(db, Hint(f"msg_{unique_name}", policy, [("obj-1", later)]))
+    assert enqueue_all(db, policy) == 2, "the scan makes the hinted operation due now"
+    rows = db.execute(
+        "SELECT object_id, not_before < now() + interval '1 minute' AS due_now, "
+        "window_key IS NOT NULL AS in_window FROM retention.operations WHERE policy = %s "
+        "ORDER BY object_id",
+        (policy.name,),
+    ).fetchall()
+    assert rows == [
+        {"object_id": "obj-1", "due_now": True, "in_window": True},
+        {"object_id": "obj-2", "due_now": True, "in_window": True},
+    ]

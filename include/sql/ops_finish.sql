@@ -83,6 +83,8 @@ WITH input AS (
     WHERE op.op_state = 'done'
       AND {key} = op.op_row_key
       AND {version_expr} = op.op_version
-    RETURNING 1
+    RETURNING {key} AS gone_row_key
 )
-SELECT op.op_key, (SELECT count(*) FROM gone) AS rows_deleted FROM op
+SELECT op.op_key,
+       (op.op_row_key IN (SELECT gone.gone_row_key FROM gone))::int AS rows_deleted
+FROM op

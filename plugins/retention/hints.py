@@ -82,7 +82,19 @@ def parse(body: bytes, headers: dict[str, str], policies: dict[str, Policy]) -> 
             if due.tzinfo is None:
                 raise HintRejected(422, f"objects[{index}].due_at needs a time zone")
         parsed.append((str(key), due))
-    return Hint(headers.get("webhook-id", ""), policy, parsed)
+    return Hint(headers.get("webhook-id", ""), policy, earliest_per_key(parsed))
+
+
+def earliest_per_key(
+    objects: list[tuple[str, dt.datetime | None]],
+) -> list[tuple[str, dt.datetime | None]]:
+    """One entry per key, due at the earliest time named (no ``due_at`` means now)."""
+    now = dt.datetime.now(dt.UTC)
+    merged: dict[str, dt.datetime | None] = {}
+    for key, due in objects:
+        if key not in merged or (due or now) < (merged[key] or now):
+            merged[key] = due
+    return list(merged.items())
 
 
 def apply(conn: Connection, hint: Hint) -> dict[str, Any]:

@@ -59,8 +59,11 @@ class TokenBucket:
         self.effective_rate = float(row["effective_rate"])
         return bool(row["granted"]), float(row["wait_seconds"])
 
-    def acquire(self, deadline: float) -> bool:
-        """Wait for a token until ``deadline`` (a ``clock()`` value); False if it passes."""
+    def acquire(self, deadline: float, on_wait: Callable[[], None] | None = None) -> bool:
+        """Wait for a token until ``deadline`` (a ``clock()`` value); False if it passes.
+
+        ``on_wait`` runs before each pause (the worker renews its leases there).
+        """
         while True:
             granted, wait = self.try_take()
             if granted:
@@ -69,6 +72,8 @@ class TokenBucket:
             if now + wait > deadline:
                 return False
             pause = min(wait, MAX_SINGLE_WAIT_SECONDS)
+            if on_wait is not None:
+                on_wait()
             self.waited_seconds += pause
             self.sleep(pause)
 

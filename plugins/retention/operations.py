@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+import psycopg
 from psycopg import sql
 
 from retention.db import Connection, set_timeouts
@@ -161,6 +162,14 @@ def finish(
     return bool(finish_many(conn, policy, owner, [AttemptRecord(op, result, started, finished)]))
 
 
+def current_versions(conn: Connection, policy: Policy, row_keys: list[int]) -> dict[int, str]:
+    """The version each named row has now (rows that are gone are absent)."""
+    rows = conn.execute(
+        TargetTable.of(policy).query("row_versions"), {"row_keys": row_keys}, prepare=True
+    )
+    return {row["row_key"]: row["version"] for row in rows}
+
+
 @dataclass(frozen=True)
 class AttemptRecord:
     """One attempt to record: the operation, its ledger change, and when the call ran."""
@@ -173,39 +182,76 @@ class AttemptRecord:
 
 def finish_many(
     conn: Connection, policy: Policy, owner: str, outcomes: list[AttemptRecord]
-) -> set[str]:
+) -> dict[str, int]:
     """Record attempts (and delete the rows of done operations) in one statement.
 
-    One statement is one transaction and one round trip (see ``ops_finish.sql``).
-    Returns the keys recorded; a key missing from it had lost its lease, and
-    nothing was written for it.
+    One statement per batch is one transaction and one round trip (see
+    ``ops_finish.sql``). If it fails (a row that cannot be deleted: a foreign
+    key, a trigger, a lock held past ``lock_timeout``), each outcome is recorded
+    on its own, and one whose row cannot be deleted goes dead as
+    ``local_delete_failed`` rather than stalling its batch on every run.
+    Returns the recorded keys with the local rows each deleted; a key missing
+    from it had lost its lease, and nothing was written for it.
     """
     if not outcomes:
-        return set()
+        return {}
+    try:
+        return _finish_statement(conn, policy, owner, outcomes)
+    except psycopg.Error:
+        if len(outcomes) > 1:
+            recorded: dict[str, int] = {}
+            for outcome in outcomes:
+                recorded.update(finish_many(conn, policy, owner, [outcome]))
+            return recorded
+        failed = outcomes[0]
+        if failed.change.state != "done":
+            raise
+    dead = Finish(
+        "dead",
+        failed.change.outcome,
+        failed.change.status,
+        "local_delete_failed",
+        "the API confirmed the deletion but the local row could not be deleted",
+    )
+    retry = AttemptRecord(failed.op, dead, failed.started, failed.finished)
+    return _finish_statement(conn, policy, owner, [retry])
+
+
+def _finish_statement(
+    conn: Connection, policy: Policy, owner: str, outcomes: list[AttemptRecord]
+) -> dict[str, int]:
+    """One ``ops_finish.sql`` statement in a bounded transaction."""
     utc = dt.UTC
-    rows = conn.execute(
-        finish_statement(policy),
-        {
-            "owner": owner,
-            "policy": policy.name,
-            "notify": policy.notify is not None,
-            "keys": [o.op.operation_key for o in outcomes],
-            "states": [o.change.state for o in outcomes],
-            "attempt_spent": [o.change.attempt_spent for o in outcomes],
-            "rate_limited": [o.change.rate_limited for o in outcomes],
-            "auth_failure": [o.change.auth_failure for o in outcomes],
-            "not_before": [o.change.not_before for o in outcomes],
-            "status": [o.change.status for o in outcomes],
-            "outcome": [o.change.outcome for o in outcomes],
-            "failure_class": [o.change.failure_class for o in outcomes],
-            "reason": [o.change.reason[:300] for o in outcomes],
-            "started_at": [dt.datetime.fromtimestamp(o.started, utc) for o in outcomes],
-            "finished_at": [dt.datetime.fromtimestamp(o.finished, utc) for o in outcomes],
-            "duration_ms": [(o.finished - o.started) * 1000 for o in outcomes],
-        },
-        prepare=True,
-    ).fetchall()
-    return {row["op_key"] for row in rows}
+    with conn.transaction():
+        set_timeouts(
+            conn,
+            statement_ms=policy.statement_timeout_ms,
+            lock_ms=policy.lock_timeout_ms,
+            synchronous_commit=False,
+        )
+        rows = conn.execute(
+            finish_statement(policy),
+            {
+                "owner": owner,
+                "policy": policy.name,
+                "notify": policy.notify is not None,
+                "keys": [o.op.operation_key for o in outcomes],
+                "states": [o.change.state for o in outcomes],
+                "attempt_spent": [o.change.attempt_spent for o in outcomes],
+                "rate_limited": [o.change.rate_limited for o in outcomes],
+                "auth_failure": [o.change.auth_failure for o in outcomes],
+                "not_before": [o.change.not_before for o in outcomes],
+                "status": [o.change.status for o in outcomes],
+                "outcome": [o.change.outcome for o in outcomes],
+                "failure_class": [o.change.failure_class for o in outcomes],
+                "reason": [o.change.reason[:300] for o in outcomes],
+                "started_at": [dt.datetime.fromtimestamp(o.started, utc) for o in outcomes],
+                "finished_at": [dt.datetime.fromtimestamp(o.finished, utc) for o in outcomes],
+                "duration_ms": [(o.finished - o.started) * 1000 for o in outcomes],
+            },
+            prepare=True,
+        ).fetchall()
+    return {row["op_key"]: int(row["rows_deleted"]) for row in rows}
 
 
 @cache

@@ -20,6 +20,7 @@ import yaml
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_POLICIES_PATH = PROJECT_ROOT / "include" / "retention_policies.yaml"
 DAG_ID_PREFIX = "retention__"
+DEFAULT_REMOTE_MAX_LAG_HOURS = 72.0
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 _POLICY_NAME = re.compile(r"^[A-Za-z0-9_]{1,200}$")
@@ -280,6 +281,9 @@ def parse_policy(name: str, raw: Any) -> tuple[Policy | None, list[PolicyProblem
         values[key] = _positive_int(key, raw.get(key, default), problem)
     if raw.get("max_lag_hours") is not None:
         values["max_lag_hours"] = _positive_number("max_lag_hours", raw["max_lag_hours"], problem)
+    elif "remote" in raw:
+        # Dead operations explain a row, but not forever: a remote policy always has a limit.
+        values["max_lag_hours"] = DEFAULT_REMOTE_MAX_LAG_HOURS
     if "remote" in raw:
         values["remote"] = _remote(raw["remote"], raw.get("tenant_column"), problem)
     if "notify" in raw:

@@ -67,6 +67,7 @@ def reconcile_run(conn: Connection, policy: Policy, run_id: str) -> dict[str, An
     rows_deleted = sum(int(r["rows_deleted"]) for r in ledger.values())
     counted = [r["rows_counted"] for r in ledger.values() if r["rows_counted"] is not None]
     unfinished = sorted(k for k, r in ledger.items() if r["state"] not in ("done", "counted"))
+    failed = sorted(k for k, r in ledger.items() if r["state"] in ("failed", "running"))
     dry_run = bool(run["dry_run"])
     remote = explain_remote(conn, policy, cutoff, run["planned_at"]) if policy.remote else None
     status = "dry_run" if dry_run else ("clean" if total_remaining == 0 else "dirty")
@@ -75,6 +76,8 @@ def reconcile_run(conn: Connection, policy: Policy, run_id: str) -> dict[str, An
         lag = remote["oldest_overdue_hours"]
         late = policy.max_lag_hours is not None and lag is not None and lag > policy.max_lag_hours
         status = "dirty" if unexplained or late else "backlog"
+    if failed and not dry_run:
+        status = "dirty"  # a window that did not finish is not a clean run, whatever remains
     summary: dict[str, Any] = {
         "policy": policy.name,
         "dag_id": policy.dag_id,
@@ -88,6 +91,7 @@ def reconcile_run(conn: Connection, policy: Policy, run_id: str) -> dict[str, An
         "logical_date": run["logical_date"].isoformat() if run["logical_date"] else None,
         "windows": len(windows),
         "windows_unfinished": unfinished[:MAX_LISTED_WINDOWS],
+        "windows_failed": failed[:MAX_LISTED_WINDOWS],
         "rows_planned": int(run["rows_planned"]),
         "rows_deleted": rows_deleted,
         "rows_counted": sum(counted) if dry_run else None,
@@ -141,6 +145,11 @@ def raise_if_dirty(summary: dict[str, Any]) -> None:
         f"{summary['dag_id']}: {summary['rows_remaining']} rows older than cutoff "
         f"{summary['cutoff']} remain in {summary['table']} after run {summary['run_id']}."
     ]
+    if summary.get("windows_failed"):
+        parts.append(
+            f"Windows that failed or did not finish: {', '.join(summary['windows_failed'])} "
+            "(see retention.windows.last_error and the task logs)."
+        )
     if summary["rows_remaining_in_windows"]:
         listed = ", ".join(f"{w['label']}: {w['rows_remaining']}" for w in summary["dirty_windows"])
         parts.append(
@@ -188,7 +197,7 @@ def explain_remote(
         )
         rows = conn.execute(target.query("ops_reconcile"), params).fetchall()
     by_state = {row["state"]: int(row["n"]) for row in rows}
-    oldest = min((row["oldest"] for row in rows), default=None)
+    oldest = min((as_aware(row["oldest"]) for row in rows), default=None)
     overdue = None
     if oldest is not None:
         became_eligible = oldest + dt.timedelta(days=policy.retain_days)
@@ -211,6 +220,13 @@ def explain_remote(
         "ledger_backlog": dict(stats["ledger_backlog"]),
         "effective_rate": stats["effective_rate"],
     }
+
+
+def as_aware(value: dt.datetime | dt.date) -> dt.datetime:
+    """Timestamps without a time zone (and dates) are read as UTC."""
+    if not isinstance(value, dt.datetime):
+        value = dt.datetime(value.year, value.month, value.day)
+    return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
 
 
 def _round(value: Any) -> float | None:

@@ -35,12 +35,14 @@ from retention.operations import (
     Claimed,
     Finish,
     claim,
+    current_versions,
     finish_many,
     next_due,
     release,
     renew,
 )
 from retention.policy import Policy, RemoteSpec
+from retention.sqlfiles import query
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +64,7 @@ class WorkerStats:
     released: int = 0
     stale: int = 0
     dead: int = 0
+    rows_deleted: int = 0
     out_of_time: bool = False
 
     def as_dict(self) -> dict[str, object]:
@@ -71,6 +74,7 @@ class WorkerStats:
             "released": self.released,
             "stale_leases": self.stale,
             "dead": self.dead,
+            "rows_deleted": self.rows_deleted,
             "out_of_time": self.out_of_time,
         }
 
@@ -79,8 +83,20 @@ def result_times(result: HttpResult) -> tuple[float, float]:
     return result.started, result.finished
 
 
-def decide(op: Claimed, remote: RemoteSpec, c: Classification, rng: random.Random) -> Finish:
-    """Turn a classification into the ledger change (pure)."""
+def decide(
+    op: Claimed,
+    remote: RemoteSpec,
+    c: Classification,
+    rng: random.Random,
+    *,
+    others_succeed: bool = False,
+) -> Finish:
+    """Turn a classification into the ledger change (pure).
+
+    401/403 spend no attempt (a credential outage must not exhaust healthy
+    objects); an object refused 3 times in a row goes dead only while other
+    calls of the same worker succeed, which shows the credentials are fine.
+    """
     now = dt.datetime.now(dt.UTC)
     attempts = op.attempt_count + 1
     if c.outcome is Outcome.CONFIRMED:
@@ -99,7 +115,7 @@ def decide(op: Claimed, remote: RemoteSpec, c: Classification, rng: random.Rando
         )
     if c.outcome is Outcome.REJECTED:
         return Finish("dead", c.outcome, c.status, c.failure_class, c.reason)
-    if attempts >= remote.max_attempts:
+    if attempts >= remote.max_attempts and c.outcome is not Outcome.AUTH:
         return Finish(
             "dead",
             c.outcome,
@@ -108,7 +124,7 @@ def decide(op: Claimed, remote: RemoteSpec, c: Classification, rng: random.Rando
             f"{attempts} attempts; last: {c.reason}",
             auth_failure=c.outcome is Outcome.AUTH,
         )
-    if c.outcome is Outcome.AUTH and op.auth_failure_count + 1 >= 3:
+    if c.outcome is Outcome.AUTH and others_succeed and op.auth_failure_count + 1 >= 3:
         return Finish(
             "dead",
             c.outcome,
@@ -117,7 +133,9 @@ def decide(op: Claimed, remote: RemoteSpec, c: Classification, rng: random.Rando
             f"{c.reason} on 3 attempts in a row while other calls succeed",
             auth_failure=True,
         )
-    wait = backoff_seconds(attempts, remote.backoff_base_seconds, remote.backoff_max_seconds, rng)
+    auth = c.outcome is Outcome.AUTH
+    step = op.auth_failure_count + 1 if auth else attempts
+    wait = backoff_seconds(step, remote.backoff_base_seconds, remote.backoff_max_seconds, rng)
     return Finish(
         "pending",
         c.outcome,
@@ -125,7 +143,8 @@ def decide(op: Claimed, remote: RemoteSpec, c: Classification, rng: random.Rando
         c.failure_class,
         c.reason,
         now + dt.timedelta(seconds=wait),
-        auth_failure=c.outcome is Outcome.AUTH,
+        attempt_spent=0 if auth else 1,
+        auth_failure=auth,
     )
 
 
@@ -206,28 +225,71 @@ class RemoteWorker:
             self._record(pending)
 
     def _call_each(self, batch: list[Claimed], pending: list[AttemptRecord]) -> None:
-        renewed_at = time.monotonic()
+        keys = [o.operation_key for o in batch]  # called-but-unrecorded ones are ours too
+        renewed = [time.monotonic()]
+
+        def keep_leases() -> None:
+            if time.monotonic() - renewed[0] > self.remote.lease / 3:
+                renew(self.conn, self.policy, self.owner, keys)
+                renewed[0] = time.monotonic()
+
+        versions = current_versions(self.conn, self.policy, [o.row_key for o in batch])
         for index, op in enumerate(batch):
-            if not self.bucket.acquire(self.deadline):
+            skip = self._not_to_call(op, versions)
+            if skip is not None:
+                now = time.time()
+                pending.append(AttemptRecord(op, skip, now, now))
+                continue
+            if not self.bucket.acquire(self.deadline, on_wait=keep_leases):
                 self._give_back(batch[index:])
                 self.stats.out_of_time = True
                 return
-            if time.monotonic() - renewed_at > self.remote.lease / 3:
-                # Called-but-unrecorded operations are still ours too (recorded at batch end).
-                renew(self.conn, self.policy, self.owner, [o.operation_key for o in batch])
-                renewed_at = time.monotonic()
+            keep_leases()
             result = self.sender.send(op.operation_key, op.object_id, op.tenant)
             c = classify(result.status, result.headers, result.error)
             self.stats.outcomes[c.outcome.value] += 1
             if c.outcome is Outcome.RATE_LIMITED:
                 self.bucket.throttle(c.retry_after_seconds or 1.0)
-            pending.append(
-                AttemptRecord(op, decide(op, self.remote, c, self.rng), *result_times(result))
-            )
+            change = decide(op, self.remote, c, self.rng, others_succeed=self._others_succeed(c))
+            pending.append(AttemptRecord(op, change, *result_times(result)))
             self._watch_credentials(c, batch[index + 1 :])
+
+    def _others_succeed(self, c: Classification) -> bool:
+        """For 401/403: did this worker, or the policy within the hour, get confirmations?"""
+        if c.outcome is not Outcome.AUTH:
+            return False
+        if self.stats.outcomes["confirmed"]:
+            return True
+        row = self.conn.execute(query("recent_confirmations"), {"policy": self.policy.name})
+        return bool(row.fetchone()["recent"])  # type: ignore[index]
+
+    def _not_to_call(self, op: Claimed, versions: dict[int, str]) -> Finish | None:
+        """Refuse calls that could delete the wrong thing (no API call is made)."""
+        current = versions.get(op.row_key)
+        if current is not None and current != op.version:
+            return Finish(
+                "dead",
+                "not_called",
+                None,
+                "superseded",
+                f"row {op.row_key} is now version {current}, not {op.version} (restored?); "
+                "the object was not deleted",
+                attempt_spent=0,
+            )
+        if "{tenant_id}" in self.remote.endpoint and not op.tenant:
+            return Finish(
+                "dead",
+                "not_called",
+                None,
+                "missing_tenant",
+                "the endpoint needs {tenant_id} but the row has no tenant",
+                attempt_spent=0,
+            )
+        return None
 
     def _record(self, outcomes: list[AttemptRecord]) -> None:
         recorded = self.record(outcomes)
+        self.stats.rows_deleted += sum(recorded.values())
         for outcome in outcomes:
             if outcome.op.operation_key not in recorded:
                 self.stats.stale += 1
@@ -240,8 +302,8 @@ class RemoteWorker:
                     outcome.change.reason,
                 )
 
-    def record(self, outcomes: list[AttemptRecord]) -> set[str]:
-        """Write outcomes to the ledger; returns the keys this worker still held."""
+    def record(self, outcomes: list[AttemptRecord]) -> dict[str, int]:
+        """Write outcomes to the ledger; returns the keys this worker still held (rows deleted)."""
         return finish_many(self.conn, self.policy, self.owner, outcomes)
 
     def _watch_credentials(self, c: Classification, rest: list[Claimed]) -> None:

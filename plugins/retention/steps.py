@@ -18,7 +18,7 @@ from retention.db import Connection, connect
 from retention.deleter import delete_window
 from retention.http_client import RemoteClient
 from retention.migrate import migrate
-from retention.operations import enqueue_window
+from retention.operations import enqueue_window, next_due
 from retention.outbox import EventSender, deliver_events
 from retention.planner import PlanRequest, plan_id_for, plan_windows
 from retention.policy import Policy
@@ -154,27 +154,38 @@ def delete_remote_window(
     """Enqueue the window's operations, then work them until done or out of time."""
     started = time.perf_counter()
     conn.execute(query("window_start"), {"window_key": window.window_key})
-    enqueued = enqueue_window(conn, policy, window, settings.batch_rows)
-    client = RemoteClient(policy.remote)  # type: ignore[arg-type]
+    finish = {"window_key": window.window_key, "timeouts": 0, "rows_counted": None}
     try:
-        stats = RemoteWorker(conn, policy, client).run(window_key=window.window_key)
-    finally:
-        client.close()
-    confirmed = stats.outcomes.get("confirmed", 0)
+        enqueued = enqueue_window(conn, policy, window, settings.batch_rows)
+        client = RemoteClient(policy.remote)  # type: ignore[arg-type]
+        try:
+            stats = RemoteWorker(conn, policy, client).run(window_key=window.window_key)
+        finally:
+            client.close()
+    except Exception as exc:
+        conn.execute(
+            query("window_finish"),
+            {
+                **finish,
+                "state": "failed",
+                "seconds": time.perf_counter() - started,
+                "last_error": f"{type(exc).__name__}: {exc}"[:500],
+            },
+        )
+        raise
+    _, left = next_due(conn, window.window_key)
+    conn.execute(
+        query("window_batch_done"),
+        {"window_key": window.window_key, "deleted": stats.rows_deleted, "batch_ms": 0.0},
+    )
     conn.execute(
         query("window_finish"),
         {
-            "window_key": window.window_key,
+            **finish,
             "state": "done",
             "seconds": time.perf_counter() - started,
-            "timeouts": 0,
-            "rows_counted": None,
-            "last_error": None,
+            "last_error": f"{left} operations left pending (backlog)" if left else None,
         },
-    )
-    conn.execute(
-        query("window_batch_done"),
-        {"window_key": window.window_key, "deleted": confirmed, "batch_ms": 0.0},
     )
     return {"window_key": window.window_key, "enqueued": enqueued, **stats.as_dict()}
 

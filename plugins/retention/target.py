@@ -56,7 +56,7 @@ class TargetTable:
     def version_expr(self) -> sql.Composable:
         """A row's version as text: the version column, else the timestamp in microseconds."""
         if self.version is not None:
-            return sql.SQL("{}::text").format(self.version)
+            return sql.SQL("coalesce({}::text, '')").format(self.version)
         return sql.SQL("(extract(epoch FROM {}) * 1000000)::bigint::text").format(self.ts)
 
     def tenant_filter(self, scope: TenantScope) -> sql.Composable:
