@@ -24,10 +24,12 @@ import time
 from pathlib import Path
 
 from event_receiver import EventReceiver
+from psycopg import sql
 from sandbox_api import SandboxServer
 from seed import seed_event_logs, seed_media_assets
 
 from retention.db import connect_dsn
+from retention.migrate import migrate
 
 LOCAL = Path(".local")
 
@@ -57,6 +59,20 @@ def run_dag(dag_id: str, logical_date: dt.datetime) -> dict:
     return row["summary"]
 
 
+def reset_media_ledger(conn) -> None:
+    """Forget earlier demos' media operations: the reseeded rows carry the same keys and
+    versions, which to the ledger would look like rows restored after their deletion."""
+    migrate(conn)
+    for table in ("attempts", "outbox"):
+        conn.execute(
+            sql.SQL(
+                "DELETE FROM retention.{} WHERE operation_key IN "
+                "(SELECT operation_key FROM retention.operations WHERE policy = 'media_assets')"
+            ).format(sql.Identifier(table))
+        )
+    conn.execute("DELETE FROM retention.operations WHERE policy = 'media_assets'")
+
+
 def main() -> None:
     dsn = os.environ["RETENTION_DEMO_DSN"]
     logical_date = dt.datetime.now(dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
@@ -64,6 +80,7 @@ def main() -> None:
         began = time.perf_counter()
         seed_event_logs(conn, rows=1_000_000, end=logical_date, days=90, tenants=20)
         seed_media_assets(conn, rows=400, end=logical_date, days=28, tenants=5)
+        reset_media_ledger(conn)
         print(
             "seeded public.event_logs (1,000,000 rows, 90 days, 20 tenants) and "
             f"public.media_assets (400 rows, 28 days) in {time.perf_counter() - began:.1f}s"
