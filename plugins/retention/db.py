@@ -7,10 +7,15 @@ visible in the code.  Rows come back as dicts.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg.rows import dict_row
+
+if TYPE_CHECKING:
+    from retention.policy import Policy
 
 Connection = psycopg.Connection[dict[str, Any]]
 
@@ -52,3 +57,22 @@ def set_timeouts(
         " set_config('synchronous_commit', %s, true)",
         (f"{statement_ms}ms", f"{lock_ms}ms", "on" if synchronous_commit else "off"),
     )
+
+
+@contextmanager
+def bounded(
+    conn: Connection, policy: Policy, *, reads: bool = False, synchronous_commit: bool = True
+) -> Iterator[None]:
+    """One transaction bounded by the policy's timeouts.
+
+    ``reads=True`` uses ``plan_statement_timeout_ms`` (planning and counting
+    statements that may read many rows); otherwise ``statement_timeout_ms``.
+    """
+    with conn.transaction():
+        set_timeouts(
+            conn,
+            statement_ms=policy.plan_statement_timeout_ms if reads else policy.statement_timeout_ms,
+            lock_ms=policy.lock_timeout_ms,
+            synchronous_commit=synchronous_commit,
+        )
+        yield

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import psycopg
 
-from retention.db import Connection, set_timeouts
+from retention.db import Connection, bounded
 from retention.policy import Policy
 from retention.sqlfiles import query
 from retention.target import TargetTable
@@ -94,10 +94,7 @@ class BatchSizer:
 def count_window(conn: Connection, policy: Policy, window: Window) -> int:
     """Eligible rows still inside the window's bounds (read-only)."""
     target = TargetTable.of(policy)
-    with conn.transaction():
-        set_timeouts(
-            conn, statement_ms=policy.plan_statement_timeout_ms, lock_ms=policy.lock_timeout_ms
-        )
+    with bounded(conn, policy, reads=True):
         row = conn.execute(
             target.query("count_window", window.tenant_scope),
             {
@@ -173,13 +170,7 @@ def _delete_batches(
         }
         began = time.perf_counter()
         try:
-            with conn.transaction():
-                set_timeouts(
-                    conn,
-                    statement_ms=policy.statement_timeout_ms,
-                    lock_ms=policy.lock_timeout_ms,
-                    synchronous_commit=False,
-                )
+            with bounded(conn, policy, synchronous_commit=False):
                 bound = conn.execute(bound_statement, params).fetchone()
                 if bound is None or not bound["keys"]:
                     return

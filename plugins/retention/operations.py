@@ -17,7 +17,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from retention.db import Connection, set_timeouts
+from retention.db import Connection, bounded
 from retention.policy import Policy
 from retention.sqlfiles import query
 from retention.target import TargetTable
@@ -68,10 +68,7 @@ def enqueue_window(conn: Connection, policy: Policy, window: Window, batch_rows:
             "table_name": str(policy.table),
             "window_key": window.window_key,
         }
-        with conn.transaction():
-            set_timeouts(
-                conn, statement_ms=policy.statement_timeout_ms, lock_ms=policy.lock_timeout_ms
-            )
+        with bounded(conn, policy):
             row = conn.execute(bound, params).fetchone()
             if row is None or not row["keys"]:
                 return inserted
@@ -222,13 +219,7 @@ def _finish_statement(
 ) -> dict[str, int]:
     """One ``ops_finish.sql`` statement in a bounded transaction."""
     utc = dt.UTC
-    with conn.transaction():
-        set_timeouts(
-            conn,
-            statement_ms=policy.statement_timeout_ms,
-            lock_ms=policy.lock_timeout_ms,
-            synchronous_commit=False,
-        )
+    with bounded(conn, policy, synchronous_commit=False):
         rows = conn.execute(
             finish_statement(policy),
             {

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from retention.db import Connection, set_timeouts
+from retention.db import Connection, bounded
 from retention.policy import Policy
 from retention.sqlfiles import query
 from retention.target import TargetTable, TenantScope
@@ -124,10 +124,7 @@ def tenant_groups(
     """The tenant scopes to plan: one per tenant (plus NULL), or all at once if too many."""
     if target.tenant is None or not policy.window_per_tenant:
         return [("all", None)]
-    with conn.transaction():
-        set_timeouts(
-            conn, statement_ms=policy.plan_statement_timeout_ms, lock_ms=policy.lock_timeout_ms
-        )
+    with bounded(conn, policy, reads=True):
         tenants = [
             row["tenant"]
             for row in conn.execute(target.query("list_tenants"), {"max_tenants": max_windows})
@@ -167,10 +164,7 @@ def walk_group(
             "window_rows": request.window_rows,
             "tenant": tenant,
         }
-        with conn.transaction():
-            set_timeouts(
-                conn, statement_ms=policy.plan_statement_timeout_ms, lock_ms=policy.lock_timeout_ms
-            )
+        with bounded(conn, policy, reads=True):
             row = conn.execute(statement, params).fetchone()
         if row is None or not row["expected_rows"]:
             return windows

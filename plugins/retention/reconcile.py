@@ -14,7 +14,7 @@ import json
 import time
 from typing import Any
 
-from retention.db import Connection, set_timeouts
+from retention.db import Connection, bounded
 from retention.deleter import count_window
 from retention.planner import load_plan
 from retention.policy import Policy
@@ -51,10 +51,7 @@ def reconcile_run(conn: Connection, policy: Policy, run_id: str) -> dict[str, An
                 {"window_key": window.window_key, "label": window.label, "rows_remaining": left}
             )
     target = TargetTable.of(policy)
-    with conn.transaction():
-        set_timeouts(
-            conn, statement_ms=policy.plan_statement_timeout_ms, lock_ms=policy.lock_timeout_ms
-        )
+    with bounded(conn, policy, reads=True):
         total_row = conn.execute(target.query("count_eligible"), {"cutoff": cutoff}).fetchone()
     total_remaining = int(total_row["n"]) if total_row else 0
     in_windows = sum(w["rows_remaining"] for w in remaining_by_window)
@@ -191,10 +188,7 @@ def explain_remote(
         "table_name": str(policy.table),
         "cutoff": cutoff,
     }
-    with conn.transaction():
-        set_timeouts(
-            conn, statement_ms=policy.plan_statement_timeout_ms, lock_ms=policy.lock_timeout_ms
-        )
+    with bounded(conn, policy, reads=True):
         rows = conn.execute(target.query("ops_reconcile"), params).fetchall()
     by_state = {row["state"]: int(row["n"]) for row in rows}
     oldest = min((as_aware(row["oldest"]) for row in rows), default=None)
