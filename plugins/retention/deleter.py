@@ -127,10 +127,10 @@ def delete_window(
             _delete_batches(conn, policy, window, batch_rows, result, sleep)
     except Exception as exc:
         result.seconds = time.perf_counter() - started
-        _finish(conn, window, result, state="failed", error=f"{type(exc).__name__}: {exc}"[:500])
+        finish_window(conn, window, result, state="failed", error=exc)
         raise
     result.seconds = time.perf_counter() - started
-    _finish(conn, window, result, state="counted" if dry_run else "done", error=None)
+    finish_window(conn, window, result, state="counted" if dry_run else "done", error=None)
     log.info(
         "window %s (%s): %s %d rows in %d batches, %.2fs, longest batch %.0f ms, %d timeouts",
         window.window_key,
@@ -215,9 +215,17 @@ def _delete_batches(
         after = bound["upto"]
 
 
-def _finish(
-    conn: Connection, window: Window, result: WindowResult, *, state: str, error: str | None
+def finish_window(
+    conn: Connection,
+    window: Window,
+    result: WindowResult,
+    *,
+    state: str,
+    error: BaseException | str | None,
 ) -> None:
+    """Close a window attempt in the ledger (done, counted, or failed with its error)."""
+    if isinstance(error, BaseException):
+        error = f"{type(error).__name__}: {error}"[:500]
     conn.execute(
         query("window_finish"),
         {

@@ -27,10 +27,6 @@ class HttpResult:
     started: float = 0.0
     finished: float = 0.0
 
-    @property
-    def duration_ms(self) -> float:
-        return (self.finished - self.started) * 1000
-
 
 def endpoint_for(remote: RemoteSpec, object_id: str, tenant: str | None) -> str:
     """The policy's endpoint with ``{object_id}`` and ``{tenant_id}`` URL-encoded."""

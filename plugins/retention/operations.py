@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -97,14 +97,30 @@ def claim(
         "owner": owner,
         "lease_seconds": policy.remote.lease,
     }
+    rows = claim_due(conn, lambda state: claim_statement(state, window_key is not None), params, n)
+    return [Claimed(**row) for row in rows]
+
+
+def claim_due(
+    conn: Connection,
+    statement_for: Callable[[str], sql.Composed],
+    params: dict[str, Any],
+    n: int,
+) -> list[dict[str, Any]]:
+    """Claim up to ``n`` rows in one short transaction: expired leases first, then due pending.
+
+    Shared by the operation ledger and the event outbox; ``statement_for(state)``
+    is the claim statement for rows in that state.
+    """
     rows: list[dict[str, Any]] = []
     with conn.transaction():
         for state in ("in_flight", "pending"):
             if len(rows) < n:
-                statement = claim_statement(state, window_key is not None)
-                params["n"] = n - len(rows)
-                rows += conn.execute(statement, {**params, "state": state}, prepare=True)
-    return [Claimed(**row) for row in rows]
+                statement = statement_for(state)
+                rows += conn.execute(
+                    statement, {**params, "state": state, "n": n - len(rows)}, prepare=True
+                ).fetchall()
+    return rows
 
 
 @cache
@@ -257,11 +273,3 @@ def next_due(conn: Connection, window_key: str) -> tuple[dt.datetime | None, int
     if row is None:
         return None, 0
     return row["next_due"], int(row["pending"])
-
-
-def seconds_until(moment: dt.datetime) -> float:
-    return max(0.0, (moment - dt.datetime.now(dt.UTC)).total_seconds())
-
-
-def monotonic_deadline(budget_seconds: float) -> float:
-    return time.monotonic() + budget_seconds

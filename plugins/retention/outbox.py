@@ -33,6 +33,7 @@ from standardwebhooks.webhooks import Webhook
 
 from retention.classify import backoff_seconds, parse_retry_after, retry_after_with_jitter
 from retention.db import Connection
+from retention.operations import claim_due
 from retention.policy import NotifySpec, Policy
 from retention.sqlfiles import query
 
@@ -138,19 +139,12 @@ def deliver_events(
         )
         return stats
     while time.monotonic() < deadline:
-        events: list[dict[str, Any]] = []
-        with conn.transaction():
-            for state in ("in_flight", "pending"):
-                events += conn.execute(
-                    claim_statement(state),
-                    {
-                        "policy": policy.name,
-                        "state": state,
-                        "n": CLAIM_BATCH - len(events),
-                        "owner": owner,
-                        "lease_seconds": lease_seconds,
-                    },
-                ).fetchall()
+        events = claim_due(
+            conn,
+            claim_statement,
+            {"policy": policy.name, "owner": owner, "lease_seconds": lease_seconds},
+            CLAIM_BATCH,
+        )
         if not events:
             break
         for index, event in enumerate(events):

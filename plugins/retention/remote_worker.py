@@ -79,10 +79,6 @@ class WorkerStats:
         }
 
 
-def result_times(result: HttpResult) -> tuple[float, float]:
-    return result.started, result.finished
-
-
 def decide(
     op: Claimed,
     remote: RemoteSpec,
@@ -251,7 +247,7 @@ class RemoteWorker:
             if c.outcome is Outcome.RATE_LIMITED:
                 self.bucket.throttle(c.retry_after_seconds or 1.0)
             change = decide(op, self.remote, c, self.rng, others_succeed=self._others_succeed(c))
-            pending.append(AttemptRecord(op, change, *result_times(result)))
+            pending.append(AttemptRecord(op, change, result.started, result.finished))
             self._watch_credentials(c, batch[index + 1 :])
 
     def _others_succeed(self, c: Classification) -> bool:

@@ -9,13 +9,14 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
+from contextlib import closing
 from dataclasses import dataclass
 from typing import Any
 
 from retention import cutoff as cutoff_rules
 from retention.audit import purge_audit
 from retention.db import Connection, connect
-from retention.deleter import delete_window
+from retention.deleter import WindowResult, delete_window, finish_window
 from retention.http_client import RemoteClient
 from retention.migrate import migrate
 from retention.operations import enqueue_window, next_due
@@ -153,40 +154,24 @@ def delete_remote_window(
 ) -> dict[str, Any]:
     """Enqueue the window's operations, then work them until done or out of time."""
     started = time.perf_counter()
+    result = WindowResult(window_key=window.window_key)
     conn.execute(query("window_start"), {"window_key": window.window_key})
-    finish = {"window_key": window.window_key, "timeouts": 0, "rows_counted": None}
     try:
         enqueued = enqueue_window(conn, policy, window, settings.batch_rows)
-        client = RemoteClient(policy.remote)  # type: ignore[arg-type]
-        try:
+        with closing(RemoteClient(policy.remote)) as client:  # type: ignore[arg-type]
             stats = RemoteWorker(conn, policy, client).run(window_key=window.window_key)
-        finally:
-            client.close()
     except Exception as exc:
-        conn.execute(
-            query("window_finish"),
-            {
-                **finish,
-                "state": "failed",
-                "seconds": time.perf_counter() - started,
-                "last_error": f"{type(exc).__name__}: {exc}"[:500],
-            },
-        )
+        result.seconds = time.perf_counter() - started
+        finish_window(conn, window, result, state="failed", error=exc)
         raise
     _, left = next_due(conn, window.window_key)
     conn.execute(
         query("window_batch_done"),
         {"window_key": window.window_key, "deleted": stats.rows_deleted, "batch_ms": 0.0},
     )
-    conn.execute(
-        query("window_finish"),
-        {
-            **finish,
-            "state": "done",
-            "seconds": time.perf_counter() - started,
-            "last_error": f"{left} operations left pending (backlog)" if left else None,
-        },
-    )
+    result.seconds = time.perf_counter() - started
+    backlog = f"{left} operations left pending (backlog)" if left else None
+    finish_window(conn, window, result, state="done", error=backlog)
     return {"window_key": window.window_key, "enqueued": enqueued, **stats.as_dict()}
 
 
@@ -197,12 +182,9 @@ def drain_operations_step(policy: Policy) -> dict[str, Any]:
     with connect(policy.postgres_conn_id) as conn:
         migrate(conn)
         events = _deliver(conn, policy) if policy.notify else None
-        client = RemoteClient(policy.remote)
-        try:
-            budget = policy.remote.task_budget_seconds
+        budget = policy.remote.task_budget_seconds
+        with closing(RemoteClient(policy.remote)) as client:
             stats = RemoteWorker(conn, policy, client, budget_seconds=budget).run(window_key=None)
-        finally:
-            client.close()
     return {**stats.as_dict(), "events": events}
 
 
@@ -215,12 +197,9 @@ def deliver_events_step(policy: Policy) -> dict[str, Any]:
 def _deliver(conn: Connection, policy: Policy) -> dict[str, Any]:
     assert policy.notify is not None
     assert policy.remote is not None
-    sender = EventSender(policy.notify)
-    try:
-        budget = policy.remote.task_budget_seconds
+    budget = policy.remote.task_budget_seconds
+    with closing(EventSender(policy.notify)) as sender:
         return deliver_events(conn, policy, sender, budget_seconds=budget).as_dict()
-    finally:
-        sender.close()
 
 
 def purge_audit_step(policy: Policy) -> dict[str, Any]:
