@@ -38,8 +38,8 @@ def notifying_policy(name: str, **notify):
         http_conn_id=RECEIVER_CONN,
         endpoint="/hooks/retention",
         timeout_seconds=notify.pop("timeout_seconds", 2.0),
-        backoff_base_seconds=0.01,
-        backoff_max_seconds=0.02,
+        backoff_base_seconds=notify.pop("backoff_base_seconds", 0.01),
+        backoff_max_seconds=notify.pop("backoff_max_seconds", 0.02),
         **notify,
     )
     return dataclasses.replace(remote_policy(name), notify=spec)
@@ -126,13 +126,16 @@ def test_signatures_verify_with_an_independent_implementation(
 def test_receiver_timeout_leads_to_the_same_event_id_and_bytes(
     db, unique_name, sandbox, receiver, test_dsn
 ) -> None:
-    policy = notifying_policy(unique_name, timeout_seconds=0.3)
+    # Backoff long enough that the retry is never due within the first delivery call.
+    policy = notifying_policy(
+        unique_name, timeout_seconds=0.3, backoff_base_seconds=1.0, backoff_max_seconds=1.0
+    )
     delete_remotely(db, test_dsn, policy, 1)
     receiver.delay_first_seconds = 1.0
     first = deliver(test_dsn, policy)
     assert first.retried == 1
     assert outbox(db, policy) == {"pending": 1}
-    time.sleep(0.1)
+    time.sleep(1.05)
     second = deliver(test_dsn, policy)
     assert second.delivered == 1
     ids = [r["headers"]["webhook-id"] for r in receiver.received]
@@ -172,6 +175,7 @@ def test_gone_disables_the_receiver_and_exhausted_events_are_replayable(
     receiver.statuses = [500, 500, 500, 500]
     for _ in range(3):
         deliver(test_dsn, policy)
+        time.sleep(0.05)  # past the (at most 0.02 s) backoff, so each call retries
     assert outbox(db, policy) == {"dead": 2}
     dead = [
         r["event_id"]
