@@ -6,7 +6,7 @@ BIN := $(CURDIR)/$(VENV)/bin
 STAMP := $(VENV)/.installed
 RUN := set -a && . ./.local/env && set +a && PATH="$(BIN):$$PATH" &&
 
-.PHONY: demo test airflow bench-rows bench-remote lint format lock env stop-pg clean
+.PHONY: demo test unit airflow bench-rows bench-remote lint format schema lock env stop-pg clean
 
 $(STAMP): requirements.txt requirements-dev.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -21,8 +21,17 @@ env: $(STAMP)
 demo: env
 	@$(RUN) python scripts/demo.py
 
+# Every tier, unit tests first (pyproject's testpaths: unit, dag, integration, e2e).
 test: env lint
 	@$(RUN) pytest
+
+# Pure unit tests: no database, no Airflow home; seconds on a fresh clone.
+unit: $(STAMP)
+	PYTHONPATH=plugins:. $(BIN)/pytest tests/unit -q
+
+# Regenerate the policies file's JSON Schema and the README's field table from the model.
+schema: $(STAMP)
+	PYTHONPATH=plugins $(BIN)/python -m retention.cli schema --write
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -24,9 +24,9 @@ from typing import Any
 
 from airflow.sdk import DAG, Param, get_current_context, task
 
-from retention.db import connect
+from retention.airflow.connections import postgres
+from retention.evidence.replay import replay_dead, replay_dead_events
 from retention.policy import load_policies
-from retention.replay import replay_dead, replay_dead_events
 
 _remote_policies = {p.name: p for p in load_policies().policies if p.remote is not None}
 
@@ -83,7 +83,7 @@ with DAG(
             )
         since = dt.datetime.fromisoformat(params["since"]) if params.get("since") else None
         requested_by = f"{context['run_id']} by {context['dag_run'].triggering_user_name}"
-        with connect(policy.postgres_conn_id) as conn:
+        with postgres(policy.postgres_conn_id) as conn:
             if params.get("kind") == "events":
                 return replay_dead_events(
                     conn,

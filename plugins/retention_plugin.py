@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from airflow.plugins_manager import AirflowPlugin
 
-from retention.api import create_app
+from retention.airflow.api import create_app
 
 
 class RetentionPlugin(AirflowPlugin):

@@ -20,26 +20,32 @@ import os
 import threading
 import time
 
-from sandbox_api import SandboxServer
-from seed import seed_media_assets
-
-from retention.db import connect_dsn
-from retention.http_client import HttpResult, RemoteClient
-from retention.migrate import migrate
-from retention.operations import enqueue_window
-from retention.planner import PlanRequest, plan_windows
+from retention.db.connection import connect_dsn
+from retention.db.migrate import migrate
+from retention.objects.deleter import work_operations
+from retention.objects.operations import enqueue_window
 from retention.policy import Policy, parse_policy
-from retention.remote_worker import RemoteWorker
+from retention.queue.http import HttpResult, HttpSender, plain_sender
+from retention.rows.planner import plan_windows
+from tests.support.sandbox_api import SandboxServer
+from tests.support.seed import seed_media_assets
+from tests.support.tables import request
 
 END = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
 
-class StubSender:
+class StubSender(HttpSender):
     """Answers every call with 204 immediately (no network)."""
 
-    def send(self, operation_key: str, object_id: str, tenant: str | None) -> HttpResult:
+    def __init__(self) -> None:
+        pass
+
+    def send(self, method, endpoint, *, headers=None, body=None) -> HttpResult:  # type: ignore[no-untyped-def]
         now = time.time()
         return HttpResult(204, {}, started=now, finished=now)
+
+    def close(self) -> None:
+        pass
 
 
 def make_policy(name: str, rate: float, burst: int, claim_batch: int) -> Policy:
@@ -81,26 +87,12 @@ def backlog(dsn: str, policy: Policy, rows: int) -> None:
         conn.execute("DELETE FROM retention.operations WHERE policy = %s", (policy.name,))
         conn.execute("DELETE FROM retention.attempts WHERE policy = %s", (policy.name,))
         run_id = f"bench-{time.time_ns()}"
-        windows = plan_windows(
-            conn,
-            PlanRequest(
-                policy=policy,
-                run_id=run_id,
-                plan_id=run_id,
-                cutoff=END,
-                anchor_source="logical_date",
-                logical_date=END,
-                window_rows=policy.window_rows,
-                batch_rows=policy.batch_rows,
-                max_windows=1024,
-                dry_run=False,
-            ),
-        )
+        windows = plan_windows(conn, request(policy, run_id, run_id, cutoff=END, logical_date=END))
         for window in windows:
             enqueue_window(conn, policy, window, 5000)
 
 
-def run_callers(dsn: str, policy: Policy, callers: int, seconds: float, stub: bool) -> float:
+def run_callers(dsn: str, policy: Policy, callers: int, seconds: float, url: str | None) -> float:
     """``callers`` workers until ``seconds`` pass or no work is left; returns elapsed."""
     deadline = time.monotonic() + seconds
     errors: list[BaseException] = []
@@ -108,9 +100,9 @@ def run_callers(dsn: str, policy: Policy, callers: int, seconds: float, stub: bo
     def caller() -> None:
         try:
             with connect_dsn(dsn) as conn:
-                sender = StubSender() if stub else RemoteClient(policy.remote)  # type: ignore[arg-type]
+                sender = plain_sender(url, 5) if url else StubSender()
                 while (left := deadline - time.monotonic()) > 0:
-                    stats = RemoteWorker(conn, policy, sender, budget_seconds=left).run()
+                    stats = work_operations(conn, policy, sender, budget_seconds=left)
                     if not stats.claimed:
                         return
         except BaseException as exc:
@@ -141,12 +133,8 @@ def main() -> None:
     policy = make_policy("bench_remote", args.rate, args.burst, args.claim_batch)
     backlog(dsn, policy, int(args.rate * args.seconds * 1.5))
     sandbox = SandboxServer(0, rate=args.rate, burst=args.rate).start()
-    os.environ["AIRFLOW_CONN_BENCH_SANDBOX"] = (
-        f'{{"conn_type": "http", "host": "127.0.0.1", "port": {sandbox.server_address[1]}}}'
-    )
     try:
-        RemoteClient(policy.remote).close()  # type: ignore[arg-type]  # warm-up: imports, lookup
-        elapsed = run_callers(dsn, policy, args.callers, args.seconds, stub=False)
+        elapsed = run_callers(dsn, policy, args.callers, args.seconds, sandbox.url)
         stats = sandbox.state.stats()
     finally:
         sandbox.stop()
@@ -168,7 +156,7 @@ def main() -> None:
 
     ledger_policy = make_policy("bench_ledger", 1_000_000, 1_000_000, args.claim_batch)
     backlog(dsn, ledger_policy, args.ledger_ops)
-    elapsed = run_callers(dsn, ledger_policy, args.callers, 600, stub=True)
+    elapsed = run_callers(dsn, ledger_policy, args.callers, 600, None)
     with connect_dsn(dsn) as conn:
         done = conn.execute(
             "SELECT count(*) AS n FROM retention.operations WHERE policy = %s AND state = 'done'",

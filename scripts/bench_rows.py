@@ -18,14 +18,16 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from psycopg import sql
-from seed import seed_event_logs
 
-from retention.db import connect_dsn
-from retention.deleter import WindowResult, delete_window
-from retention.migrate import migrate
-from retention.planner import PlanRequest, plan_windows
+from retention.db.connection import connect_dsn
+from retention.db.migrate import migrate
 from retention.policy import Policy, parse_policy
-from retention.windows import Window
+from retention.rows.deleter import delete_window
+from retention.rows.lifecycle import WindowResult
+from retention.rows.planner import plan_windows
+from retention.rows.windows import Window
+from tests.support.seed import seed_event_logs
+from tests.support.tables import request
 
 END = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 CUTOFF = END - dt.timedelta(days=30)
@@ -74,17 +76,14 @@ def run_windowed(
         began = time.perf_counter()
         windows = plan_windows(
             conn,
-            PlanRequest(
-                policy=policy,
-                run_id=run_id,
-                plan_id=run_id,
+            request(
+                policy,
+                run_id,
+                run_id,
                 cutoff=CUTOFF,
-                anchor_source="logical_date",
                 logical_date=END,
                 window_rows=args.window_rows,
                 batch_rows=args.batch_rows,
-                max_windows=1024,
-                dry_run=False,
             ),
         )
         plan_seconds = time.perf_counter() - began

@@ -25,11 +25,11 @@ from pathlib import Path
 
 from event_receiver import EventReceiver
 from psycopg import sql
-from sandbox_api import SandboxServer
-from seed import seed_event_logs, seed_media_assets
 
-from retention.db import connect_dsn
-from retention.migrate import migrate
+from retention.db.connection import connect_dsn
+from retention.db.migrate import migrate
+from tests.support.sandbox_api import SandboxServer
+from tests.support.seed import seed_event_logs, seed_media_assets
 
 LOCAL = Path(".local")
 

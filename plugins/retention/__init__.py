@@ -1,5 +1,14 @@
 """Retention cleanup for Apache Airflow 3: policies, planning, deleting, reconciling.
 
-Plain, typed Python with no Airflow import at module level (except :mod:`retention.db`,
-which uses the Postgres provider hook), so every piece is testable on its own.
+Layers, each importing only the ones before it:
+
+1. ``paths``, ``policy`` (the model, the loader, the JSON Schema), ``db``
+   (connections, bounded transactions, SQL files, migrations);
+2. ``rows`` (cutoff, planner, windows, the window lifecycle, the row deleter)
+   and ``queue`` (the leased queue, its worker, classification, HTTP, limiter);
+3. ``objects`` (remote operations: a job kind, and the object deleter) and
+   ``events`` (the outbox job kind, inbound hints);
+4. ``evidence`` (reconcile, explain, replay, audit purge);
+5. ``airflow`` (connections through hooks, task steps, the DAG factory, the
+   plugin's API) and ``cli``: the only modules that import Airflow.
 """

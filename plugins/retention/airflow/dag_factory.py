@@ -1,0 +1,272 @@
+"""Build one DAG per policy: ``retention__<name>``. The DAG files only call this.
+
+Each DAG is built on its own: a policy whose ``DAG()`` call raises is left
+out and reported, by name, through :func:`build_problems` (the error DAG
+file's import error), while the other policies still load.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from airflow.sdk import DAG, Param, TriggerRule, get_current_context, task
+from airflow.sdk.configuration import conf
+from airflow.sdk.exceptions import AirflowFailException
+
+from retention.airflow.steps import (
+    compute_cutoff_step,
+    delete_window_step,
+    deleter_for,
+    deliver_events_step,
+    drain_operations_step,
+    migrate_schema_step,
+    plan_windows_step,
+    purge_audit_step,
+    reconcile_step,
+)
+from retention.evidence.reconcile import RetentionIncomplete
+from retention.policy.loader import PolicyProblem, PolicySet
+from retention.policy.model import BATCH_ROWS_BOUNDS, WINDOW_ROWS_BOUNDS, Policy
+from retention.policy.params import run_settings
+
+DAG_DOC = """
+### Retention policy DAG
+
+Enforces one retention policy from `include/retention_policies.yaml` on a Postgres table.
+
+0. `migrate_schema`: applies pending migrations of the `retention` schema, under an
+   advisory lock (concurrent DAGs wait for each other).
+1. `compute_cutoff`: `cutoff = anchor − retain_days`; the anchor is `data_interval_end`,
+   else `logical_date`, else `run_after`, so reruns and backfills of a date delete the
+   same rows. A cutoff in the future is refused.
+2. `plan_windows`: walks the key index into immutable windows of about `window_rows`
+   eligible rows (per tenant), recorded in `retention.windows`.
+3. `delete_window`: one mapped task per window; deletes in sub-batches of `batch_rows`,
+   each its own short transaction with `lock_timeout` and `statement_timeout`; a
+   timed-out batch is split and retried, never skipped.
+4. `reconcile`: counts rows still older than the cutoff, writes `retention.runs`,
+   returns the summary, and fails if any remain.
+
+Policies with a `remote:` section delete each row's object through the rate-limited
+API first, through the `retention.operations` ledger: `drain_operations` works
+pending operations of earlier runs whose `not_before` has passed, then each window
+enqueues its operations and works one bounded pass (what is snoozed or backing off
+is left for the next drain). `reconcile` accepts rows explained by a pending or dead
+operation (backlog) unless they are older than `max_lag_hours`. With a `notify:`
+section, `deliver_events` sends the signed `retention.deleted` events that the
+deletions wrote to the outbox.
+
+`purge_audit` deletes this policy's ledger, attempt, window and event rows once
+they are older than `audit_days` (default 400), in bounded batches.
+
+**Idempotent:** yes. Windows are recorded once per run; rerunning any task deletes nothing twice.
+**Params:** `dry_run` (plan and count, delete nothing, call nothing), `window_rows` and
+`batch_rows` overrides.
+"""
+
+
+def policy_doc(policy: Policy, warnings: list[str]) -> str:
+    """The DAG docs: the shared description, the policy's settings, its pools, its warnings."""
+    tenant = f"`{policy.tenant_column}`" if policy.tenant_column else "none"
+    rows = [
+        f"| table | `{policy.table}` (key `{policy.key_column}`, "
+        f"timestamp `{policy.timestamp_column}`, tenant {tenant}) |",
+        f"| retain_days | {policy.retain_days} |",
+        f"| connection | `{policy.postgres_conn_id}` |",
+        f"| window_rows / batch_rows | {policy.window_rows} / {policy.batch_rows} |",
+        f"| owner | {policy.owner} |",
+    ]
+    if policy.remote is None:
+        rows.append(f"| pool | `{policy.pool}` × {policy.pool_slots} slot(s) per window |")
+    else:
+        remote = policy.remote
+        rows += [
+            f"| remote | `{remote.method} {remote.endpoint}` on connection "
+            f"`{remote.http_conn_id}`, object id `{remote.object_id_column}` |",
+            f"| rate limit | {remote.rate_per_second:g}/s, burst {remote.burst}, "
+            f"scope `{remote.scope}` |",
+            f"| pool | `{remote.pool}` (remote.pool) × {policy.pool_slots} slot(s): "
+            "`delete_window` and `drain_operations` |",
+            f"| max_lag_hours | {policy.max_lag_hours:g} |",
+        ]
+    if policy.notify is not None:
+        rows.append(
+            f"| notify | `POST {policy.notify.endpoint}` on `{policy.notify.http_conn_id}`, "
+            f"`deliver_events` in pool `{policy.notify.pool}` |"
+        )
+    pools = (
+        "**Pools.** `delete_window` runs in the policy's `pool`; its slots cap how many "
+        "windows delete at once, across every policy sharing it."
+        if policy.remote is None
+        else "**Pools.** A remote policy's windows call the API, so `delete_window` and "
+        "`drain_operations` run in `remote.pool`, whose slots cap concurrent callers across "
+        "every policy sharing it; the request rate is capped separately by the limiter "
+        "scope. The policy's `pool` field is not used."
+    )
+    warned = "".join(f"\n\n> **Warning:** {w}" for w in warnings)
+    return (
+        f"{DAG_DOC}\n#### Policy `{policy.name}`\n\n{policy.description}\n\n"
+        "| field | value |\n|---|---|\n" + "\n".join(rows) + f"\n\n{pools}{warned}\n"
+    )
+
+
+def build_dag(policy: Policy, warnings: list[str] | None = None, **dag_kwargs: Any) -> DAG:
+    """Wire one policy's tasks; ``dag_kwargs`` go to ``DAG()`` (``auto_register`` for checks)."""
+    deleter = deleter_for(policy)
+    window_pool = policy.remote.pool if policy.remote else policy.pool
+    with DAG(
+        dag_id=policy.dag_id,
+        schedule=policy.schedule,
+        start_date=policy.start_date,
+        catchup=False,
+        max_active_runs=1,
+        doc_md=policy_doc(policy, warnings or []),
+        description=f"Delete {policy.table} rows older than {policy.retain_days} days",
+        tags=["retention", policy.name, *policy.tags],
+        default_args={
+            "owner": policy.owner,
+            "retries": 2,
+            "retry_delay": dt.timedelta(seconds=30),
+            "retry_exponential_backoff": True,
+            "max_retry_delay": dt.timedelta(minutes=10),
+        },
+        params={
+            "dry_run": Param(
+                False, type="boolean", description="Plan and count every window; delete nothing."
+            ),
+            "window_rows": Param(
+                None,
+                type=["null", "integer"],
+                minimum=WINDOW_ROWS_BOUNDS[0],
+                maximum=WINDOW_ROWS_BOUNDS[1],
+                description=f"Eligible rows per window (policy: {policy.window_rows}).",
+            ),
+            "batch_rows": Param(
+                None,
+                type=["null", "integer"],
+                minimum=BATCH_ROWS_BOUNDS[0],
+                maximum=BATCH_ROWS_BOUNDS[1],
+                description=f"Rows per delete transaction (policy: {policy.batch_rows}).",
+            ),
+        },
+        **dag_kwargs,
+    ) as dag:
+
+        @task
+        def migrate_schema() -> dict[str, Any]:
+            return migrate_schema_step(policy.postgres_conn_id)
+
+        @task
+        def compute_cutoff() -> dict[str, Any]:
+            context = get_current_context()
+            return compute_cutoff_step(
+                policy.name,
+                policy.retain_days,
+                data_interval_end=context.get("data_interval_end"),
+                logical_date=context.get("logical_date"),
+                run_after=context["dag_run"].run_after,
+            )
+
+        @task
+        def plan_windows(cutoff: dict[str, Any]) -> list[dict[str, Any]]:
+            context = get_current_context()
+            return plan_windows_step(
+                policy,
+                run_id=context["run_id"],
+                dag_run_moments=(context["dag_run"].run_after, context["dag_run"].start_date),
+                cutoff=cutoff,
+                settings=run_settings(policy, context["params"]),
+                max_windows=conf.getint("core", "max_map_length"),
+            )
+
+        @task(
+            pool=window_pool,
+            pool_slots=policy.pool_slots,
+            map_index_template="{{ window_label }}",
+        )
+        def delete_window(window: dict[str, Any]) -> dict[str, Any]:
+            context = get_current_context()
+            context["window_label"] = window["label"]  # type: ignore[typeddict-unknown-key]
+            return delete_window_step(
+                policy.postgres_conn_id,
+                deleter,
+                window=window,
+                settings=run_settings(policy, context["params"]),
+            )
+
+        @task
+        def purge_audit() -> dict[str, Any]:
+            if run_settings(policy, get_current_context()["params"]).dry_run:
+                return {"skipped": "dry run: nothing is purged"}
+            return purge_audit_step(policy)
+
+        @task(trigger_rule=TriggerRule.ALL_DONE)
+        def reconcile() -> dict[str, Any]:
+            try:
+                return reconcile_step(policy, run_id=get_current_context()["run_id"])
+            except RetentionIncomplete as dirty:  # retrying cannot clean the table
+                raise AirflowFailException(str(dirty)) from dirty
+
+        cutoff = compute_cutoff()
+        migrate_schema() >> cutoff
+        cutoff >> purge_audit()
+        plan = plan_windows(cutoff)
+        deletes = delete_window.expand_kwargs(plan)
+        if policy.remote is not None:
+
+            @task(pool=policy.remote.pool, pool_slots=policy.pool_slots)
+            def drain_operations() -> dict[str, Any]:
+                if run_settings(policy, get_current_context()["params"]).dry_run:
+                    return {"skipped": "dry run: no remote call"}
+                return drain_operations_step(policy)
+
+            plan >> drain_operations() >> deletes
+        if policy.notify is not None:
+
+            @task(pool=policy.notify.pool, trigger_rule=TriggerRule.ALL_DONE)
+            def deliver_events() -> dict[str, Any]:
+                if run_settings(policy, get_current_context()["params"]).dry_run:
+                    return {"skipped": "dry run: nothing is delivered"}
+                return deliver_events_step(policy)
+
+            # A leaf of its own: a failed delivery fails the run instead of hiding
+            # behind reconcile's result.
+            deletes >> deliver_events()
+        deletes >> reconcile()
+    return dag
+
+
+def build_policy_dags(
+    loaded: PolicySet, *, register: bool = True
+) -> tuple[dict[str, DAG], list[PolicyProblem]]:
+    """Build each good policy's DAG on its own; a ``DAG()`` that raises is a named problem.
+
+    ``register=False`` builds without registering anything: the error DAG file
+    uses it to report the same problems the policies DAG file skipped.
+    """
+    dags: dict[str, DAG] = {}
+    problems: list[PolicyProblem] = []
+    extra: dict[str, Any] = {} if register else {"auto_register": False}
+    for policy in loaded.policies:
+        try:
+            dags[policy.dag_id] = build_dag(policy, loaded.warnings.get(policy.name), **extra)
+        except Exception as failed:  # reported by name; the other policies still load
+            message = f"{type(failed).__name__}: {failed}"
+            problems.append(
+                PolicyProblem(
+                    policy.name,
+                    _field_named_in(message),
+                    f"its DAG could not be built: {message}",
+                )
+            )
+    return dags, problems
+
+
+def _field_named_in(message: str) -> str:
+    """The policy field an Airflow error message is about, as best it can be told."""
+    words = set(message.lower().replace("'", " ").replace('"', " ").split())
+    for name in Policy.model_fields:
+        if name in words or name.rstrip("s") in words:
+            return name
+    return "*"

@@ -1,0 +1,170 @@
+"""The work of each DAG task, given plain values taken from the Airflow context.
+
+The DAG factory only reads the context and calls these; each opens its own
+connection through the policy's Airflow connection and closes it again.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from contextlib import closing
+from functools import partial
+from typing import Any
+
+from retention.airflow.connections import http_sender, postgres, signing_secret
+from retention.db.migrate import migrate
+from retention.events.outbox import Signer, deliver_events
+from retention.evidence.audit import purge_audit
+from retention.evidence.reconcile import raise_if_dirty, reconcile_run
+from retention.objects.deleter import ObjectDeleter, work_operations
+from retention.policy.model import Policy
+from retention.policy.params import RunSettings
+from retention.rows.cutoff import run_cutoff
+from retention.rows.deleter import RowDeleter
+from retention.rows.lifecycle import WindowDeleter
+from retention.rows.planner import PlanRequest, plan_id_for, plan_windows
+from retention.rows.windows import Window
+
+log = logging.getLogger(__name__)
+
+
+def deleter_for(policy: Policy) -> WindowDeleter:
+    """The window strategy of a policy, chosen once when its DAG is built."""
+    if policy.remote is None:
+        return RowDeleter(policy.table_spec, policy.timeouts)
+    remote = policy.remote
+    return ObjectDeleter(
+        policy.table_spec,
+        policy.timeouts,
+        policy=policy,
+        open_sender=partial(http_sender, remote.http_conn_id, remote.request_timeout_seconds),
+    )
+
+
+def migrate_schema_step(conn_id: str) -> dict[str, Any]:
+    """Apply pending migrations of the ``retention`` schema (under an advisory lock)."""
+    with postgres(conn_id) as conn:
+        applied = migrate(conn)
+    log.info("retention schema: %s", f"applied {applied}" if applied else "up to date")
+    return {"applied": applied}
+
+
+def compute_cutoff_step(
+    policy: str,
+    retain_days: int,
+    *,
+    data_interval_end: dt.datetime | None,
+    logical_date: dt.datetime | None,
+    run_after: dt.datetime | None,
+) -> dict[str, Any]:
+    """The run's cutoff (see ``retention.rows.cutoff``), logged with its anchor."""
+    result = run_cutoff(
+        retain_days,
+        data_interval_end=data_interval_end,
+        logical_date=logical_date,
+        run_after=run_after,
+        now=dt.datetime.now(dt.UTC),
+    )
+    log.info(
+        "policy %s: cutoff %s = %s %s minus %d days",
+        policy,
+        result["cutoff"],
+        result["anchor_source"],
+        result["anchor"],
+        retain_days,
+    )
+    return result
+
+
+def plan_windows_step(
+    policy: Policy,
+    *,
+    run_id: str,
+    dag_run_moments: tuple[dt.datetime | None, ...],
+    cutoff: dict[str, Any],
+    settings: RunSettings,
+    max_windows: int,
+) -> list[dict[str, Any]]:
+    """Plan (or reload) the run's windows; one kwargs dict per window."""
+    with postgres(policy.postgres_conn_id) as conn:
+        windows = plan_windows(
+            conn,
+            PlanRequest(
+                policy=policy,
+                run_id=run_id,
+                plan_id=plan_id_for(run_id, *dag_run_moments),
+                cutoff=dt.datetime.fromisoformat(cutoff["cutoff"]),
+                anchor_source=cutoff["anchor_source"],
+                logical_date=(
+                    dt.datetime.fromisoformat(cutoff["logical_date"])
+                    if cutoff["logical_date"]
+                    else None
+                ),
+                window_rows=settings.window_rows,
+                batch_rows=settings.batch_rows,
+                max_windows=max_windows,
+                dry_run=settings.dry_run,
+            ),
+        )
+    log.info(
+        "policy %s: %d windows, %d eligible rows planned (window_rows=%d, dry_run=%s)",
+        policy.name,
+        len(windows),
+        sum(w.expected_rows for w in windows),
+        settings.window_rows,
+        settings.dry_run,
+    )
+    return [{"window": w.to_xcom()} for w in windows]
+
+
+def delete_window_step(
+    conn_id: str, deleter: WindowDeleter, *, window: dict[str, Any], settings: RunSettings
+) -> dict[str, Any]:
+    """Delete (or count, in a dry run) one window with the policy's strategy."""
+    with postgres(conn_id) as conn:
+        result = deleter.run(
+            conn,
+            Window.from_xcom(window),
+            batch_rows=settings.batch_rows,
+            dry_run=settings.dry_run,
+        )
+    return result.as_dict()
+
+
+def drain_operations_step(policy: Policy) -> dict[str, Any]:
+    """One bounded pass over pending operations of any window whose not_before has passed."""
+    assert policy.remote is not None
+    remote = policy.remote
+    with (
+        postgres(policy.postgres_conn_id) as conn,
+        closing(http_sender(remote.http_conn_id, remote.request_timeout_seconds)) as sender,
+    ):
+        return work_operations(conn, policy, sender).as_dict()
+
+
+def deliver_events_step(policy: Policy) -> dict[str, Any]:
+    """Deliver the policy's pending retention.deleted events (signed webhooks)."""
+    assert policy.notify is not None
+    notify = policy.notify
+    signer = Signer(signing_secret(notify.http_conn_id), notify.http_conn_id)
+    with (
+        postgres(policy.postgres_conn_id) as conn,
+        closing(http_sender(notify.http_conn_id, notify.timeout_seconds)) as sender,
+    ):
+        return deliver_events(conn, policy.name, notify, sender, signer).as_dict()
+
+
+def purge_audit_step(policy: Policy) -> dict[str, Any]:
+    """Purge the policy's evidence older than ``audit_days`` (bounded batches)."""
+    with postgres(policy.postgres_conn_id) as conn:
+        return purge_audit(conn, policy.name, policy.audit_days)
+
+
+def reconcile_step(policy: Policy, *, run_id: str) -> dict[str, Any]:
+    """Record and return the run summary; raise when rows remain unexplained."""
+    with postgres(policy.postgres_conn_id) as conn:
+        summary = reconcile_run(conn, policy, run_id)
+    log.info("policy %s run summary: %s", policy.name, summary)
+    raise_if_dirty(summary)
+    return summary

@@ -1,0 +1,2 @@
+"""Postgres plumbing shared by every layer: connections, bounded transactions, SQL files,
+and the migrations of the ``retention`` schema. Nothing here knows about Airflow."""

@@ -1,0 +1,131 @@
+"""Signed inbound hints: upstream systems name objects that may be deleted sooner.
+
+A hint only makes work eligible: it upserts pending operations under the same
+operation keys the scheduled scan derives (so the scan and the hint meet on
+one ledger row), due at ``due_at`` or now, and the policy's next drain step
+deletes them. Nothing here calls the remote API, and the scan stays the
+reconciliation path.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+
+from retention.db.connection import Connection
+from retention.db.sqlfiles import query
+from retention.policy.model import Policy
+from retention.rows.target import TargetTable
+
+MAX_BODY_BYTES = 256 * 1024
+MAX_OBJECTS = 1000
+
+
+class HintRejected(ValueError):
+    """A hint that is refused; ``status`` is the HTTP answer and nothing was written."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class Hint:
+    webhook_id: str
+    policy: Policy
+    objects: list[tuple[str, dt.datetime | None]]
+
+
+def verify(body: bytes, headers: dict[str, str], secret: str) -> None:
+    """Standard Webhooks signature with its 5-minute timestamp tolerance."""
+    try:
+        Webhook(secret).verify(body, headers, json_parse=False)
+    except WebhookVerificationError as bad:
+        raise HintRejected(401, f"signature check failed: {bad}") from bad
+
+
+def parse(body: bytes, headers: dict[str, str], policies: dict[str, Policy]) -> Hint:
+    """Validate the body ``{policy, objects: [{key, due_at?}]}``; 422 names what is wrong."""
+    try:
+        document = json.loads(body)
+    except ValueError as bad:
+        raise HintRejected(422, f"body is not JSON: {bad}") from bad
+    if not isinstance(document, dict) or set(document) - {"policy", "objects"}:
+        raise HintRejected(422, "body must be an object with 'policy' and 'objects' only")
+    name = document.get("policy")
+    policy = policies.get(name) if isinstance(name, str) else None
+    if policy is None or policy.remote is None:
+        known = sorted(p for p, v in policies.items() if v.remote is not None)
+        raise HintRejected(422, f"unknown policy {name!r}; hints are taken for {known}")
+    objects = document.get("objects")
+    if not isinstance(objects, list) or not objects:
+        raise HintRejected(422, "'objects' must be a non-empty list of {key, due_at?}")
+    if len(objects) > MAX_OBJECTS:
+        raise HintRejected(413, f"{len(objects)} objects; at most {MAX_OBJECTS} per hint")
+    parsed: list[tuple[str, dt.datetime | None]] = []
+    for index, item in enumerate(objects):
+        if not isinstance(item, dict) or set(item) - {"key", "due_at"} or "key" not in item:
+            raise HintRejected(422, f"objects[{index}] must be {{key, due_at?}}")
+        key = item["key"]
+        if not isinstance(key, str | int) or isinstance(key, bool) or not str(key):
+            raise HintRejected(422, f"objects[{index}].key must be a non-empty string")
+        due = item.get("due_at")
+        if due is not None:
+            try:
+                due = dt.datetime.fromisoformat(str(due))
+            except ValueError as bad:
+                raise HintRejected(422, f"objects[{index}].due_at is not ISO 8601") from bad
+            if due.tzinfo is None:
+                raise HintRejected(422, f"objects[{index}].due_at needs a time zone")
+        parsed.append((str(key), due))
+    return Hint(headers.get("webhook-id", ""), policy, earliest_per_key(parsed))
+
+
+def earliest_per_key(
+    objects: list[tuple[str, dt.datetime | None]],
+) -> list[tuple[str, dt.datetime | None]]:
+    """One entry per key, due at the earliest time named (no ``due_at`` means now)."""
+    now = dt.datetime.now(dt.UTC)
+    merged: dict[str, dt.datetime | None] = {}
+    for key, due in objects:
+        if key not in merged or (due or now) < (merged[key] or now):
+            merged[key] = due
+    return list(merged.items())
+
+
+def apply(conn: Connection, hint: Hint) -> dict[str, Any]:
+    """Upsert the hinted operations and the receipt in one transaction (or refuse all)."""
+    policy = hint.policy
+    target = TargetTable.of(policy.table_spec, policy.remote)
+    keys = [key for key, _ in hint.objects]
+    params = {
+        "policy": policy.name,
+        "revision": policy.revision,
+        "table_name": policy.table,
+        "keys": keys,
+        "due": [due for _, due in hint.objects],
+    }
+    with conn.transaction():
+        known = {r["object_id"] for r in conn.execute(target.query("hint_known_objects"), params)}
+        unknown = [key for key in keys if key not in known]
+        if unknown:
+            raise HintRejected(
+                422,
+                f"unknown object(s) for policy {policy.name!r}: {unknown[:20]}; nothing written",
+            )
+        receipt = conn.execute(
+            query("hint_receipt"),
+            {"webhook_id": hint.webhook_id, "policy": policy.name, "objects": len(keys)},
+        ).fetchone()
+        if receipt is None:
+            return {"duplicate": True, "webhook_id": hint.webhook_id, "operations": []}
+        rows = conn.execute(target.query("hint_enqueue"), params).fetchall()
+    return {
+        "duplicate": False,
+        "webhook_id": hint.webhook_id,
+        "operations": sorted(r["operation_key"] for r in rows),
+    }

@@ -1,0 +1,50 @@
+"""Audit retention: keep deletion evidence exactly ``audit_days``, then purge it in batches.
+
+Evidence of a deletion (the done operation, its attempts and its event) is
+purged once it was confirmed more than ``audit_days`` ago, never before; the
+window ledger and run summaries go once planned more than ``audit_days`` ago.
+Live work (pending, in-flight and dead operations) is never purged. Each batch
+is one short transaction, so purging never holds locks for long.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections import Counter
+
+from retention.db.connection import Connection
+from retention.db.sqlfiles import query
+
+log = logging.getLogger(__name__)
+
+PURGE_BATCH_ROWS = 5000
+
+
+def purge_audit(
+    conn: Connection,
+    policy: str,
+    audit_days: int,
+    *,
+    now: dt.datetime | None = None,
+    batch_rows: int = PURGE_BATCH_ROWS,
+    max_batches: int = 1000,
+) -> dict[str, object]:
+    """Purge everything past the policy's audit horizon; returns counts per kind."""
+    horizon = (now or dt.datetime.now(dt.UTC)) - dt.timedelta(days=audit_days)
+    params = {"policy": policy, "horizon": horizon, "batch_rows": batch_rows}
+    purged: Counter[str] = Counter()
+    for name in ("purge_operations", "purge_windows"):
+        for _ in range(max_batches):
+            row = conn.execute(query(name), params).fetchone()
+            assert row is not None
+            purged.update({k: int(v) for k, v in row.items()})
+            if not any(row.values()):
+                break
+    for _ in range(max_batches):
+        gone = conn.execute(query("purge_hint_receipts"), params).rowcount
+        purged["hint_receipts"] += gone
+        if not gone:
+            break
+    log.info("policy %s: purged evidence older than %s: %s", policy, horizon, dict(purged))
+    return {"horizon": horizon.isoformat(), **purged}

@@ -1,0 +1,175 @@
+"""Evidence on demand: one readable record per operation key, from durable state alone.
+
+Answers six questions: which object and version was selected; why it was
+eligible; whether the deletion was confirmed and when; which event announced
+it; how many attempts it took; and what happens next.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from retention.db.connection import Connection
+from retention.db.sqlfiles import query
+
+
+class UnknownOperation(LookupError):
+    """No operation has this key."""
+
+
+def _iso(value: Any) -> Any:
+    return value.isoformat() if isinstance(value, dt.datetime) else value
+
+
+def explain(conn: Connection, key: str) -> dict[str, Any]:
+    """The evidence record of one operation (JSON-friendly)."""
+    op = conn.execute(query("explain_operation"), {"key": key}).fetchone()
+    if op is None:
+        raise UnknownOperation(f"no operation with key {key!r}")
+    history = conn.execute(query("explain_attempts"), {"key": key}).fetchall()
+    attempts = [h for h in history if h["kind"] == "attempt"]
+    replays = [h for h in history if h["kind"] == "replay"]
+    return {
+        "operation_key": key,
+        "selected": {
+            "policy": op["policy"],
+            "policy_revision": op["policy_revision"],
+            "table": op["table_name"],
+            "row_key": op["row_key"],
+            "object_id": op["object_id"],
+            "tenant": op["tenant"],
+            "version": op["version"],
+        },
+        "eligible_because": _eligibility(op),
+        "deletion": {
+            "state": op["state"],
+            "confirmed": op["state"] == "done",
+            "confirmed_at": _iso(op["done_at"]),
+            "last_status_code": op["last_status_code"],
+            "outcome_class": op["outcome_class"],
+        },
+        "event": None
+        if op["event_id"] is None
+        else {
+            "event_id": op["event_id"],
+            "type": "retention.deleted",
+            "state": op["event_state"],
+            "delivered_at": _iso(op["event_delivered_at"]),
+            "delivery_attempts": op["event_attempts"],
+            "last_status_code": op["event_last_status"],
+        },
+        "attempts": {
+            "count": len(attempts),
+            "deliberate_attempts": op["attempt_count"],
+            "claims": op["claim_count"],
+            "rate_limited": op["rate_limited_count"],
+            "lease_expiries": op["lease_expiries"],
+            "history": [
+                {
+                    "attempt": a["n"],
+                    "at": _iso(a["at"]),
+                    "status_code": a["status_code"],
+                    "outcome": a["outcome_class"],
+                    "duration_ms": round(a["duration_ms"], 1),
+                }
+                for a in attempts
+            ],
+        },
+        "replays": [
+            {"replay_id": r["n"], "at": _iso(r["at"]), "by": r["who"], "reason": r["reason"]}
+            for r in replays
+        ],
+        "next": _next_step(op),
+    }
+
+
+def _eligibility(op: dict[str, Any]) -> dict[str, Any]:
+    if op["window_cutoff"] is None:
+        return {"reason": "enqueued outside a recorded window", "window_key": op["window_key"]}
+    return {
+        "reason": (
+            f"row {op['row_key']} of {op['table_name']} was older than the cutoff "
+            f"{op['window_cutoff'].isoformat()} of run {op['window_run_id']}"
+        ),
+        "cutoff": _iso(op["window_cutoff"]),
+        "run_id": op["window_run_id"],
+        "dag_id": op["run_dag_id"],
+        "logical_date": _iso(op["run_logical_date"]),
+        "anchor": op["run_anchor_source"],
+        "window_key": op["window_key"],
+        "window_ids": [op["first_id"], op["last_id"]],
+    }
+
+
+def _next_step(op: dict[str, Any]) -> dict[str, Any]:
+    state = op["state"]
+    if state == "pending":
+        return {
+            "action": "automatic retry",
+            "at": _iso(op["not_before"]),
+            "detail": f"the next worker after {op['not_before'].isoformat()} calls the API again "
+            f"with the same idempotency key (last: {op['reason'] or 'not tried yet'})",
+        }
+    if state == "in_flight":
+        return {
+            "action": "in progress",
+            "at": _iso(op["lease_expires_at"]),
+            "detail": f"held by {op['lease_owner']}; reclaimable if its lease expires",
+        }
+    if state == "dead":
+        return {
+            "action": "human review",
+            "at": None,
+            "detail": f"{op['failure_class']}: {op['reason']}. Fix the cause, then replay it with "
+            "the retention__replay DAG.",
+        }
+    return {
+        "action": "none",
+        "at": None,
+        "detail": "deleted remotely and locally; kept as evidence",
+    }
+
+
+def render(record: dict[str, Any]) -> str:
+    """The record as text for a terminal."""
+    s, e, d, a, n = (
+        record["selected"],
+        record["eligible_because"],
+        record["deletion"],
+        record["attempts"],
+        record["next"],
+    )
+    event = record["event"]
+    lines = [
+        f"operation {record['operation_key']}",
+        f"  selected:   object {s['object_id']} (tenant {s['tenant']}), version {s['version']}, "
+        f"row {s['row_key']} of {s['table']}, policy {s['policy']} rev {s['policy_revision']}",
+        f"  eligible:   {e['reason']}",
+        f"  deletion:   {d['state']}"
+        + (
+            f", confirmed at {d['confirmed_at']} (HTTP {d['last_status_code']})"
+            if d["confirmed"]
+            else ""
+        ),
+        "  event:      "
+        + (
+            f"{event['event_id']} ({event['type']}), {event['state']}"
+            + (f" at {event['delivered_at']}" if event["delivered_at"] else "")
+            if event
+            else "none"
+        ),
+        f"  attempts:   {a['count']} API attempts ({a['deliberate_attempts']} counting toward "
+        f"max_attempts, {a['rate_limited']} rate limited), {a['claims']} claims, "
+        f"{a['lease_expiries']} lease expiries",
+    ]
+    lines += [
+        f"    #{h['attempt']} {h['at']}  {h['outcome']} "
+        f"(HTTP {h['status_code']}) {h['duration_ms']} ms"
+        for h in a["history"]
+    ]
+    lines += [f"  replayed:   {r['at']} by {r['by']}: {r['reason']}" for r in record["replays"]]
+    lines.append(
+        f"  next:       {n['action']}" + (f" at {n['at']}" if n["at"] else "") + f"; {n['detail']}"
+    )
+    return "\n".join(lines)

@@ -1,0 +1,227 @@
+"""Reconcile a run: prove the table is clean to the cutoff, or say exactly what is not.
+
+Counts what is still older than the cutoff in every planned window and in the
+whole table (which also catches rows that arrived with old timestamps after
+planning), writes the summary to ``retention.runs`` and returns it.  A run
+whose rows are not all gone is reported as ``dirty`` and the task fails: a
+green run must mean the work was done.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+from typing import Any
+
+from retention.db.connection import Connection, bounded
+from retention.db.sqlfiles import query
+from retention.policy.model import Policy
+from retention.rows.lifecycle import count_window
+from retention.rows.planner import load_plan
+from retention.rows.target import TargetTable
+
+MAX_LISTED_WINDOWS = 10
+
+
+class RetentionIncomplete(RuntimeError):
+    """Rows older than the cutoff remain after a (non dry-run) run."""
+
+
+def reconcile_run(conn: Connection, policy: Policy, run_id: str) -> dict[str, Any]:
+    """Count what remains, record the run summary and return it (does not raise on dirt)."""
+    started = time.perf_counter()
+    plan = load_plan(conn, policy.name, run_id)
+    run = conn.execute(query("run_for_id"), {"policy": policy.name, "run_id": run_id}).fetchone()
+    if plan is None or run is None:
+        raise RuntimeError(
+            f"policy {policy.name!r}: run {run_id!r} has no recorded plan; "
+            "plan_windows did not finish, so there is nothing to reconcile"
+        )
+    plan_id, windows = plan
+    cutoff: dt.datetime = run["cutoff"]
+    remaining_by_window: list[dict[str, Any]] = []
+    for window in windows:
+        left = count_window(conn, policy.table_spec, policy.timeouts, window)
+        conn.execute(
+            query("window_remaining"), {"window_key": window.window_key, "rows_remaining": left}
+        )
+        if left:
+            remaining_by_window.append(
+                {"window_key": window.window_key, "label": window.label, "rows_remaining": left}
+            )
+    target = TargetTable.of(policy.table_spec)
+    with bounded(conn, policy.timeouts, reads=True):
+        total_row = conn.execute(target.query("count_eligible"), {"cutoff": cutoff}).fetchone()
+    total_remaining = int(total_row["n"]) if total_row else 0
+    in_windows = sum(w["rows_remaining"] for w in remaining_by_window)
+    ledger = {
+        row["window_key"]: row
+        for row in conn.execute(
+            query("windows_for_plan"), {"policy": policy.name, "plan_id": plan_id}
+        )
+    }
+    rows_deleted = sum(int(r["rows_deleted"]) for r in ledger.values())
+    counted = [r["rows_counted"] for r in ledger.values() if r["rows_counted"] is not None]
+    unfinished = sorted(k for k, r in ledger.items() if r["state"] not in ("done", "counted"))
+    failed = sorted(k for k, r in ledger.items() if r["state"] in ("failed", "running"))
+    dry_run = bool(run["dry_run"])
+    remote = explain_remote(conn, policy, cutoff, run["planned_at"]) if policy.remote else None
+    status = "dry_run" if dry_run else ("clean" if total_remaining == 0 else "dirty")
+    if remote is not None and not dry_run and total_remaining:
+        unexplained = remote["unexplained_rows"]
+        lag = remote["oldest_overdue_hours"]
+        late = policy.max_lag_hours is not None and lag is not None and lag > policy.max_lag_hours
+        status = "dirty" if unexplained or late else "backlog"
+    if failed and not dry_run:
+        status = "dirty"  # a window that did not finish is not a clean run, whatever remains
+    summary: dict[str, Any] = {
+        "policy": policy.name,
+        "dag_id": policy.dag_id,
+        "run_id": run_id,
+        "plan_id": plan_id,
+        "table": policy.table,
+        "status": status,
+        "dry_run": dry_run,
+        "cutoff": cutoff.isoformat(),
+        "anchor_source": run["anchor_source"],
+        "logical_date": run["logical_date"].isoformat() if run["logical_date"] else None,
+        "windows": len(windows),
+        "windows_unfinished": unfinished[:MAX_LISTED_WINDOWS],
+        "windows_failed": failed[:MAX_LISTED_WINDOWS],
+        "rows_planned": int(run["rows_planned"]),
+        "rows_deleted": rows_deleted,
+        "rows_counted": sum(counted) if dry_run else None,
+        "rows_remaining": total_remaining,
+        "rows_remaining_in_windows": in_windows,
+        "rows_outside_windows": total_remaining - in_windows,
+        "dirty_windows": remaining_by_window[:MAX_LISTED_WINDOWS],
+        "plan_seconds": _round(run["plan_seconds"]),
+        "delete_seconds": _round(sum(float(r["seconds"]) for r in ledger.values())),
+        "longest_batch_ms": _round(
+            max((r["longest_batch_ms"] or 0.0 for r in ledger.values()), default=0.0)
+        ),
+        "reconcile_seconds": _round(time.perf_counter() - started),
+    }
+    if remote is not None:
+        summary["remote"] = remote
+        summary["max_lag_hours"] = policy.max_lag_hours
+    if policy.notify is not None:
+        events = conn.execute(query("outbox_stats"), {"policy": policy.name}).fetchone()
+        assert events is not None
+        disabled = events["endpoint_disabled_at"]
+        summary["events"] = {
+            "by_state": dict(events["events_by_state"]),
+            "endpoint_disabled_at": disabled.isoformat() if disabled else None,
+        }
+    conn.execute(
+        query("run_record_summary"),
+        {
+            "policy": policy.name,
+            "run_id": run_id,
+            "status": status,
+            "windows": len(windows),
+            "rows_deleted": rows_deleted,
+            "rows_counted": summary["rows_counted"],
+            "rows_remaining": total_remaining,
+            "rows_outside_windows": summary["rows_outside_windows"],
+            "delete_seconds": summary["delete_seconds"],
+            "reconcile_seconds": summary["reconcile_seconds"],
+            "longest_batch_ms": summary["longest_batch_ms"],
+            "summary": json.dumps(summary),
+        },
+    )
+    return summary
+
+
+def raise_if_dirty(summary: dict[str, Any]) -> None:
+    """Fail loudly, naming the windows and counts, when rows remain unexplained."""
+    if summary["status"] != "dirty":
+        return
+    parts = [
+        f"{summary['dag_id']}: {summary['rows_remaining']} rows older than cutoff "
+        f"{summary['cutoff']} remain in {summary['table']} after run {summary['run_id']}."
+    ]
+    if summary.get("windows_failed"):
+        parts.append(
+            f"Windows that failed or did not finish: {', '.join(summary['windows_failed'])} "
+            "(see retention.windows.last_error and the task logs)."
+        )
+    if summary["rows_remaining_in_windows"]:
+        listed = ", ".join(f"{w['label']}: {w['rows_remaining']}" for w in summary["dirty_windows"])
+        parts.append(
+            f"{summary['rows_remaining_in_windows']} are inside planned windows ({listed}); "
+            f"unfinished windows: {', '.join(summary['windows_unfinished']) or 'none'}."
+        )
+    if summary["rows_outside_windows"]:
+        parts.append(
+            f"{summary['rows_outside_windows']} are outside every planned window "
+            "(rows written with old timestamps after planning, or keys beyond the plan); "
+            "the next run plans them."
+        )
+    remote = summary.get("remote")
+    if remote:
+        if remote["unexplained_rows"]:
+            parts.append(
+                f"{remote['unexplained_rows']} of them have no pending, in-flight or dead "
+                "operation explaining them."
+            )
+        lag, limit = remote["oldest_overdue_hours"], summary.get("max_lag_hours")
+        if lag is not None and limit is not None and lag > limit:
+            parts.append(
+                f"The oldest is {lag:.1f} hours past its cutoff, more than max_lag_hours "
+                f"({limit:g}); backlog by state: {remote['eligible_rows_by_state']}."
+            )
+    parts.append("The full summary is in retention.runs.")
+    raise RetentionIncomplete(" ".join(parts))
+
+
+def explain_remote(
+    conn: Connection, policy: Policy, cutoff: dt.datetime, since: dt.datetime
+) -> dict[str, Any]:
+    """Explain each remaining eligible row by its operation's state, plus the run's figures."""
+    assert policy.remote is not None
+    target = TargetTable.of(policy.table_spec, policy.remote)
+    params = {
+        "policy": policy.name,
+        "revision": policy.revision,
+        "table_name": policy.table,
+        "cutoff": cutoff,
+    }
+    with bounded(conn, policy.timeouts, reads=True):
+        rows = conn.execute(target.query("ops_reconcile"), params).fetchall()
+    by_state = {row["state"]: int(row["n"]) for row in rows}
+    oldest = min((as_aware(row["oldest"]) for row in rows), default=None)
+    overdue = None
+    if oldest is not None:
+        became_eligible = oldest + dt.timedelta(days=policy.retain_days)
+        overdue = max(0.0, (dt.datetime.now(dt.UTC) - became_eligible).total_seconds() / 3600)
+    stats = conn.execute(
+        query("ops_run_stats"),
+        {"policy": policy.name, "since": since, "scope": policy.remote.scope},
+    ).fetchone()
+    assert stats is not None
+    attempts = dict(stats["attempts_by_outcome"])
+    return {
+        "eligible_rows_by_state": by_state,
+        # A done operation whose row is still there is as unexplained as no operation.
+        "unexplained_rows": by_state.get("unexplained", 0) + by_state.get("done", 0),
+        "oldest_overdue_hours": None if overdue is None else round(overdue, 2),
+        "attempts_by_outcome": attempts,
+        "rate_limited_responses": attempts.get("rate_limited", 0),
+        "lease_expiries": int(stats["lease_expiries"]),
+        "dead_total": int(stats["dead_total"]),
+        "ledger_backlog": dict(stats["ledger_backlog"]),
+        "effective_rate": stats["effective_rate"],
+    }
+
+
+def as_aware(value: dt.datetime | dt.date) -> dt.datetime:
+    """Timestamps without a time zone (and dates) are read as UTC."""
+    if not isinstance(value, dt.datetime):
+        value = dt.datetime(value.year, value.month, value.day)
+    return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+
+
+def _round(value: Any) -> float | None:
+    return None if value is None else round(float(value), 3)

@@ -1,0 +1,82 @@
+"""Dead letters: list them, and move chosen ones back to pending with an audit record.
+
+Both job kinds replay through the leased queue's one replay statement
+(``queue_replay.sql``), which moves the jobs and writes the audit row of
+``retention.replays`` in one transaction.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from retention.db.connection import Connection
+from retention.db.sqlfiles import query
+from retention.queue.leased import EVENTS, OPERATIONS, LeasedQueue
+
+
+class ReplayError(ValueError):
+    """A replay request that would be too broad or names nothing."""
+
+
+def dead_operations(
+    conn: Connection,
+    *,
+    policy: str | None = None,
+    failure_class: str | None = None,
+    limit: int = 100,
+) -> list[dict[str, Any]]:
+    return conn.execute(
+        query("dead_operations"),
+        {"policy": policy, "failure_class": failure_class, "limit": limit},
+    ).fetchall()
+
+
+def replay_dead(
+    conn: Connection,
+    *,
+    policy: str,
+    operation_keys: list[str] | None = None,
+    failure_class: str | None = None,
+    since: dt.datetime | None = None,
+    requested_by: str,
+    reason: str | None = None,
+) -> dict[str, Any]:
+    """Move matching dead operations of ``policy`` back to pending; returns the audit row."""
+    if not operation_keys and not failure_class:
+        raise ReplayError(
+            "name the operations to replay: give operation keys or a failure class "
+            "(optionally with 'since'); replaying every dead operation at once is refused"
+        )
+    row = LeasedQueue(OPERATIONS, policy, 0).replay(
+        conn,
+        ids=operation_keys,
+        failure_class=failure_class,
+        since=since,
+        requested_by=requested_by,
+        reason=reason,
+    )
+    return {"replay_id": row["replay_id"], "operation_keys": row["ids"]}
+
+
+def replay_dead_events(
+    conn: Connection,
+    *,
+    policy: str,
+    event_ids: list[str] | None,
+    since: dt.datetime | None,
+    requested_by: str,
+    reason: str | None,
+) -> dict[str, Any]:
+    """Move exhausted (dead) events back to pending, attempts reset, with an audit row."""
+    if not event_ids and since is None:
+        raise ReplayError("name the events to replay: give event ids or 'since'")
+    row = LeasedQueue(EVENTS, policy, 0).replay(
+        conn,
+        ids=event_ids,
+        failure_class=None,
+        since=since,
+        requested_by=requested_by,
+        reason=reason,
+    )
+    return {"replay_id": row["replay_id"], "event_ids": row["ids"]}

@@ -1,0 +1,428 @@
+"""The policy model: one pydantic model per section of a retention policy.
+
+The YAML contract is flat (``table``, ``key_column``, ``lock_timeout_ms``, …)
+with two nested sections (``remote:`` and ``notify:``). Every default is
+stated once, here, and every rule is a field constraint or a validator, so
+the JSON Schema editors use (``python -m retention.cli schema``) and the
+README's field table are generated from the same source and cannot drift.
+
+Lower layers take only the part they need: :class:`TableSpec` (what table and
+columns), :class:`Timeouts` (how long a statement may run or wait),
+:class:`RemoteSpec` and :class:`NotifySpec`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import string
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from croniter import CroniterBadCronError, CroniterBadDateError, croniter
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    model_validator,
+)
+
+DAG_ID_PREFIX = "retention__"
+DEFAULT_REMOTE_MAX_LAG_HOURS = 72.0
+WINDOW_ROWS_BOUNDS = (1, 10_000_000)
+BATCH_ROWS_BOUNDS = (1, 100_000)
+
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+POLICY_NAME = re.compile(r"[A-Za-z0-9_]{1,200}")
+HEADER_NAME = re.compile(r"[A-Za-z0-9-]{1,100}")
+# What Airflow accepts as a schedule preset (its cron_presets, plus @once).
+CRON_PRESETS = {
+    "@once": None,
+    "@hourly": "0 * * * *",
+    "@daily": "0 0 * * *",
+    "@weekly": "0 0 * * 0",
+    "@monthly": "0 0 1 * *",
+    "@quarterly": "0 0 1 */3 *",
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+}
+ENDPOINT_FIELDS = ("object_id", "tenant_id")
+
+
+def _identifier(value: str) -> str:
+    if not IDENTIFIER.fullmatch(value):
+        raise ValueError(
+            f"{value!r} is not a plain SQL identifier "
+            "(letters, digits, underscores; at most 63 characters)"
+        )
+    return value
+
+
+def _header(value: str) -> str:
+    if not HEADER_NAME.fullmatch(value):
+        raise ValueError(f"{value!r} is not an HTTP header name (letters, digits, '-')")
+    return value
+
+
+def _table(value: str) -> str:
+    parts = value.split(".")
+    if len(parts) > 2 or not all(IDENTIFIER.fullmatch(p) for p in parts):
+        raise ValueError(f"{value!r} is not 'schema.table' made of plain SQL identifiers")
+    return value if len(parts) == 2 else f"public.{value}"
+
+
+def _policy_name(value: str) -> str:
+    if not POLICY_NAME.fullmatch(value):
+        raise ValueError("use letters, digits and underscores only (it becomes the DAG id)")
+    return value
+
+
+def _schedule(value: str | None) -> str | None:
+    """Checked as Airflow checks it: presets by name, anything else by croniter."""
+    if value is None:
+        return None
+    if value.startswith("@"):
+        if value not in CRON_PRESETS:
+            raise ValueError(f"unknown preset {value!r}; use one of {sorted(CRON_PRESETS)}")
+        return value
+    try:
+        croniter(value)
+    except (CroniterBadCronError, CroniterBadDateError) as bad:
+        raise ValueError(f"{value!r} is not a cron expression: {bad}") from bad
+    return value
+
+
+def _start_date(value: Any) -> Any:
+    """YAML gives a date, a datetime or a string; all become an aware datetime (UTC if naive)."""
+    if isinstance(value, str):
+        try:
+            value = dt.datetime.fromisoformat(value)
+        except ValueError as bad:
+            raise ValueError(f"{value!r} is not an ISO date such as 2026-01-01") from bad
+    if isinstance(value, dt.date) and not isinstance(value, dt.datetime):
+        value = dt.datetime(value.year, value.month, value.day)
+    if isinstance(value, dt.datetime):
+        return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+    raise ValueError("must be an ISO date such as 2026-01-01")
+
+
+def _endpoint(value: str) -> str:
+    """A path template whose only fields are {object_id} (required) and {tenant_id}."""
+    try:
+        parsed = list(string.Formatter().parse(value))
+    except ValueError as bad:
+        raise ValueError(f"{value!r} is not a path template: {bad}") from bad
+    fields = [name for _, name, _, _ in parsed if name is not None]
+    unknown = sorted({f for f in fields if f not in ENDPOINT_FIELDS})
+    if unknown:
+        raise ValueError(f"unknown placeholder(s) {unknown}; use {{object_id}} and {{tenant_id}}")
+    if any(spec or conversion for _, name, spec, conversion in parsed if name is not None):
+        raise ValueError("placeholders take no format spec or conversion")
+    if "object_id" not in fields:
+        raise ValueError("must be a path containing {object_id}")
+    if not value.startswith("/"):
+        raise ValueError("must be a path starting with '/'")
+    return value
+
+
+Identifier = Annotated[str, AfterValidator(_identifier)]
+NonEmpty = Annotated[str, Field(min_length=1, max_length=250)]
+Tag = Annotated[str, Field(min_length=1, max_length=100)]
+
+
+class Section(BaseModel):
+    """Shared strictness: unknown keys, wrong types and non-finite numbers are errors."""
+
+    model_config = ConfigDict(
+        extra="forbid", strict=True, frozen=True, allow_inf_nan=False, validate_default=False
+    )
+
+
+class RemoteSpec(Section):
+    """``remote:``: objects deleted through a rate-limited HTTP API before their rows."""
+
+    http_conn_id: NonEmpty = Field(
+        description="Airflow HTTP connection of the deletion API (host, auth, extra headers)."
+    )
+    endpoint: Annotated[str, AfterValidator(_endpoint)] = Field(
+        description="Path template; {object_id} and {tenant_id} are filled, URL-encoded."
+    )
+    object_id_column: Identifier = Field(description="Column holding the remote object's id.")
+    rate_per_second: float = Field(
+        gt=0, le=100_000, description="Calls per second, shared by every worker of the scope."
+    )
+    burst: int = Field(gt=0, le=100_000, description="Calls the bucket may allow at once.")
+    pool: NonEmpty = Field(
+        description="Airflow pool of the tasks that call the API (the windows and the drain)."
+    )
+    method: Literal["DELETE", "POST", "PUT", "PATCH"] = Field(
+        "DELETE", description="HTTP method of the deletion call."
+    )
+    version_column: Identifier | None = Field(
+        None, description="Column with the object's version; default: the row's timestamp."
+    )
+    idempotency_header: Annotated[str, AfterValidator(_header)] = Field(
+        "Idempotency-Key", description="Header carrying the operation key on every attempt."
+    )
+    limiter_scope: NonEmpty | None = Field(
+        None,
+        description="Token bucket shared by every policy naming it (default: http_conn_id); "
+        "policies sharing a scope must agree on rate, burst and database.",
+    )
+    max_attempts: int = Field(
+        8, gt=0, le=1000, description="Attempts (429s not counted) before an operation is dead."
+    )
+    request_timeout_seconds: float = Field(
+        10.0, gt=0, le=600, description="Timeout of one API call."
+    )
+    claim_batch: int = Field(10, gt=0, le=1000, description="Operations claimed (leased) at once.")
+    task_budget_seconds: float = Field(
+        600.0, gt=0, le=86_400, description="How long one task keeps calling before it hands back."
+    )
+    lease_seconds: float | None = Field(
+        None,
+        gt=0,
+        le=86_400,
+        description="Lease of a claimed operation (default: max(60, 3 × request timeout)); "
+        "must exceed the request timeout.",
+    )
+    recovery_seconds: float = Field(
+        60.0, gt=0, le=86_400, description="Time for the rate to climb back after a 429."
+    )
+    auth_failure_limit: int = Field(
+        5, gt=0, le=1000, description="401/403 answers in a row that stop the task."
+    )
+    backoff_base_seconds: float = Field(
+        2.0, gt=0, le=86_400, description="First retry delay of an uncertain failure."
+    )
+    backoff_max_seconds: float = Field(
+        600.0, gt=0, le=86_400, description="Cap of the exponential backoff."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _upper_method(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("method"), str):
+            return {**data, "method": data["method"].upper()}
+        return data
+
+    @model_validator(mode="after")
+    def _lease_outlasts_a_call(self) -> RemoteSpec:
+        if self.lease_seconds is not None and self.lease_seconds <= self.request_timeout_seconds:
+            raise ValueError("lease_seconds must be longer than request_timeout_seconds")
+        return self
+
+    @property
+    def lease(self) -> float:
+        """Leases outlast a request timeout several times over."""
+        return self.lease_seconds or max(60.0, 3 * self.request_timeout_seconds)
+
+    @property
+    def scope(self) -> str:
+        """The limiter scope: shared token bucket of every policy that names it."""
+        return self.limiter_scope or self.http_conn_id
+
+
+class NotifySpec(Section):
+    """``notify:``: signed ``retention.deleted`` events to a webhook receiver.
+
+    The signing secret (``whsec_...``) is the connection's password.
+    """
+
+    http_conn_id: NonEmpty = Field(description="Airflow HTTP connection of the receiver.")
+    endpoint: NonEmpty = Field(description="Path events are POSTed to.")
+    pool: NonEmpty = Field("default_pool", description="Airflow pool of the deliver_events task.")
+    max_attempts: int = Field(
+        12, gt=0, le=1000, description="Delivery attempts (429s not counted) before dead."
+    )
+    timeout_seconds: float = Field(10.0, gt=0, le=600, description="Timeout of one delivery.")
+    backoff_base_seconds: float = Field(5.0, gt=0, le=86_400, description="First retry delay.")
+    backoff_max_seconds: float = Field(
+        3600.0, gt=0, le=86_400, description="Cap of the exponential backoff."
+    )
+    claim_batch: int = Field(20, gt=0, le=1000, description="Events claimed (leased) at once.")
+    lease_seconds: float | None = Field(
+        None,
+        gt=0,
+        le=86_400,
+        description="Lease of a claimed event (default: max(60, 3 × timeout)).",
+    )
+    task_budget_seconds: float = Field(
+        300.0, gt=0, le=86_400, description="How long one task keeps delivering."
+    )
+
+    @property
+    def lease(self) -> float:
+        return self.lease_seconds or max(60.0, 3 * self.timeout_seconds)
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """The table a policy cleans and the columns that matter."""
+
+    schema: str
+    name: str
+    key_column: str
+    timestamp_column: str
+    tenant_column: str | None
+
+    def __str__(self) -> str:
+        return f"{self.schema}.{self.name}"
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """Per-transaction bounds: what a delete may wait for a lock or run, and a planning read."""
+
+    lock_ms: int
+    statement_ms: int
+    plan_statement_ms: int
+
+
+class Policy(Section):
+    """One retention policy; field names are the YAML contract."""
+
+    name: Annotated[str, AfterValidator(_policy_name)] = Field(
+        exclude=True, description="The policy's key in the file (set by the loader)."
+    )
+    schedule: Annotated[str | None, AfterValidator(_schedule)] = Field(
+        description="Cron expression, preset (@daily, …) or null for manual runs only."
+    )
+    start_date: Annotated[
+        dt.datetime,
+        BeforeValidator(_start_date),
+        WithJsonSchema({"type": "string", "examples": ["2026-01-01"]}),
+    ] = Field(description="ISO date; fixed, never relative.")
+    retain_days: int = Field(
+        gt=0, le=36_500, description="Rows older than anchor − retain_days are deleted."
+    )
+    postgres_conn_id: NonEmpty = Field(
+        description="Airflow connection of the database holding the table and the ledger."
+    )
+    table: Annotated[str, AfterValidator(_table)] = Field(
+        description="'schema.table' or 'table' (schema public)."
+    )
+    key_column: Identifier = Field(description="Integer key, unique and indexed.")
+    timestamp_column: Identifier = Field(description="timestamptz (or timestamp read as UTC).")
+    window_rows: int = Field(
+        gt=WINDOW_ROWS_BOUNDS[0] - 1,
+        le=WINDOW_ROWS_BOUNDS[1],
+        description="Eligible rows per window (one mapped task).",
+    )
+    batch_rows: int = Field(
+        gt=BATCH_ROWS_BOUNDS[0] - 1,
+        le=BATCH_ROWS_BOUNDS[1],
+        description="Keys per delete transaction; at most window_rows.",
+    )
+    pool: NonEmpty = Field(
+        "default_pool",
+        description="Airflow pool of delete_window for row policies; a remote policy's "
+        "windows run in remote.pool instead, and this field is then unused.",
+    )
+    pool_slots: int = Field(1, gt=0, le=1000, description="Pool slots each window takes.")
+    tenant_column: Identifier | None = Field(None, description="Column naming the tenant.")
+    window_per_tenant: bool = Field(
+        True,
+        description="With tenant_column: one group of windows per tenant; false plans key "
+        "ranges across tenants (3–5× faster where tenants' rows interleave).",
+    )
+    owner: NonEmpty = Field("data-platform", description="DAG owner.")
+    tags: Annotated[tuple[Tag, ...], Field(strict=False, max_length=50)] = Field(
+        (), description="Extra DAG tags, 1–100 characters each."
+    )
+    description: Annotated[str, Field(max_length=10_000)] = Field(
+        "", description="Text for the DAG docs."
+    )
+    lock_timeout_ms: int = Field(
+        1000, gt=0, le=3_600_000, description="lock_timeout of each delete transaction."
+    )
+    statement_timeout_ms: int = Field(
+        10_000, gt=0, le=3_600_000, description="statement_timeout of each delete transaction."
+    )
+    plan_statement_timeout_ms: int = Field(
+        120_000, gt=0, le=86_400_000, description="statement_timeout of planning and counting."
+    )
+    revision: int = Field(
+        1, gt=0, le=1_000_000, description="Part of every operation key: bump to re-drive all."
+    )
+    audit_days: int = Field(
+        400, gt=0, le=36_500, description="Days deletion evidence is kept before it is purged."
+    )
+    max_lag_hours: float | None = Field(
+        None,
+        gt=0,
+        le=1_000_000,
+        description="Reconcile fails when an eligible row waits longer than this past its "
+        f"cutoff (default {DEFAULT_REMOTE_MAX_LAG_HOURS:g} for remote policies, none otherwise).",
+    )
+    remote: RemoteSpec | None = Field(
+        None, description="Objects to delete through an HTTP API before their rows."
+    )
+    notify: NotifySpec | None = Field(
+        None, description="Signed retention.deleted events (needs remote)."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _remote_lag_default(cls, data: Any) -> Any:
+        # Dead operations explain a row, but not forever: a remote policy always has a limit.
+        if not isinstance(data, dict) or data.get("remote") is None:
+            return data
+        if data.get("max_lag_hours") is None:
+            return {**data, "max_lag_hours": DEFAULT_REMOTE_MAX_LAG_HOURS}
+        return data
+
+    @model_validator(mode="after")
+    def _cross_field_rules(self) -> Policy:
+        if self.batch_rows > self.window_rows:
+            raise PolicyRuleError(
+                "batch_rows",
+                f"{self.batch_rows} is larger than window_rows ({self.window_rows}); "
+                "a delete batch must fit inside one window",
+            )
+        if self.notify is not None and self.remote is None:
+            raise PolicyRuleError(
+                "notify", "events announce remote deletions: it needs a remote section"
+            )
+        tenant_path = self.remote is not None and "{tenant_id}" in self.remote.endpoint
+        if tenant_path and self.tenant_column is None:
+            raise PolicyRuleError("remote.endpoint", "{tenant_id} needs the policy's tenant_column")
+        return self
+
+    @property
+    def dag_id(self) -> str:
+        return f"{DAG_ID_PREFIX}{self.name}"
+
+    @property
+    def table_spec(self) -> TableSpec:
+        schema, name = self.table.split(".")
+        return TableSpec(schema, name, self.key_column, self.timestamp_column, self.tenant_column)
+
+    @property
+    def timeouts(self) -> Timeouts:
+        return Timeouts(
+            self.lock_timeout_ms, self.statement_timeout_ms, self.plan_statement_timeout_ms
+        )
+
+
+class PolicyRuleError(ValueError):
+    """A rule across fields, raised inside a validator, that names the field to fix."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+    def __str__(self) -> str:
+        return f"[{self.field}] {self.message}"
+
+
+class PolicyFile(Section):
+    """The whole file: ``policies:`` mapping a name to a policy (for the JSON Schema)."""
+
+    policies: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9_]{1,200}$")], Policy] = Field(
+        description="name → policy; the DAG id is retention__<name>."
+    )

@@ -1,0 +1,49 @@
+"""A run's choices: the policy's sizes unless the trigger form overrides them.
+
+The DAG's ``Param`` schema bounds each value in the form; this check runs
+again in the task, because ``airflow dags trigger --conf`` and the REST API
+can skip the form.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from retention.policy.model import BATCH_ROWS_BOUNDS, WINDOW_ROWS_BOUNDS, Policy
+
+
+class ParamError(ValueError):
+    """A trigger param out of bounds; the message names the param."""
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """What one run does: delete or only count, and its window and batch sizes."""
+
+    dry_run: bool
+    window_rows: int
+    batch_rows: int
+
+
+def run_settings(policy: Policy, params: dict[str, Any]) -> RunSettings:
+    """Resolve trigger-form params against the policy; errors name the param."""
+    window_rows = params.get("window_rows") or policy.window_rows
+    batch_rows = params.get("batch_rows") or policy.batch_rows
+    for name, value, (low, high) in (
+        ("window_rows", window_rows, WINDOW_ROWS_BOUNDS),
+        ("batch_rows", batch_rows, BATCH_ROWS_BOUNDS),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise ParamError(
+                f"param {name!r} must be a whole number in [{low}, {high}], got {value!r}"
+            )
+    if batch_rows > window_rows:
+        raise ParamError(
+            f"param 'batch_rows' ({batch_rows}) is larger than window_rows ({window_rows}) "
+            f"for policy {policy.name!r}"
+        )
+    dry_run = params.get("dry_run", False)
+    if not isinstance(dry_run, bool):
+        raise ParamError(f"param 'dry_run' must be true or false, got {dry_run!r}")
+    return RunSettings(dry_run, window_rows, batch_rows)

@@ -1,0 +1,228 @@
+"""One leased queue (River's model) with two job kinds: remote operations and outbox events.
+
+A job is a row of its kind's table (``retention.operations``, ``retention.outbox``);
+the statements are the same for both, parameterised by table and column names
+through :mod:`psycopg.sql` identifiers:
+
+- **claim**: ``FOR UPDATE SKIP LOCKED``, expired leases first, then pending jobs
+  that are due, in one short transaction that commits before any HTTP call;
+- **renew**: extends the leases a worker still holds and tells it which ones it
+  lost (a worker that lost a lease stops working that job);
+- **release**: unstarted jobs back to pending, no attempt spent;
+- **complete**: record outcomes (done, retry, snooze, dead), guarded by the
+  lease owner, so a stale worker's result never overwrites a newer claim;
+  **snooze** and **dead_letter** are completions of one job;
+- **replay**: dead jobs back to pending, with an audit row.
+
+Every function is one statement or one short transaction.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from psycopg import sql
+
+from retention.db.connection import Connection
+from retention.db.sqlfiles import query
+
+
+@dataclass(frozen=True)
+class QueueTable:
+    """Where a job kind lives, and what its table calls the queue's columns."""
+
+    kind: str
+    table: str
+    id_column: str
+    attempts_column: str
+    reason_column: str
+    done_column: str
+    done_state: str
+    scope_column: str | None = None
+    replay_resets: tuple[str, ...] = ()
+
+    def statement(self, name: str, **extra: sql.Composable) -> sql.Composed:
+        """A queue SQL file composed for this table."""
+        resets = sql.SQL("").join(
+            sql.SQL("{} = 0, ").format(sql.Identifier(column)) for column in self.replay_resets
+        )
+        return query(
+            name,
+            table=sql.Identifier("retention", self.table),
+            id=sql.Identifier(self.id_column),
+            q_id=sql.Identifier("q", self.id_column),
+            attempts=sql.Identifier(self.attempts_column),
+            q_attempts=sql.Identifier("q", self.attempts_column),
+            reason=sql.Identifier(self.reason_column),
+            done_at=sql.Identifier(self.done_column),
+            q_done_at=sql.Identifier("q", self.done_column),
+            resets=resets,
+            **extra,
+        )
+
+
+OPERATIONS = QueueTable(
+    kind="operations",
+    table="operations",
+    id_column="operation_key",
+    attempts_column="attempt_count",
+    reason_column="reason",
+    done_column="done_at",
+    done_state="done",
+    scope_column="window_key",
+    replay_resets=("auth_failure_count",),
+)
+EVENTS = QueueTable(
+    kind="events",
+    table="outbox",
+    id_column="event_id",
+    attempts_column="attempts",
+    reason_column="last_error",
+    done_column="delivered_at",
+    done_state="delivered",
+)
+
+
+@dataclass(frozen=True)
+class Finish:
+    """How to record an attempt: the job's new state and the counters it moves."""
+
+    state: str
+    outcome: str
+    status: int | None
+    failure_class: str | None = None
+    reason: str = ""
+    not_before: dt.datetime | None = None
+    attempt_spent: int = 1
+    rate_limited: int = 0
+    auth_failure: bool = False
+
+
+@cache
+def _claim_statement(table: QueueTable, state: str, scoped: bool) -> sql.Composed:
+    scope_filter: sql.Composable = sql.SQL("TRUE")
+    if scoped:
+        if table.scope_column is None:
+            raise ValueError(f"{table.kind} jobs have no scope to claim by")
+        scope_filter = sql.SQL("{} = %(scope)s").format(sql.Identifier(table.scope_column))
+    due = "lease_expires_at" if state == "in_flight" else "not_before"
+    return table.statement("queue_claim", scope_filter=scope_filter, due_column=sql.Identifier(due))
+
+
+class LeasedQueue:
+    """The queue of one job kind of one policy."""
+
+    def __init__(self, table: QueueTable, policy: str, lease_seconds: float) -> None:
+        self.table = table
+        self.policy = policy
+        self.lease_seconds = lease_seconds
+
+    def claim(
+        self, conn: Connection, owner: str, n: int, scope: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Claim up to ``n`` due jobs in one short transaction: expired leases first."""
+        rows: list[dict[str, Any]] = []
+        params = {
+            "policy": self.policy,
+            "owner": owner,
+            "lease_seconds": self.lease_seconds,
+            "scope": scope,
+        }
+        with conn.transaction():
+            for state in ("in_flight", "pending"):
+                if len(rows) < n:
+                    statement = _claim_statement(self.table, state, scope is not None)
+                    rows += conn.execute(
+                        statement, {**params, "state": state, "n": n - len(rows)}, prepare=True
+                    ).fetchall()
+        return rows
+
+    def renew(self, conn: Connection, owner: str, ids: list[str]) -> set[str]:
+        """Extend the leases of ``ids``; returns the ids this owner still holds."""
+        if not ids:
+            return set()
+        rows = conn.execute(
+            self.table.statement("queue_renew"),
+            {"ids": ids, "owner": owner, "lease_seconds": self.lease_seconds},
+        )
+        return {row["job_id"] for row in rows}
+
+    def release(self, conn: Connection, owner: str, ids: list[str]) -> set[str]:
+        """Hand unstarted jobs back as pending, spending no attempt; returns those released."""
+        if not ids:
+            return set()
+        rows = conn.execute(self.table.statement("queue_release"), {"ids": ids, "owner": owner})
+        return {row["job_id"] for row in rows}
+
+    def complete(
+        self, conn: Connection, owner: str, finishes: list[tuple[str, Finish]]
+    ) -> set[str]:
+        """Record outcomes in one statement; returns the ids recorded (others lost their lease)."""
+        if not finishes:
+            return set()
+        rows = conn.execute(
+            self.table.statement("queue_finish"),
+            {
+                "owner": owner,
+                "done_state": self.table.done_state,
+                "ids": [job_id for job_id, _ in finishes],
+                "states": [f.state for _, f in finishes],
+                "attempt_spent": [f.attempt_spent for _, f in finishes],
+                "not_before": [f.not_before for _, f in finishes],
+                "status": [f.status for _, f in finishes],
+                "failure_class": [f.failure_class for _, f in finishes],
+                "reason": [f.reason[:300] or None for _, f in finishes],
+            },
+            prepare=True,
+        )
+        return {row["job_id"] for row in rows}
+
+    def snooze(
+        self, conn: Connection, owner: str, job_id: str, not_before: dt.datetime, reason: str
+    ) -> bool:
+        """Back to pending until ``not_before``, spending no attempt (River's snooze)."""
+        finish = Finish("pending", "snoozed", None, None, reason, not_before, attempt_spent=0)
+        return bool(self.complete(conn, owner, [(job_id, finish)]))
+
+    def dead_letter(
+        self, conn: Connection, owner: str, job_id: str, failure_class: str, reason: str
+    ) -> bool:
+        """Dead, for review and replay, without an attempt."""
+        finish = Finish("dead", "dead_lettered", None, failure_class, reason, attempt_spent=0)
+        return bool(self.complete(conn, owner, [(job_id, finish)]))
+
+    def replay(
+        self,
+        conn: Connection,
+        *,
+        ids: list[str] | None,
+        failure_class: str | None,
+        since: dt.datetime | None,
+        requested_by: str,
+        reason: str | None,
+    ) -> dict[str, Any]:
+        """Move matching dead jobs back to pending and audit it; returns the audit row."""
+        filters = {
+            "ids": ids,
+            "failure_class": failure_class,
+            "since": since.isoformat() if since else None,
+        }
+        row = conn.execute(
+            self.table.statement("queue_replay"),
+            {
+                "kind": self.table.kind,
+                "policy": self.policy,
+                "ids": ids or None,
+                "failure_class": failure_class,
+                "since": since,
+                "requested_by": requested_by,
+                "reason": reason,
+                "filters": json.dumps(filters),
+            },
+        ).fetchone()
+        assert row is not None
+        return {"replay_id": row["replay_id"], "ids": list(row["operation_keys"])}

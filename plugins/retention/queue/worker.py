@@ -1,0 +1,276 @@
+"""The one worker loop of every job kind: claim, wait for a token, send, classify, decide, record.
+
+A worker claims a few due jobs (a short transaction), then for each one waits
+for a token of the shared bucket (kinds with a limiter), sends it, classifies
+the answer with the kind's table and asks the kind's pure ``decide`` what the
+ledger should say. Outcomes of a claimed batch are recorded together by the
+kind's completer (a batch completer, as in River): a worker that dies before
+that leaves its jobs ``in_flight`` until their leases expire, and the next
+claim re-drives them with the same key.
+
+Leases are renewed while the batch is worked; a job whose lease was lost
+(reclaimed after it expired) is not worked any further. When the time budget
+runs out, or the kind says stop (a credential failure, a receiver that is
+gone), unstarted jobs are released (pending again, no attempt spent).
+
+The worker's ledger writes commit asynchronously (``relaxed_durability``, see
+``retention.db.connection``): each is re-driven idempotently if a crash undoes it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
+
+from retention.db.connection import Connection, relaxed_durability
+from retention.queue.classify import Classification, ClassificationTable, Outcome, classify
+from retention.queue.http import HttpResult
+from retention.queue.leased import Finish, LeasedQueue
+from retention.queue.limiter import TokenBucket
+
+log = logging.getLogger(__name__)
+
+
+class Job(Protocol):
+    @property
+    def key(self) -> str: ...
+
+
+J = TypeVar("J", bound=Job)
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One job's outcome, waiting to be recorded with its batch."""
+
+    job: Any
+    finish: Finish
+    started: float
+    finished: float
+
+
+@dataclass(frozen=True)
+class Stop:
+    """A kind's request to stop working: why, and an error to raise once the batch is recorded."""
+
+    reason: str
+    error: Exception | None = None
+
+
+class JobKind(Protocol[J]):
+    """What a job kind brings to the shared loop."""
+
+    queue: LeasedQueue
+    table: ClassificationTable
+    claim_batch: int
+
+    def job(self, row: dict[str, Any]) -> J:
+        """The job of a claimed row."""
+
+    def screen(self, conn: Connection, jobs: list[J]) -> dict[str, Finish]:
+        """Jobs that must not be sent (keyed by job key), with how to record them."""
+
+    def send(self, job: J) -> HttpResult:
+        """One attempt."""
+
+    def refine(self, conn: Connection, c: Classification, stats: WorkerStats) -> Classification:
+        """Add what the database knows to a classification (before ``decide``)."""
+
+    def decide(self, job: J, c: Classification, now: dt.datetime) -> Finish:
+        """The ledger change for an answer (pure: the clock is passed in)."""
+
+    def after(self, conn: Connection, job: J, c: Classification) -> Stop | None:
+        """Side effects of an answer; a ``Stop`` ends the worker after this batch."""
+
+    def record(
+        self,
+        conn: Connection,
+        owner: str,
+        attempts: list[Attempt],
+        scope: str | None,
+        elapsed_ms: float,
+    ) -> dict[str, int]:
+        """Write a batch's outcomes; returns each recorded job key with the rows it deleted."""
+
+
+@dataclass
+class WorkerStats:
+    """What one worker did, for logs, summaries and the task's XCom."""
+
+    kind: str
+    owner: str
+    claimed: int = 0
+    outcomes: Counter[str] = field(default_factory=Counter)
+    statuses: Counter[str] = field(default_factory=Counter)
+    done: int = 0
+    retried: int = 0
+    snoozed: int = 0
+    dead: int = 0
+    released: int = 0
+    stale: int = 0
+    lost_leases: int = 0
+    rows_deleted: int = 0
+    out_of_time: bool = False
+    stopped: str | None = None
+    waited_for_tokens_seconds: float = 0.0
+    batches: list[tuple[int, float]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "claimed": self.claimed,
+            "attempts_by_outcome": dict(self.outcomes),
+            "statuses": dict(self.statuses),
+            "done": self.done,
+            "retried": self.retried,
+            "snoozed": self.snoozed,
+            "dead": self.dead,
+            "released": self.released,
+            "stale_leases": self.stale,
+            "lost_leases": self.lost_leases,
+            "rows_deleted": self.rows_deleted,
+            "out_of_time": self.out_of_time,
+            "stopped": self.stopped,
+            "batches": len(self.batches),
+            "waited_for_tokens_seconds": round(self.waited_for_tokens_seconds, 3),
+        }
+
+
+class Worker:
+    """Works due jobs of one kind until none are due, time runs out, or the kind stops it."""
+
+    def __init__(
+        self,
+        conn: Connection,
+        kind: JobKind[Any],
+        *,
+        budget_seconds: float,
+        limiter: TokenBucket | None = None,
+        owner: str | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
+    ) -> None:
+        self.conn = conn
+        self.kind = kind
+        self.limiter = limiter
+        self.owner = owner or f"{kind.queue.policy}:{kind.queue.table.kind}:{uuid.uuid4().hex[:12]}"
+        self.clock = clock
+        self.now = now
+        self.deadline = clock() + budget_seconds
+        self.stats = WorkerStats(kind=kind.queue.table.kind, owner=self.owner)
+
+    def run(self, scope: str | None = None) -> WorkerStats:
+        """One bounded pass: work every job that is due now (of one scope, if given)."""
+        error: Exception | None = None
+        with relaxed_durability(self.conn):
+            while self.clock() < self.deadline:
+                rows = self.kind.queue.claim(self.conn, self.owner, self.kind.claim_batch, scope)
+                if not rows:
+                    break
+                self.stats.claimed += len(rows)
+                stop = self._work([self.kind.job(row) for row in rows], scope)
+                if stop is not None:
+                    self.stats.stopped = stop.reason
+                    error = stop.error
+                    break
+                if self.stats.out_of_time:
+                    break
+        if self.limiter is not None:
+            self.stats.waited_for_tokens_seconds = self.limiter.waited_seconds
+        log.info(
+            "%s worker %s: %s",
+            self.stats.kind,
+            self.owner,
+            {k: v for k, v in self.stats.as_dict().items() if v not in (0, {}, None, False)},
+        )
+        if error is not None:
+            raise error
+        return self.stats
+
+    def _work(self, batch: list[Any], scope: str | None) -> Stop | None:
+        """Send each claimed job; record the batch's outcomes together, whatever happens."""
+        attempts: list[Attempt] = []
+        began = time.perf_counter()
+        try:
+            return self._send_each(batch, attempts)
+        finally:
+            self._record(attempts, scope, (time.perf_counter() - began) * 1000)
+
+    def _send_each(self, batch: list[Any], attempts: list[Attempt]) -> Stop | None:
+        held = {job.key for job in batch}
+        renewed = [self.clock()]
+
+        def keep_leases() -> None:
+            if self.clock() - renewed[0] > self.kind.queue.lease_seconds / 3:
+                still = self.kind.queue.renew(self.conn, self.owner, sorted(held))
+                self.stats.lost_leases += len(held - still)
+                held.intersection_update(still)
+                renewed[0] = self.clock()
+
+        skip = self.kind.screen(self.conn, batch)
+        for index, job in enumerate(batch):
+            if job.key not in held:
+                continue  # lost its lease while we waited: someone else works it now
+            if job.key in skip:
+                moment = time.time()
+                attempts.append(Attempt(job, skip[job.key], moment, moment))
+                continue
+            if not self._wait_for_token(keep_leases):
+                self._give_back([j for j in batch[index:] if j.key in held])
+                self.stats.out_of_time = True
+                return None
+            keep_leases()
+            if job.key not in held:
+                continue
+            result = self.kind.send(job)
+            c = classify(result.status, result.headers, result.error, self.now(), self.kind.table)
+            c = self.kind.refine(self.conn, c, self.stats)
+            self.stats.outcomes[c.outcome.value] += 1
+            self.stats.statuses[str(result.status or result.error)] += 1
+            if c.outcome is Outcome.RATE_LIMITED and self.limiter is not None:
+                self.limiter.throttle(c.retry_after_seconds or 1.0)
+            attempts.append(
+                Attempt(job, self.kind.decide(job, c, self.now()), result.started, result.finished)
+            )
+            stop = self.kind.after(self.conn, job, c)
+            if stop is not None:
+                self._give_back([j for j in batch[index + 1 :] if j.key in held])
+                return stop
+        return None
+
+    def _wait_for_token(self, keep_leases: Callable[[], None]) -> bool:
+        if self.limiter is None:
+            return self.clock() < self.deadline
+        return self.limiter.acquire(self.deadline, on_wait=keep_leases)
+
+    def _record(self, attempts: list[Attempt], scope: str | None, elapsed_ms: float) -> None:
+        if not attempts:
+            return
+        recorded = self.kind.record(self.conn, self.owner, attempts, scope, elapsed_ms)
+        deleted = sum(recorded.values())
+        self.stats.rows_deleted += deleted
+        self.stats.batches.append((deleted, elapsed_ms))
+        for attempt in attempts:
+            finish = attempt.finish
+            if attempt.job.key not in recorded:
+                self.stats.stale += 1
+            elif finish.state == "dead":
+                self.stats.dead += 1
+                log.warning("%s %s is dead: %s", self.stats.kind, attempt.job.key, finish.reason)
+            elif finish.state == "pending":
+                if finish.attempt_spent:
+                    self.stats.retried += 1
+                else:
+                    self.stats.snoozed += 1
+            else:
+                self.stats.done += 1
+
+    def _give_back(self, jobs: list[Any]) -> None:
+        released = self.kind.queue.release(self.conn, self.owner, [j.key for j in jobs])
+        self.stats.released += len(released)

@@ -1,0 +1,152 @@
+"""Delete one window in short, bounded, idempotent transactions.
+
+Each sub-batch covers the next ``batch_rows`` keys of the window (found by a
+read of the key index) and deletes the eligible rows in that key range, in its
+own transaction with ``lock_timeout`` and ``statement_timeout`` set, counting
+them in the window ledger inside that same transaction.  Deleting a key range
+rather than a ``LIMIT`` subquery keeps Postgres on one index range scan, which
+is what lets batched deletes keep up with a single big ``DELETE``.  A sub-batch that
+times out is rolled back and retried at half the size; after a run of quick
+batches the size grows back (the adaptive batching of GitLab's batched
+migrations).  Only a single row that keeps timing out fails the window, so a
+green task always means the window is empty.  Re-running a window deletes 0.
+
+This is the row strategy of :class:`~retention.rows.lifecycle.WindowDeleter`;
+the object strategy (``retention.objects.deleter``) deletes through an API first.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import psycopg
+
+from retention.db.connection import Connection, bounded
+from retention.db.sqlfiles import query
+from retention.policy.model import Policy
+from retention.rows.lifecycle import WindowDeleter, WindowResult
+from retention.rows.target import TargetTable
+from retention.rows.windows import Window
+
+log = logging.getLogger(__name__)
+
+GROW_AFTER_FAST_BATCHES = 4
+MAX_TIMEOUTS_AT_ONE_ROW = 5
+
+
+class WindowDeleteError(RuntimeError):
+    """A window could not be emptied (a row stayed locked or too slow to delete)."""
+
+
+@dataclass
+class BatchSizer:
+    """Halve on timeout, double back after a streak of fast batches, never above the cap."""
+
+    cap: int
+    fast_ms: float
+    size: int = 0
+    fast_streak: int = 0
+
+    def __post_init__(self) -> None:
+        self.size = self.size or self.cap
+
+    def timed_out(self) -> None:
+        self.size = max(1, self.size // 2)
+        self.fast_streak = 0
+
+    def succeeded(self, elapsed_ms: float) -> None:
+        if elapsed_ms < self.fast_ms:
+            self.fast_streak += 1
+            if self.fast_streak >= GROW_AFTER_FAST_BATCHES and self.size < self.cap:
+                self.size = min(self.cap, self.size * 2)
+                self.fast_streak = 0
+        else:
+            self.fast_streak = 0
+
+
+@dataclass
+class RowDeleter(WindowDeleter):
+    """Deletes a window's eligible rows directly, in bounded key-range batches."""
+
+    sleep: Callable[[float], None] = field(default=time.sleep)
+
+    def delete(
+        self, conn: Connection, window: Window, batch_rows: int, result: WindowResult
+    ) -> None:
+        target = TargetTable.of(self.table)
+        bound_statement = target.query("batch_bound", window.tenant_scope)
+        delete_statement = target.query("delete_batch", window.tenant_scope)
+        sizer = BatchSizer(cap=batch_rows, fast_ms=self.timeouts.statement_ms / 4)
+        after = window.first_id - 1
+        timeouts_at_one = 0
+        while True:
+            size = sizer.size
+            params = {
+                "after": after,
+                "last_id": window.last_id,
+                "cutoff": window.cutoff,
+                "batch_rows": size,
+                "tenant": window.tenant,
+            }
+            began = time.perf_counter()
+            try:
+                with bounded(conn, self.timeouts, synchronous_commit=False):
+                    bound = conn.execute(bound_statement, params).fetchone()
+                    if bound is None or not bound["keys"]:
+                        return
+                    deleted = conn.execute(
+                        delete_statement, {**params, "upto": bound["upto"]}
+                    ).rowcount
+                    conn.execute(
+                        query("window_batch_done"),
+                        {
+                            "window_key": window.window_key,
+                            "deleted": deleted,
+                            "batch_ms": (time.perf_counter() - began) * 1000,
+                        },
+                    )
+            except (psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable) as exc:
+                result.timeouts += 1
+                if size == 1:
+                    timeouts_at_one += 1
+                    if timeouts_at_one >= MAX_TIMEOUTS_AT_ONE_ROW:
+                        raise WindowDeleteError(
+                            f"window {window.label} ({window.window_key}): the row after key "
+                            f"{after} timed out {timeouts_at_one} times even alone "
+                            f"({type(exc).__name__}); it is locked or too slow to delete. "
+                            "The window is left for a retry; nothing was lost."
+                        ) from exc
+                    self.sleep(min(30.0, 0.5 * 2**timeouts_at_one))
+                log.warning(
+                    "%s: batch of %d timed out (%s); retrying with %d",
+                    window.label,
+                    size,
+                    type(exc).__name__,
+                    max(1, size // 2),
+                )
+                sizer.timed_out()
+                continue
+            batch_ms = (time.perf_counter() - began) * 1000
+            timeouts_at_one = 0
+            result.add_batch(deleted, batch_ms)
+            sizer.succeeded(batch_ms)
+            if bound["keys"] < size:
+                return
+            after = bound["upto"]
+
+
+def delete_window(
+    conn: Connection,
+    policy: Policy,
+    window: Window,
+    *,
+    batch_rows: int,
+    dry_run: bool,
+    sleep: Callable[[float], None] = time.sleep,
+) -> WindowResult:
+    """Empty one window of a row policy (or, in a dry run, count it), recording the attempt."""
+    deleter = RowDeleter(policy.table_spec, policy.timeouts, sleep=sleep)
+    return deleter.run(conn, window, batch_rows=batch_rows, dry_run=dry_run)

@@ -1,0 +1,167 @@
+"""One window attempt, whatever deletes it: start, finish or failure in the window ledger.
+
+Both deletion strategies (rows deleted directly, objects deleted through an
+API first) run inside :func:`window_attempt`, so every attempt is recorded the
+same way: ``running`` with its attempt counted when it starts, then ``done``
+(``counted`` in a dry run) or ``failed`` with the error, its time and its
+timeouts. The closing write always commits synchronously, whatever the
+session's setting: it is the evidence that the window's work happened.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from retention.db.connection import Connection, bounded
+from retention.db.sqlfiles import query
+from retention.policy.model import TableSpec, Timeouts
+from retention.rows.target import TargetTable
+from retention.rows.windows import Window
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class WindowResult:
+    """What one attempt on a window did (one XCom value)."""
+
+    window_key: str
+    label: str = ""
+    rows_deleted: int = 0
+    rows_counted: int | None = None
+    batches: int = 0
+    timeouts: int = 0
+    seconds: float = 0.0
+    batch_ms: list[float] = field(default_factory=list)
+    note: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def longest_batch_ms(self) -> float:
+        return max(self.batch_ms, default=0.0)
+
+    def add_batch(self, rows: int, elapsed_ms: float) -> None:
+        self.batches += 1
+        self.rows_deleted += rows
+        self.batch_ms.append(elapsed_ms)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "window_key": self.window_key,
+            "label": self.label,
+            "rows_deleted": self.rows_deleted,
+            "rows_counted": self.rows_counted,
+            "batches": self.batches,
+            "timeouts": self.timeouts,
+            "seconds": round(self.seconds, 3),
+            "longest_batch_ms": round(self.longest_batch_ms, 1),
+            "note": self.note,
+            **self.details,
+        }
+
+
+@contextmanager
+def window_attempt(conn: Connection, window: Window, *, dry_run: bool) -> Iterator[WindowResult]:
+    """Record the attempt's start, yield its result to fill, record how it ended."""
+    result = WindowResult(window_key=window.window_key, label=window.label)
+    started = time.perf_counter()
+    conn.execute(query("window_start"), {"window_key": window.window_key})
+    try:
+        yield result
+    except BaseException as exc:
+        result.seconds = time.perf_counter() - started
+        try:
+            close_window(conn, window, result, state="failed", error=exc)
+        except Exception:  # the connection may be gone; the original error matters more
+            log.exception("window %s: could not record the failure", window.label)
+        raise
+    result.seconds = time.perf_counter() - started
+    close_window(conn, window, result, state="counted" if dry_run else "done", error=result.note)
+    log.info(
+        "%s: %s %d rows in %d batches, %.2fs, longest batch %.0f ms, %d timeouts%s",
+        window.label,
+        "counted" if dry_run else "deleted",
+        (result.rows_counted or 0) if dry_run else result.rows_deleted,
+        result.batches,
+        result.seconds,
+        result.longest_batch_ms,
+        result.timeouts,
+        f"; {result.note}" if result.note else "",
+    )
+
+
+def close_window(
+    conn: Connection,
+    window: Window,
+    result: WindowResult,
+    *,
+    state: str,
+    error: BaseException | str | None,
+) -> None:
+    """Close a window attempt in the ledger, committed synchronously (``SET LOCAL``)."""
+    if isinstance(error, BaseException):
+        error = f"{type(error).__name__}: {error}"[:500]
+    with conn.transaction():
+        conn.execute("SET LOCAL synchronous_commit = on")
+        conn.execute(
+            query("window_finish"),
+            {
+                "window_key": window.window_key,
+                "state": state,
+                "seconds": result.seconds,
+                "timeouts": result.timeouts,
+                "rows_counted": result.rows_counted,
+                "last_error": error,
+            },
+        )
+
+
+def count_window(conn: Connection, table: TableSpec, timeouts: Timeouts, window: Window) -> int:
+    """Eligible rows still inside the window's bounds (read-only)."""
+    target = TargetTable.of(table)
+    with bounded(conn, timeouts, reads=True):
+        row = conn.execute(
+            target.query("count_window", window.tenant_scope),
+            {
+                "first_id": window.first_id,
+                "last_id": window.last_id,
+                "cutoff": window.cutoff,
+                "tenant": window.tenant,
+            },
+        ).fetchone()
+    return int(row["n"]) if row else 0
+
+
+@dataclass
+class WindowDeleter(ABC):
+    """A deletion strategy for one window, chosen once when the DAG is built.
+
+    Subclasses implement :meth:`delete`; :meth:`run` wraps it in the window
+    lifecycle and handles dry runs (count, delete nothing, call nothing) the
+    same way for every strategy.
+    """
+
+    table: TableSpec
+    timeouts: Timeouts
+
+    @abstractmethod
+    def delete(
+        self, conn: Connection, window: Window, batch_rows: int, result: WindowResult
+    ) -> None:
+        """Delete the window's eligible rows (and whatever they name), filling ``result``."""
+
+    def run(
+        self, conn: Connection, window: Window, *, batch_rows: int, dry_run: bool
+    ) -> WindowResult:
+        with window_attempt(conn, window, dry_run=dry_run) as result:
+            if dry_run:
+                result.rows_counted = count_window(conn, self.table, self.timeouts, window)
+            else:
+                self.delete(conn, window, batch_rows, result)
+        return result

@@ -1,0 +1,350 @@
+"""retention.deleted events: transactional outbox, Standard Webhooks signatures, redelivery."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+
+import pytest
+from svix.webhooks import Webhook as SvixWebhook
+from svix.webhooks import WebhookVerificationError
+
+from retention.db.connection import Connection, connect_dsn
+from retention.events.outbox import EventsKind, Signer, event_id_for
+from retention.evidence.replay import replay_dead_events
+from retention.objects.operations import enqueue_window
+from retention.queue.http import plain_sender
+from tests.support.policies import remote_policy
+from tests.support.receiver import EventReceiver, new_secret
+from tests.support.remote import deliver as deliver_pass
+from tests.support.remote import work
+from tests.support.tables import count, create_media_table, plan
+
+RECEIVER_CONN = "events_receiver"
+
+
+@pytest.fixture
+def receiver(monkeypatch: pytest.MonkeyPatch) -> Iterator[EventReceiver]:
+    server = EventReceiver(new_secret())
+    monkeypatch.setenv("AIRFLOW_CONN_EVENTS_RECEIVER", server.connection_json())
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def notifying_policy(name: str, **notify):
+    spec = {
+        "http_conn_id": RECEIVER_CONN,
+        "endpoint": "/hooks/retention",
+        "timeout_seconds": 2.0,
+        "backoff_base_seconds": 0.01,
+        "backoff_max_seconds": 0.02,
+        **notify,
+    }
+    return remote_policy(name, notify=spec)
+
+
+def delete_remotely(db: Connection, test_dsn: str, policy, rows: int, sandbox) -> None:
+    create_media_table(db, policy.name, rows)
+    for window in plan(db, policy):
+        enqueue_window(db, policy, window, 100)
+    work(test_dsn, policy, sandbox)
+
+
+def deliver(test_dsn: str, policy, receiver, **kw):
+    return deliver_pass(test_dsn, policy, receiver, **kw)
+
+
+def expire_event_leases(db: Connection, policy) -> None:
+    db.execute(
+        "UPDATE retention.outbox SET lease_expires_at = now() - interval '1 second' "
+        "WHERE policy = %s AND state = 'in_flight'",
+        (policy.name,),
+    )
+
+
+def outbox(db: Connection, policy) -> dict[str, int]:
+    rows = db.execute(
+        "SELECT state, count(*) AS n FROM retention.outbox WHERE policy = %s GROUP BY state",
+        (policy.name,),
+    )
+    return {r["state"]: r["n"] for r in rows}
+
+
+def test_each_confirmed_deletion_writes_one_event_in_its_transaction(
+    db, unique_name, sandbox, test_dsn
+) -> None:
+    policy = notifying_policy(unique_name)
+    delete_remotely(db, test_dsn, policy, 5, sandbox)
+    events = db.execute(
+        "SELECT o.event_id, o.operation_key, o.payload FROM retention.outbox o "
+        "WHERE o.policy = %s ORDER BY o.operation_key",
+        (policy.name,),
+    ).fetchall()
+    done = [
+        r["operation_key"]
+        for r in db.execute(
+            "SELECT operation_key FROM retention.operations WHERE policy = %s AND state = 'done' "
+            "ORDER BY operation_key",
+            (policy.name,),
+        )
+    ]
+    assert [e["operation_key"] for e in events] == done
+    assert len(done) == 5
+    for event in events:
+        assert event["event_id"] == event_id_for(event["operation_key"])
+        payload = json.loads(event["payload"])
+        assert payload["type"] == "retention.deleted"
+        assert payload["data"]["operation_key"] == event["operation_key"]
+        assert payload["data"]["object_id"].startswith("obj-")
+
+
+def test_signatures_verify_with_an_independent_implementation(
+    db, unique_name, sandbox, receiver, test_dsn
+) -> None:
+    policy = notifying_policy(unique_name)
+    delete_remotely(db, test_dsn, policy, 3, sandbox)
+    stats = deliver(test_dsn, policy, receiver)
+    assert stats.done == 3
+    assert outbox(db, policy) == {"delivered": 3}
+    assert len(receiver.logical_events) == 3
+    verifier = SvixWebhook(receiver.secret)
+    sent = receiver.received[0]
+    headers, body = sent["headers"], sent["body"]
+    verifier.verify(body, headers)
+    assert headers["webhook-signature"].startswith("v1,")
+    with pytest.raises(WebhookVerificationError):
+        verifier.verify(body.replace(b"obj-", b"obj_"), headers)
+    with pytest.raises(WebhookVerificationError):
+        verifier.verify(body, {**headers, "webhook-id": "evt_other"})
+    stamp = str(int(headers["webhook-timestamp"]) - 1)
+    with pytest.raises(WebhookVerificationError):
+        verifier.verify(body, {**headers, "webhook-timestamp": stamp})
+    with pytest.raises(WebhookVerificationError):
+        SvixWebhook(new_secret()).verify(body, headers)
+
+
+def test_receiver_timeout_leads_to_the_same_event_id_and_bytes(
+    db, unique_name, sandbox, receiver, test_dsn
+) -> None:
+    # Backoff long enough that the retry is never due within the first delivery call.
+    policy = notifying_policy(
+        unique_name, timeout_seconds=0.3, backoff_base_seconds=1.0, backoff_max_seconds=1.0
+    )
+    delete_remotely(db, test_dsn, policy, 1, sandbox)
+    receiver.delay_first_seconds = 1.0
+    first = deliver(test_dsn, policy, receiver)
+    assert first.retried == 1
+    assert outbox(db, policy) == {"pending": 1}
+    time.sleep(1.05)
+    second = deliver(test_dsn, policy, receiver)
+    assert second.done == 1
+    ids = [r["headers"]["webhook-id"] for r in receiver.received]
+    bodies = {r["body"] for r in receiver.received}
+    assert len(ids) == 2
+    assert len(set(ids)) == 1
+    assert len(bodies) == 1, "redelivery sends the same bytes"
+    assert len(receiver.logical_events) == 1
+
+
+def test_crash_between_send_and_record_gives_one_logical_event(
+    db, unique_name, sandbox, receiver, test_dsn
+) -> None:
+    policy = notifying_policy(unique_name)
+    delete_remotely(db, test_dsn, policy, 1, sandbox)
+
+    class CrashAfterSend(EventsKind):
+        def send(self, job):
+            super().send(job)
+            raise SystemExit("killed after the receiver accepted, before recording")
+
+    kind = CrashAfterSend(
+        policy.name,
+        policy.notify,
+        plain_sender(receiver.url, 2),
+        Signer(receiver.secret, RECEIVER_CONN),
+    )
+    from retention.queue.worker import Worker
+
+    with connect_dsn(test_dsn) as conn, pytest.raises(SystemExit):
+        Worker(conn, kind, budget_seconds=30).run()
+    assert outbox(db, policy) == {"in_flight": 1}
+    expire_event_leases(db, policy)
+    assert deliver(test_dsn, policy, receiver).done == 1
+    assert len(receiver.received) == 2
+    assert len({r["headers"]["webhook-id"] for r in receiver.received}) == 1
+    assert len(receiver.logical_events) == 1, "the receiver deduplicates on webhook-id"
+
+
+def test_gone_disables_the_receiver_and_exhausted_events_are_replayable(
+    db, unique_name, sandbox, receiver, test_dsn
+) -> None:
+    policy = notifying_policy(unique_name, max_attempts=2)
+    delete_remotely(db, test_dsn, policy, 2, sandbox)
+    receiver.statuses = [500, 500, 500, 500]
+    for _ in range(3):
+        deliver(test_dsn, policy, receiver)
+        time.sleep(0.05)  # past the (at most 0.02 s) backoff, so each call retries
+    assert outbox(db, policy) == {"dead": 2}
+    dead = [
+        r["event_id"]
+        for r in db.execute(
+            "SELECT event_id FROM retention.dead_events WHERE policy = %s", (policy.name,)
+        )
+    ]
+    replayed = replay_dead_events(
+        db, policy=policy.name, event_ids=dead[:1], since=None, requested_by="t", reason="fixed"
+    )
+    assert replayed["event_ids"] == dead[:1]
+    assert outbox(db, policy) == {"dead": 1, "pending": 1}
+    receiver.statuses = [410]
+    stats = deliver(test_dsn, policy, receiver)
+    assert stats.stopped == "endpoint_disabled"
+    assert outbox(db, policy) == {"dead": 1, "pending": 1}
+    sent = len(receiver.received)
+    assert deliver(test_dsn, policy, receiver).stopped == "endpoint_disabled"
+    assert len(receiver.received) == sent, "a disabled receiver gets nothing"
+    assert (
+        count(db, "SELECT count(*) FROM retention.notify_endpoints WHERE policy = %s", policy.name)
+        == 1
+    )
+
+
+def explain_key(test_dsn: str, key: str, *extra: str) -> str:
+    import subprocess
+    import sys
+
+    return subprocess.run(
+        [sys.executable, "-m", "retention.cli", "--dsn", test_dsn, "explain", key, *extra],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+
+
+def test_explain_answers_the_six_questions(db, unique_name, sandbox, receiver, test_dsn) -> None:
+    from retention.evidence.explain import explain
+    from retention.evidence.replay import replay_dead
+    from retention.rows.planner import plan_windows
+    from tests.support.tables import request
+
+    policy = notifying_policy(unique_name)
+    create_media_table(db, policy.name, 4)
+    sandbox.state.configure(reject=["obj-2"], fail_5xx={"obj-3": 100})
+    for window in plan_windows(db, request(policy)):
+        enqueue_window(db, policy, window, 100)
+    work(test_dsn, policy, sandbox)
+    deliver(test_dsn, policy, receiver)
+    keys = {
+        r["object_id"]: r["operation_key"]
+        for r in db.execute(
+            "SELECT object_id, operation_key FROM retention.operations WHERE policy = %s",
+            (policy.name,),
+        )
+    }
+
+    done = explain(db, keys["obj-1"])
+    assert done["selected"]["object_id"] == "obj-1"
+    assert done["selected"]["version"] == "1"
+    assert (
+        "older than the cutoff 2026-03-01T00:00:00+00:00 of run run-1"
+        in (done["eligible_because"]["reason"])
+    )
+    assert done["deletion"]["confirmed"] is True
+    assert done["deletion"]["confirmed_at"] is not None
+    assert done["event"]["event_id"] == event_id_for(keys["obj-1"])
+    assert done["event"]["state"] == "delivered"
+    assert done["attempts"]["count"] == 1
+    assert done["next"]["action"] == "none"
+
+    dead = explain(db, keys["obj-2"])
+    assert (dead["deletion"]["state"], dead["event"]) == ("dead", None)
+    assert dead["next"]["action"] == "human review"
+    assert "http_422" in dead["next"]["detail"]
+
+    pending = explain(db, keys["obj-3"])
+    assert pending["deletion"]["state"] == "pending"
+    assert pending["next"]["action"] == "automatic retry"
+    assert pending["next"]["at"] is not None
+    assert pending["attempts"]["history"][0]["status_code"] == 503
+
+    replay_dead(
+        db,
+        policy=policy.name,
+        operation_keys=[keys["obj-2"]],
+        requested_by="ops",
+        reason="hold lifted",
+    )
+    replayed = explain(db, keys["obj-2"])
+    assert replayed["deletion"]["state"] == "pending"
+    assert replayed["replays"][0]["reason"] == "hold lifted"
+    assert replayed["replays"][0]["by"] == "ops"
+
+    text = explain_key(test_dsn, keys["obj-1"])
+    assert "selected:   object obj-1" in text
+    assert "eligible:" in text
+    assert "event:      evt_" in text
+    assert json.loads(explain_key(test_dsn, keys["obj-2"], "--json"))["replays"][0]["by"] == "ops"
+
+
+def test_outbox_leases_are_renewed_while_a_slow_receiver_is_worked(
+    db, unique_name, sandbox, receiver, test_dsn
+) -> None:
+    policy = notifying_policy(unique_name, timeout_seconds=1.0, lease_seconds=1.2, claim_batch=5)
+    delete_remotely(db, test_dsn, policy, 5, sandbox)
+    receiver.latency_seconds = 0.3  # the batch takes 1.5 s, longer than one lease
+    stats = deliver(test_dsn, policy, receiver)
+    assert stats.done == 5
+    rows = db.execute(
+        "SELECT state, claim_count, lease_expiries FROM retention.outbox WHERE policy = %s",
+        (policy.name,),
+    ).fetchall()
+    assert {(r["state"], r["claim_count"], r["lease_expiries"]) for r in rows} == {
+        ("delivered", 1, 0)
+    }
+    assert stats.lost_leases == 0
+
+
+def test_a_lost_outbox_lease_is_not_worked_further(
+    db, unique_name, sandbox, receiver, test_dsn
+) -> None:
+    policy = notifying_policy(unique_name, timeout_seconds=1.0, lease_seconds=1.2, claim_batch=5)
+    delete_remotely(db, test_dsn, policy, 2, sandbox)
+    kind = EventsKind(
+        policy.name, policy.notify, plain_sender(receiver.url, 1), Signer(receiver.secret, "t")
+    )
+    ours = [kind.job(r) for r in kind.queue.claim(db, "slow", 2)]
+    expire_event_leases(db, policy)
+    theirs = kind.queue.claim(db, "fast", 1)
+    assert kind.queue.renew(db, "slow", [e.key for e in ours]) == {e.key for e in ours} - {
+        theirs[0]["event_id"]
+    }
+
+
+def test_event_redirects_are_failed_attempts_and_never_followed(
+    db, unique_name, sandbox, receiver, test_dsn
+) -> None:
+    elsewhere = EventReceiver(receiver.secret)
+    try:
+        policy = notifying_policy(unique_name, backoff_base_seconds=60, backoff_max_seconds=60)
+        delete_remotely(db, test_dsn, policy, 1, sandbox)
+        receiver.statuses = [307]
+        receiver.location = elsewhere.url + "/hooks/retention"
+        stats = deliver(test_dsn, policy, receiver)
+        assert (stats.done, stats.retried) == (0, 1)
+        assert elsewhere.received == [], "the signed body never left for another host"
+        row = db.execute(
+            "SELECT state, attempts, last_status_code, failure_class FROM retention.outbox "
+            "WHERE policy = %s",
+            (policy.name,),
+        ).fetchone()
+        assert row == {
+            "state": "pending",
+            "attempts": 1,
+            "last_status_code": 307,
+            "failure_class": "http_307",
+        }
+    finally:
+        elsewhere.shutdown()
+        elsewhere.server_close()

@@ -1,0 +1,177 @@
+"""The plugin's HTTP API on a real loopback server: signed hints and evidence."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+import uvicorn
+import yaml
+from standardwebhooks.webhooks import Webhook
+
+from retention.airflow.api import create_app
+from retention.events.hints import MAX_BODY_BYTES
+from retention.objects.operations import operation_key
+from tests.support.policies import HTTP_CONN_ID, policy_fields, remote_policy
+from tests.support.receiver import new_secret
+from tests.support.remote import work
+from tests.support.tables import count, create_media_table
+
+
+@pytest.fixture
+def api(db, unique_name, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict]:
+    """uvicorn serving the plugin app on loopback, with one remote policy and a hint secret."""
+    create_media_table(db, unique_name, 5, new_rows=5)
+    fields = policy_fields(unique_name, window_per_tenant=False)
+    fields["remote"] = {
+        "http_conn_id": HTTP_CONN_ID,
+        "endpoint": "/v1/assets/{object_id}",
+        "object_id_column": "object_key",
+        "version_column": "version",
+        "rate_per_second": 100,
+        "burst": 10,
+        "limiter_scope": unique_name,
+        "pool": "default_pool",
+    }
+    path = tmp_path / "policies.yaml"
+    path.write_text(yaml.safe_dump({"policies": {unique_name: fields}}))
+    monkeypatch.setenv("RETENTION_POLICIES", str(path))
+    secret = new_secret()
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_RETENTION_HINTS", json.dumps({"conn_type": "generic", "password": secret})
+    )
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(airflow_auth=False), host="127.0.0.1", port=port, log_level="error"
+        )
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.02)
+    yield {"url": f"http://127.0.0.1:{port}", "secret": secret, "policy": unique_name}
+    server.should_exit = True
+    thread.join(10)
+
+
+def post_hint(api: dict, body: dict | bytes, *, msg_id: str = "", age: float = 0, secret=None):
+    msg_id = msg_id or f"msg_{uuid.uuid4().hex}"
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    when = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=age)
+    signature = Webhook(secret or api["secret"]).sign(msg_id, when, data.decode())
+    headers = {
+        "webhook-id": msg_id,
+        "webhook-timestamp": str(int(when.timestamp())),
+        "webhook-signature": signature,
+        "content-type": "application/json",
+    }
+    return requests.post(f"{api['url']}/hints", data=data, headers=headers, timeout=10)
+
+
+def written(db, policy: str) -> tuple[int, int]:
+    ops = count(db, "SELECT count(*) FROM retention.operations WHERE policy = %s", policy)
+    receipts = count(db, "SELECT count(*) FROM retention.hint_receipts WHERE policy = %s", policy)
+    return ops, receipts
+
+
+def test_signed_hint_makes_objects_pending_under_the_scan_keys(db, api, sandbox, test_dsn) -> None:
+    policy = api["policy"]
+    due = "2026-11-29T00:00:00+00:00"
+    first_id = f"msg_{uuid.uuid4().hex}"
+    objects = [{"key": "obj-2"}, {"key": "obj-8", "due_at": due}]
+    answer = post_hint(api, {"policy": policy, "objects": objects}, msg_id=first_id)
+    assert answer.status_code == 202, answer.text
+    table = f"public.{policy}"
+    expected = sorted(operation_key(policy, 1, table, n, "1") for n in (2, 8))
+    assert answer.json()["operations"] == expected
+    rows = db.execute(
+        "SELECT object_id, state, not_before, window_key FROM retention.operations "
+        "WHERE policy = %s ORDER BY object_id",
+        (policy,),
+    ).fetchall()
+    assert [(r["object_id"], r["state"], r["window_key"]) for r in rows] == [
+        ("obj-2", "pending", None),
+        ("obj-8", "pending", None),
+    ]
+    assert rows[1]["not_before"] == dt.datetime.fromisoformat(due)
+    assert sandbox.state.stats()["requests"] == [], "the hint path never calls the API"
+
+    again = post_hint(api, {"policy": policy, "objects": [{"key": "obj-3"}]}, msg_id=first_id)
+    assert again.status_code == 200
+    assert again.json()["duplicate"] is True
+    assert written(db, policy) == (2, 1), "a repeated webhook-id changes nothing"
+
+    spec = remote_policy(policy)  # the drain step deletes hinted objects, even newer ones
+    work(test_dsn, spec, sandbox)
+    assert sorted(sandbox.state.stats()["effects"]) == ["obj-2", "obj-8"]
+    assert count(db, f"SELECT count(*) FROM {table}") == 8  # noqa: S608
+
+
+@pytest.mark.parametrize(
+    ("case", "status"),
+    [
+        ("bad_signature", 401),
+        ("stale", 401),
+        ("unknown_policy", 422),
+        ("unknown_object", 422),
+        ("bad_body", 422),
+        ("too_many", 413),
+        ("oversized", 413),
+    ],
+)
+def test_refused_hints_write_nothing(db, api, case: str, status: int) -> None:
+    policy = api["policy"]
+    good = {"policy": policy, "objects": [{"key": "obj-1"}]}
+    answer = {
+        "bad_signature": lambda: post_hint(api, good, secret=new_secret()),
+        "stale": lambda: post_hint(api, good, age=6 * 60),
+        "unknown_policy": lambda: post_hint(api, {**good, "policy": "nope"}),
+        "unknown_object": lambda: post_hint(
+            api, {"policy": policy, "objects": [{"key": "obj-1"}, {"key": "missing"}]}
+        ),
+        "bad_body": lambda: post_hint(api, {"policy": policy, "objects": [{"id": 1}]}),
+        "too_many": lambda: post_hint(
+            api, {"policy": policy, "objects": [{"key": f"obj-{i}"} for i in range(1001)]}
+        ),
+        "oversized": lambda: post_hint(api, b" " * (MAX_BODY_BYTES + 1) + b"{}"),
+    }[case]()
+    assert answer.status_code == status, answer.text
+    assert written(db, policy) == (0, 0)
+
+
+def test_evidence_endpoint(db, api, sandbox, test_dsn) -> None:
+    policy = api["policy"]
+    assert post_hint(api, {"policy": policy, "objects": [{"key": "obj-1"}]}).status_code == 202
+    key = operation_key(policy, 1, f"public.{policy}", 1, "1")
+    response = requests.get(f"{api['url']}/operations/{key}", timeout=10)
+    assert response.status_code == 200, response.text
+    record = response.json()
+    assert record["selected"]["object_id"] == "obj-1"
+    assert record["next"]["action"] == "automatic retry"
+    assert record["eligible_because"]["reason"] == "enqueued outside a recorded window"
+    missing = requests.get(f"{api['url']}/operations/{'0' * 64}", timeout=10)
+    assert missing.status_code == 404
+
+
+def test_a_key_named_twice_is_one_operation_due_at_the_earliest(db, api) -> None:
+    policy = api["policy"]
+    early, late = "2026-11-29T01:00:00+00:00", "2026-12-29T01:00:00+00:00"
+    objects = [{"key": "obj-4", "due_at": late}, {"key": "obj-4", "due_at": early}]
+    answer = post_hint(api, {"policy": policy, "objects": objects})
+    assert answer.status_code == 202, answer.text
+    assert len(answer.json()["operations"]) == 1
+    row = db.execute(
+        "SELECT not_before FROM retention.operations WHERE policy = %s", (policy,)
+    ).fetchone()
+    assert row["not_before"] == dt.datetime.fromisoformat(early)

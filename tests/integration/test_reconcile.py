@@ -1,0 +1,92 @@
+"""Reconciliation: clean, dirty inside windows, dirty outside windows, dry runs."""
+
+from __future__ import annotations
+
+import pytest
+
+from retention.db.connection import Connection
+from retention.evidence.reconcile import RetentionIncomplete, raise_if_dirty, reconcile_run
+from retention.rows.deleter import delete_window
+from retention.rows.planner import plan_windows
+from tests.support.policies import make_policy
+from tests.support.tables import create_table, new, old, request
+
+
+def run_all(db: Connection, policy, **kw) -> None:
+    for window in plan_windows(db, request(policy, **kw)):
+        delete_window(
+            db, policy, window, batch_rows=policy.batch_rows, dry_run=kw.get("dry_run", False)
+        )
+
+
+def test_clean_run_summary(db: Connection, unique_name: str) -> None:
+    create_table(db, unique_name, [(i, i % 3, old() if i <= 50 else new()) for i in range(1, 81)])
+    policy = make_policy(unique_name, window_rows=10, batch_rows=4)
+    run_all(db, policy)
+    summary = reconcile_run(db, policy, "run-1")
+    raise_if_dirty(summary)
+    assert summary["status"] == "clean"
+    assert (summary["rows_deleted"], summary["rows_remaining"], summary["rows_planned"]) == (
+        50,
+        0,
+        50,
+    )
+    stored = db.execute(
+        "SELECT status, rows_deleted, rows_remaining, windows, dry_run FROM retention.runs "
+        "WHERE policy = %s AND run_id = 'run-1'",
+        (unique_name,),
+    ).fetchone()
+    assert stored == {
+        "status": "clean",
+        "rows_deleted": 50,
+        "rows_remaining": 0,
+        "windows": summary["windows"],
+        "dry_run": False,
+    }
+
+
+def test_rows_left_in_a_window_fail_loudly(db: Connection, unique_name: str) -> None:
+    create_table(db, unique_name, [(i, 1, old()) for i in range(1, 31)])
+    policy = make_policy(unique_name, window_rows=10, batch_rows=5)
+    windows = plan_windows(db, request(policy))
+    for window in windows[:-1]:
+        delete_window(db, policy, window, batch_rows=5, dry_run=False)
+    summary = reconcile_run(db, policy, "run-1")
+    assert (summary["status"], summary["rows_remaining_in_windows"]) == ("dirty", 10)
+    with pytest.raises(
+        RetentionIncomplete, match=r"10 rows older than cutoff .*\(tenant 1 · ids 21–30: 10"
+    ):
+        raise_if_dirty(summary)
+
+
+def test_rows_outside_the_plan_are_unexplained(db: Connection, unique_name: str) -> None:
+    create_table(db, unique_name, [(i, 1, old()) for i in range(1, 11)])
+    policy = make_policy(unique_name)
+    run_all(db, policy)
+    db.execute(
+        f"INSERT INTO public.{unique_name} (id, tenant_id, created_at) VALUES (500, 1, %s)",  # noqa: S608
+        (old(),),
+    )
+    summary = reconcile_run(db, policy, "run-1")
+    assert (summary["rows_outside_windows"], summary["status"]) == (1, "dirty")
+    with pytest.raises(RetentionIncomplete, match="1 are outside every planned window"):
+        raise_if_dirty(summary)
+
+
+def test_dry_run_reports_the_count_and_does_not_fail(db: Connection, unique_name: str) -> None:
+    create_table(db, unique_name, [(i, i % 4, old() if i % 2 else new()) for i in range(1, 101)])
+    policy = make_policy(unique_name, window_rows=10, batch_rows=5)
+    run_all(db, policy, dry_run=True)
+    summary = reconcile_run(db, policy, "run-1")
+    raise_if_dirty(summary)
+    assert summary["status"] == "dry_run"
+    assert (summary["rows_counted"], summary["rows_deleted"], summary["rows_remaining"]) == (
+        50,
+        0,
+        50,
+    )
+
+
+def test_reconcile_without_a_plan_says_so(db: Connection, unique_name: str) -> None:
+    with pytest.raises(RuntimeError, match="has no recorded plan"):
+        reconcile_run(db, make_policy(unique_name), "never-planned")

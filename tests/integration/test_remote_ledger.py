@@ -1,0 +1,442 @@
+"""The operation ledger and worker against the real Postgres and the sandbox API on loopback."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import threading
+import time
+
+import pytest
+
+from retention.db.connection import Connection, connect_dsn
+from retention.evidence.replay import ReplayError, replay_dead
+from retention.objects.operations import CredentialFailure, Operation, OperationsKind
+from retention.queue.leased import OPERATIONS, Finish, LeasedQueue
+from retention.queue.worker import Attempt
+from tests.support.policies import HTTP_CONN_ID, remote_policy
+from tests.support.remote import enqueue_all
+from tests.support.remote import work as work_pass
+from tests.support.tables import count, create_media_table
+
+
+def work(test_dsn: str, policy, server, **kw) -> dict:
+    return work_pass(test_dsn, policy, server, **kw).as_dict()
+
+
+def queue(policy) -> LeasedQueue:
+    return LeasedQueue(OPERATIONS, policy.name, policy.remote.lease)
+
+
+def claim(conn: Connection, policy, owner: str, n: int) -> list[Operation]:
+    return [Operation.from_row(row) for row in queue(policy).claim(conn, owner, n)]
+
+
+def states(db: Connection, policy) -> dict[str, int]:
+    rows = db.execute(
+        "SELECT state, count(*) AS n FROM retention.operations WHERE policy = %s GROUP BY state",
+        (policy.name,),
+    )
+    return {r["state"]: r["n"] for r in rows}
+
+
+def expire_leases(db: Connection, policy) -> None:
+    """Make every lease of the policy expire now, instead of sleeping past it."""
+    db.execute(
+        "UPDATE retention.operations SET lease_expires_at = now() - interval '1 second' "
+        "WHERE policy = %s AND state = 'in_flight'",
+        (policy.name,),
+    )
+
+
+def test_confirmed_deletes_remote_then_local_once(db, unique_name, sandbox, test_dsn) -> None:
+    create_media_table(db, unique_name, 40, new_rows=10)
+    policy = remote_policy(unique_name)
+    assert enqueue_all(db, policy) == 40
+    assert enqueue_all(db, policy) == 0, "re-enqueueing is a no-op"
+    stats = work(test_dsn, policy, sandbox)
+    assert stats["attempts_by_outcome"] == {"confirmed": 40}
+    assert states(db, policy) == {"done": 40}
+    assert count(db, f"SELECT count(*) FROM public.{unique_name}") == 10  # noqa: S608
+    effects = sandbox.state.stats()["effects"]
+    assert len(effects) == 40
+    assert set(effects.values()) == {1}
+    keys = {r["key"] for r in sandbox.state.stats()["requests"]}
+    stored = {
+        r["operation_key"]
+        for r in db.execute(
+            "SELECT operation_key FROM retention.operations WHERE policy = %s", (policy.name,)
+        )
+    }
+    assert keys == stored, "every call carries its operation key as Idempotency-Key"
+
+
+def test_two_concurrent_claimers_never_hold_the_same_operation(db, unique_name, test_dsn) -> None:
+    create_media_table(db, unique_name, 300)
+    policy = remote_policy(unique_name)
+    enqueue_all(db, policy)
+    taken: dict[str, list[str]] = {"a": [], "b": []}
+
+    def claimer(name: str) -> None:
+        with connect_dsn(test_dsn) as conn:
+            while batch := claim(conn, policy, name, 7):
+                taken[name] += [op.operation_key for op in batch]
+
+    threads = [threading.Thread(target=claimer, args=(n,)) for n in taken]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not set(taken["a"]) & set(taken["b"])
+    assert len(taken["a"]) + len(taken["b"]) == 300
+    assert taken["a"]
+    assert taken["b"]
+
+
+def _die_after_remote_success(test_dsn: str, policy, url: str) -> None:
+    """Child process: call the API, then die before recording anything."""
+    from retention.objects.deleter import work_operations
+    from retention.queue.http import plain_sender
+
+    OperationsKind.record = lambda *a, **k: os._exit(17)  # type: ignore[method-assign]
+    with connect_dsn(test_dsn) as conn:
+        work_operations(conn, policy, plain_sender(url, 1))
+
+
+def test_worker_killed_between_remote_success_and_commit(
+    db, unique_name, sandbox, test_dsn
+) -> None:
+    create_media_table(db, unique_name, 1)
+    policy = remote_policy(unique_name, request_timeout_seconds=0.5, lease_seconds=60)
+    enqueue_all(db, policy)
+    child = multiprocessing.get_context("fork").Process(
+        target=_die_after_remote_success, args=(test_dsn, policy, sandbox.url)
+    )
+    child.start()
+    child.join(30)
+    assert child.exitcode == 17
+    assert states(db, policy) == {"in_flight": 1}
+    assert count(db, f"SELECT count(*) FROM public.{unique_name}") == 1  # noqa: S608
+    assert work(test_dsn, policy, sandbox)["claimed"] == 0, "the dead worker's lease is still valid"
+    expire_leases(db, policy)
+    stats = work(test_dsn, policy, sandbox)
+    assert stats["attempts_by_outcome"] == {"confirmed": 1}
+    op = db.execute(
+        "SELECT state, claim_count, lease_expiries, attempt_count FROM retention.operations "
+        "WHERE policy = %s",
+        (policy.name,),
+    ).fetchone()
+    assert op == {"state": "done", "claim_count": 2, "lease_expiries": 1, "attempt_count": 1}
+    server = sandbox.state.stats()
+    assert server["effects"] == {"obj-1": 1}, "one remote effect"
+    assert server["repeats"] == 1, "the retry reused the same idempotency key"
+    assert len({r["key"] for r in server["requests"]}) == 1
+    assert count(db, f"SELECT count(*) FROM public.{unique_name}") == 0  # noqa: S608
+
+
+def test_dropped_connection_after_apply_is_retried_with_the_same_key(
+    db, unique_name, sandbox, test_dsn
+) -> None:
+    create_media_table(db, unique_name, 5)
+    sandbox.state.configure(drop_after_apply=["obj-3"])
+    policy = remote_policy(unique_name)
+    enqueue_all(db, policy)
+    deadline = time.monotonic() + 10
+    while states(db, policy) != {"done": 5} and time.monotonic() < deadline:
+        work(test_dsn, policy, sandbox)
+    assert states(db, policy) == {"done": 5}
+    server = sandbox.state.stats()
+    assert server["effects"]["obj-3"] == 1
+    assert server["repeats"] == 1
+
+
+def test_stale_worker_cannot_overwrite_a_newer_claim(db, unique_name, test_dsn) -> None:
+    create_media_table(db, unique_name, 1)
+    policy = remote_policy(unique_name)
+    enqueue_all(db, policy)
+    kind = OperationsKind(policy, sandbox_sender_nowhere())
+    (old,) = claim(db, policy, "old-worker", 5)
+    expire_leases(db, policy)
+    (new,) = claim(db, policy, "new-worker", 5)
+    assert new.operation_key == old.operation_key
+    rejected = Attempt(old, Finish("dead", "rejected", 400), 0, 0)
+    assert kind.record(db, "old-worker", [rejected], None, 0) == {}
+    assert states(db, policy) == {"in_flight": 1}
+    confirmed = Attempt(new, Finish("done", "confirmed", 204), 0, 0)
+    assert kind.record(db, "new-worker", [confirmed], None, 0) == {new.operation_key: 1}
+    assert states(db, policy) == {"done": 1}
+
+
+def test_renew_reports_a_lost_lease_and_the_worker_stops_working_it(
+    db, unique_name, test_dsn
+) -> None:
+    create_media_table(db, unique_name, 3)
+    policy = remote_policy(unique_name)
+    enqueue_all(db, policy)
+    ours = claim(db, policy, "slow-worker", 3)
+    keys = sorted(op.operation_key for op in ours)
+    assert queue(policy).renew(db, "slow-worker", keys) == set(keys)
+    db.execute(
+        "UPDATE retention.operations SET lease_expires_at = now() - interval '1 second' "
+        "WHERE operation_key = %s",
+        (keys[0],),
+    )
+    (taken,) = claim(db, policy, "other-worker", 1)
+    assert taken.operation_key == keys[0]
+    assert queue(policy).renew(db, "slow-worker", keys) == set(keys[1:]), "one lease was lost"
+    assert queue(policy).release(db, "slow-worker", keys) == set(keys[1:])
+    assert states(db, policy) == {"in_flight": 1, "pending": 2}
+
+
+def test_poisoned_operation_goes_dead_without_blocking_the_rest_and_replay_revives_it(
+    db, unique_name, sandbox, test_dsn
+) -> None:
+    create_media_table(db, unique_name, 30)
+    sandbox.state.configure(reject=["obj-7"], hold=["obj-9"])
+    policy = remote_policy(unique_name)
+    enqueue_all(db, policy)
+    deadline = time.monotonic() + 15
+    while states(db, policy).get("pending") or states(db, policy).get("in_flight"):
+        assert time.monotonic() < deadline, states(db, policy)
+        work(test_dsn, policy, sandbox)
+        time.sleep(0.1)
+    assert states(db, policy) == {"done": 28, "dead": 2}
+    dead = {
+        r["object_id"]: r
+        for r in db.execute(
+            "SELECT * FROM retention.dead_operations WHERE policy = %s", (policy.name,)
+        )
+    }
+    assert dead["obj-7"]["failure_class"] == "http_422"
+    assert dead["obj-7"]["attempt_count"] == 1
+    assert dead["obj-9"]["failure_class"] == "http_403"
+    assert count(db, f"SELECT count(*) FROM public.{unique_name}") == 2  # noqa: S608
+
+    with pytest.raises(ReplayError):
+        replay_dead(db, policy=policy.name, requested_by="test")
+    sandbox.state.configure(reject=[], hold=[])
+    replayed = replay_dead(
+        db, policy=policy.name, failure_class="http_422", requested_by="test", reason="fixed"
+    )
+    assert replayed["operation_keys"] == [dead["obj-7"]["operation_key"]]
+    audit = db.execute(
+        "SELECT kind, policy, requested_by, reason, operation_keys FROM retention.replays "
+        "WHERE replay_id = %s",
+        (replayed["replay_id"],),
+    ).fetchone()
+    assert audit["operation_keys"] == replayed["operation_keys"]
+    assert (audit["kind"], audit["requested_by"], audit["reason"]) == (
+        "operations",
+        "test",
+        "fixed",
+    )
+    op = db.execute(
+        "SELECT state, attempt_count FROM retention.operations WHERE operation_key = %s",
+        (dead["obj-7"]["operation_key"],),
+    ).fetchone()
+    assert op == {"state": "pending", "attempt_count": 0}
+    work(test_dsn, policy, sandbox)
+    assert states(db, policy) == {"done": 29, "dead": 1}
+
+
+def test_credential_failure_stops_the_task_and_dead_letters_nothing(
+    db, unique_name, sandbox, test_dsn
+) -> None:
+    create_media_table(db, unique_name, 20)
+    sandbox.state.configure(deny_all=True)
+    policy = remote_policy(unique_name, auth_failure_limit=4)
+    enqueue_all(db, policy)
+    with pytest.raises(CredentialFailure, match=r"4 calls in a row .* HTTP 401"):
+        work(test_dsn, policy, sandbox)
+    assert states(db, policy) == {"pending": 20}
+    assert len(sandbox.state.stats()["requests"]) == 4
+
+
+def test_http_connection_comes_from_airflow(sandbox) -> None:
+    from retention.airflow.connections import http_sender
+
+    policy = remote_policy("x")
+    kind = OperationsKind(policy, http_sender(HTTP_CONN_ID, 2))
+    result = kind.send(Operation("key-1", 1, "a b/c", None, "1", None, 0, 1, 0))
+    assert result.status == 204
+    assert sandbox.state.stats()["requests"][0]["object"] == "a%20b%2Fc"
+
+
+def test_a_redirect_is_a_failed_attempt_and_is_never_followed(
+    db, unique_name, sandbox, test_dsn
+) -> None:
+    from tests.support.sandbox_api import SandboxServer
+
+    elsewhere = SandboxServer(0).start()
+    try:
+        create_media_table(db, unique_name, 2)
+        sandbox.state.configure(redirect={"obj-1": elsewhere.url + "/v1/assets/obj-1"})
+        policy = remote_policy(unique_name, backoff_base_seconds=60, backoff_max_seconds=60)
+        enqueue_all(db, policy)
+        stats = work(test_dsn, policy, sandbox)
+        assert stats["statuses"] == {"204": 1, "307": 1}
+        assert elsewhere.state.stats()["requests"] == [], "the redirect was not followed"
+        op = db.execute(
+            "SELECT state, attempt_count, failure_class, last_status_code "
+            "FROM retention.operations WHERE policy = %s AND object_id = 'obj-1'",
+            (policy.name,),
+        ).fetchone()
+        assert op == {
+            "state": "pending",
+            "attempt_count": 1,
+            "failure_class": "http_307",
+            "last_status_code": 307,
+        }
+        assert count(db, f"SELECT count(*) FROM public.{unique_name}") == 1  # noqa: S608
+    finally:
+        elsewhere.stop()
+
+
+def test_out_of_token_budget_leaves_operations_pending_and_ends_cleanly(
+    db, unique_name, sandbox, test_dsn
+) -> None:
+    create_media_table(db, unique_name, 12)
+    policy = remote_policy(unique_name, rate_per_second=2, burst=1)
+    enqueue_all(db, policy)
+    started = time.monotonic()
+    stats = work(test_dsn, policy, sandbox, budget_seconds=1.5)
+    assert time.monotonic() - started < 3
+    assert stats["out_of_time"] is True
+    assert stats["released"] > 0
+    done = states(db, policy).get("done", 0)
+    assert 2 <= done <= 5, "1 burst token plus 2/s for 1.5 s"
+    assert states(db, policy) == {"done": done, "pending": 12 - done}
+    assert len(sandbox.state.stats()["requests"]) == done
+
+
+def test_leases_are_renewed_while_a_slow_batch_is_worked(db, unique_name, sandbox, test_dsn):
+    create_media_table(db, unique_name, 20)
+    sandbox.state.configure(latency_ms=250)
+    policy = remote_policy(
+        unique_name, request_timeout_seconds=0.4, lease_seconds=1.0, claim_batch=5
+    )
+    enqueue_all(db, policy)
+    threads = [threading.Thread(target=work, args=(test_dsn, policy, sandbox)) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    rows = db.execute(
+        "SELECT state, claim_count, lease_expiries FROM retention.operations WHERE policy = %s",
+        (policy.name,),
+    ).fetchall()
+    assert {(r["state"], r["claim_count"], r["lease_expiries"]) for r in rows} == {("done", 1, 0)}
+    assert len(sandbox.state.stats()["requests"]) == 20, "no operation was called twice"
+
+
+def test_dead_letters_command_lists_dead_operations(db, unique_name, sandbox, test_dsn) -> None:
+    import subprocess
+    import sys
+
+    create_media_table(db, unique_name, 3)
+    sandbox.state.configure(reject=["obj-2"])
+    policy = remote_policy(unique_name)
+    enqueue_all(db, policy)
+    work(test_dsn, policy, sandbox)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "retention.cli",
+            "--dsn",
+            test_dsn,
+            "dead-letters",
+            "--policy",
+            policy.name,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "object=obj-2" in out
+    assert "http_422 (HTTP 422)" in out
+    assert "1 dead operation(s)" in out
+
+
+def test_restored_object_is_not_deleted_by_an_old_operation(
+    db, unique_name, sandbox, test_dsn
+) -> None:
+    create_media_table(db, unique_name, 3)
+    policy = remote_policy(unique_name)
+    enqueue_all(db, policy)
+    db.execute(f"UPDATE public.{unique_name} SET version = 2 WHERE id = 2")  # noqa: S608
+    work(test_dsn, policy, sandbox)
+    assert sorted(sandbox.state.stats()["effects"]) == ["obj-1", "obj-3"]
+    op = db.execute(
+        "SELECT state, failure_class, attempt_count FROM retention.operations "
+        "WHERE policy = %s AND object_id = 'obj-2'",
+        (policy.name,),
+    ).fetchone()
+    assert op == {"state": "dead", "failure_class": "superseded", "attempt_count": 0}
+    assert count(db, f"SELECT count(*) FROM public.{unique_name}") == 1  # noqa: S608
+
+
+def test_missing_tenant_is_never_sent_as_an_empty_path_segment(
+    db, unique_name, sandbox, test_dsn
+) -> None:
+    create_media_table(db, unique_name, 2)
+    db.execute(f"ALTER TABLE public.{unique_name} ALTER COLUMN tenant_id DROP NOT NULL")
+    db.execute(f"UPDATE public.{unique_name} SET tenant_id = NULL WHERE id = 1")  # noqa: S608
+    policy = remote_policy(unique_name, endpoint="/v1/tenants/{tenant_id}/assets/{object_id}")
+    enqueue_all(db, policy)
+    work(test_dsn, policy, sandbox)
+    assert [r["object"] for r in sandbox.state.stats()["requests"]] == ["obj-2"]
+    assert states(db, policy) == {"dead": 1, "done": 1}
+    assert count(db, f"SELECT count(*) FROM public.{unique_name} WHERE id = 1") == 1  # noqa: S608
+
+
+def test_a_row_that_cannot_be_deleted_does_not_stall_its_batch(
+    db, unique_name, sandbox, test_dsn
+) -> None:
+    create_media_table(db, unique_name, 5)
+    db.execute(
+        f"CREATE TABLE public.{unique_name}_child (parent bigint "
+        f"REFERENCES public.{unique_name} (id) ON DELETE RESTRICT)"
+    )
+    db.execute(f"INSERT INTO public.{unique_name}_child VALUES (3)")  # noqa: S608
+    policy = remote_policy(unique_name)
+    enqueue_all(db, policy)
+    stats = work(test_dsn, policy, sandbox)
+    assert stats["rows_deleted"] == 4
+    failed = db.execute(
+        "SELECT state, failure_class FROM retention.operations "
+        "WHERE policy = %s AND object_id = 'obj-3'",
+        (policy.name,),
+    ).fetchone()
+    assert failed == {"state": "dead", "failure_class": "local_delete_failed"}
+    assert states(db, policy) == {"done": 4, "dead": 1}
+    db.execute(f"DROP TABLE public.{unique_name}_child")
+
+
+def test_a_hint_due_later_does_not_postpone_the_scan(db, unique_name) -> None:
+    import datetime as dt
+
+    from retention.events.hints import Hint, apply
+
+    create_media_table(db, unique_name, 2)
+    policy = remote_policy(unique_name)
+    later = dt.datetime.now(dt.UTC) + dt.timedelta(days=30)
+    apply(db, Hint(f"msg_{unique_name}", policy, [("obj-1", later)]))
+    assert enqueue_all(db, policy) == 2, "the scan makes the hinted operation due now"
+    rows = db.execute(
+        "SELECT object_id, not_before < now() + interval '1 minute' AS due_now, "
+        "window_key IS NOT NULL AS in_window FROM retention.operations WHERE policy = %s "
+        "ORDER BY object_id",
+        (policy.name,),
+    ).fetchall()
+    assert rows == [
+        {"object_id": "obj-1", "due_now": True, "in_window": True},
+        {"object_id": "obj-2", "due_now": True, "in_window": True},
+    ]
+
+
+def sandbox_sender_nowhere():
+    """A sender for tests that record outcomes without calling anything."""
+    from retention.queue.http import plain_sender
+
+    return plain_sender("http://127.0.0.1:9", 1)

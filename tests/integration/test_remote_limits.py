@@ -1,0 +1,114 @@
+"""Rate limiting across workers, as counted by the sandbox API on loopback."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from retention.db.connection import connect_dsn
+from retention.objects.deleter import work_operations
+from retention.objects.operations import enqueue_window
+from tests.support.policies import remote_policy
+from tests.support.remote import sandbox_sender
+from tests.support.tables import count, create_media_table, plan
+
+
+def run_workers(test_dsn: str, policy, sandbox, workers: int, limit_seconds: float) -> None:
+    """``workers`` threads, each its own connection and session, until no work is left."""
+    deadline = time.monotonic() + limit_seconds
+    errors: list[BaseException] = []
+
+    def loop() -> None:
+        try:
+            with connect_dsn(test_dsn) as conn:
+                client = sandbox_sender(sandbox)
+                while time.monotonic() < deadline:
+                    left = count(
+                        conn,
+                        "SELECT count(*) FROM retention.operations "
+                        "WHERE policy = %s AND state IN ('pending', 'in_flight')",
+                        policy.name,
+                    )
+                    if not left:
+                        return
+                    work_operations(conn, policy, client, budget_seconds=2)
+                    time.sleep(0.02)
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=loop) for _ in range(workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+
+
+def prepare(db, name: str, rows: int, **remote) -> object:
+    create_media_table(db, name, rows)
+    policy = remote_policy(name, **remote)
+    for window in plan(db, policy):
+        enqueue_window(db, policy, window, 500)
+    return policy
+
+
+def max_in_any_second(times: list[float]) -> int:
+    times = sorted(times)
+    best, start = 0, 0
+    for end, t in enumerate(times):
+        while t - times[start] >= 1.0:
+            start += 1
+        best = max(best, end - start + 1)
+    return best
+
+
+def test_three_workers_in_a_429_storm_stay_within_the_limit(db, unique_name, sandbox, test_dsn):
+    policy = prepare(db, unique_name, 60, rate_per_second=15, burst=3)
+    sandbox.state.configure(rate=8, burst=8, storm_seconds=4)
+    run_workers(test_dsn, policy, sandbox, workers=3, limit_seconds=60)
+    stats = sandbox.state.stats()
+    assert stats["throttled"] >= 4, "a storm of 429s, then a real limit below the configured rate"
+    times = [r["t"] for r in stats["requests"]]
+    assert max_in_any_second(times) <= 15 + 3, "rate_per_second + burst, in every second"
+    assert (
+        count(
+            db,
+            "SELECT count(*) FROM retention.operations WHERE policy = %s AND state = 'done'",
+            policy.name,
+        )
+        == 60
+    )
+    assert set(stats["effects"].values()) == {1}
+
+
+def test_retry_after_is_honoured_by_the_whole_scope(db, unique_name, sandbox, test_dsn):
+    sandbox.state.configure(rate=2, burst=1)
+    policy = prepare(db, unique_name, 8, rate_per_second=50, burst=10)
+    run_workers(test_dsn, policy, sandbox, workers=3, limit_seconds=60)
+    requests = sorted(sandbox.state.stats()["requests"], key=lambda r: r["t"])
+    throttled = [r for r in requests if r["status"] == 429]
+    assert throttled
+    in_flight_grace = 0.15  # requests already on the wire when the 429 was sent
+    for limited in throttled:
+        window_end = limited["t"] + 1.0  # Retry-After: 1 (whole seconds, rounded up)
+        inside = [
+            r for r in requests if limited["t"] + in_flight_grace < r["t"] < window_end - 0.02
+        ]
+        assert not inside, f"requests inside a Retry-After window: {inside}"
+
+
+def test_api_limit_at_half_the_configured_rate_gets_few_429s(db, unique_name, sandbox, test_dsn):
+    sandbox.state.configure(rate=25, burst=25)
+    policy = prepare(db, unique_name, 250, rate_per_second=50, burst=5)
+    started = time.monotonic()
+    run_workers(test_dsn, policy, sandbox, workers=3, limit_seconds=90)
+    elapsed = time.monotonic() - started
+    stats = sandbox.state.stats()
+    share = stats["throttled"] / len(stats["requests"])
+    assert share < 0.05, f"{stats['throttled']} of {len(stats['requests'])} requests got 429"
+    rate = db.execute(
+        "SELECT effective_rate FROM retention.rate_limiters WHERE scope = %s",
+        (policy.remote.scope,),
+    ).fetchone()["effective_rate"]
+    assert rate < 50, "the scope learned a rate below the configured ceiling"
+    assert elapsed < 30

@@ -1,0 +1,61 @@
+"""Fixtures for the tiers that need the real Postgres (integration, DAG, end to end).
+
+A test that asks for the database skips, with the reason, when no test
+database is configured (a fresh clone, ``astro dev pytest``); ``make test``
+always configures one, so there nothing skips. A configured database that
+does not answer is an error, not a skip.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from retention.db.connection import Connection, connect_dsn
+from retention.db.migrate import migrate
+from tests.support.env import load_local_env
+from tests.support.policies import HTTP_CONN_ID
+
+load_local_env()
+if "RETENTION_TEST_CONN" in os.environ:
+    os.environ.setdefault("AIRFLOW_CONN_RETENTION_TEST", os.environ["RETENTION_TEST_CONN"])
+
+
+@pytest.fixture(scope="session")
+def test_dsn() -> str:
+    dsn = os.environ.get("RETENTION_TEST_DSN")
+    if not dsn:
+        pytest.skip("no test database: run `make test` (or `make env` once) to configure one")
+    return dsn
+
+
+@pytest.fixture
+def db(test_dsn: str) -> Iterator[Connection]:
+    with connect_dsn(test_dsn) as conn:
+        migrate(conn)
+        yield conn
+
+
+@pytest.fixture
+def unique_name() -> str:
+    """A name no other test uses, for tables and policies."""
+    return f"t_{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+def sandbox(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """A real sandbox deletion API on loopback, also as the Airflow connection ``sandbox_api``."""
+    from tests.support.sandbox_api import SandboxServer
+
+    server = SandboxServer(0).start()
+    port = server.server_address[1]
+    monkeypatch.setenv(
+        f"AIRFLOW_CONN_{HTTP_CONN_ID.upper()}",
+        f'{{"conn_type": "http", "host": "127.0.0.1", "port": {port}, "schema": "http"}}',
+    )
+    yield server
+    server.stop()

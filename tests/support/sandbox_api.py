@@ -1,0 +1,247 @@
+"""A small, real deletion API for the demo, the tests and the benchmarks.
+
+``DELETE <any path>`` deletes the object named by the path, with:
+
+- a token-bucket rate limit (``rate`` per second, ``burst``) answering 429 with
+  ``Retry-After`` (whole seconds, at least 1);
+- idempotency keys (header ``Idempotency-Key``): a repeat returns the first
+  result and is counted as a repeat, never as a second effect;
+- faults: ``drop_after_apply`` (object ids whose first delete is applied and
+  then the connection is dropped without an answer), ``fail_5xx`` (ids that get
+  503 without Retry-After, a number of times), ``latency_ms``, ``hold`` (ids
+  answering 403), ``reject`` (ids answering 422), ``deny_all`` (401 for all),
+  ``storm_seconds`` (every request gets 429 with Retry-After: 1 for that long),
+  ``redirect`` (object id -> URL answered with 307 and that Location).
+
+Admin endpoints (JSON): ``GET /_sandbox/stats``, ``POST /_sandbox/config``,
+``POST /_sandbox/reset``.  Stats include every request's time and status, the
+number of effects per object, repeats, 429s and the peak of concurrent requests.
+
+Run it alone with ``python scripts/sandbox_api.py --port 8765 --rate 20``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+DEFAULTS: dict[str, Any] = {
+    "rate": 1000.0,
+    "burst": None,
+    "latency_ms": 0,
+    "drop_after_apply": [],
+    "fail_5xx": {},
+    "hold": [],
+    "reject": [],
+    "deny_all": False,
+    "redirect": {},
+}
+
+
+class SandboxState:
+    """Everything the server remembers, behind one lock."""
+
+    def __init__(self, **config: Any) -> None:
+        self.lock = threading.Lock()
+        self.reset(**config)
+
+    def reset(self, **config: Any) -> None:
+        with self.lock:
+            self.config = {**DEFAULTS, **config}
+            self.tokens = float(self.config["burst"] or self.config["rate"])
+            self.refilled = time.monotonic()
+            self.by_key: dict[str, tuple[int, str]] = {}
+            self.deleted: set[str] = set()
+            self.effects: dict[str, int] = {}
+            self.requests: list[dict[str, Any]] = []
+            self.repeats = 0
+            self.throttled = 0
+            self.in_flight = 0
+            self.peak_in_flight = 0
+            self.dropped: set[str] = set()
+            self.failures_given: dict[str, int] = {}
+            self.storm_until = 0.0
+
+    def configure(self, **config: Any) -> None:
+        with self.lock:
+            if "storm_seconds" in config:
+                self.storm_until = time.time() + float(config.pop("storm_seconds"))
+            self.config.update(config)
+
+    def take_token(self) -> float:
+        """0 when admitted, else seconds until the next token."""
+        rate = float(self.config["rate"])
+        burst = float(self.config["burst"] or rate)
+        now = time.monotonic()
+        self.tokens = min(burst, self.tokens + (now - self.refilled) * rate)
+        self.refilled = now
+        if self.tokens >= 1:
+            self.tokens -= 1
+            return 0.0
+        return (1 - self.tokens) / rate
+
+    def stats(self) -> dict[str, Any]:
+        with self.lock:
+            return {
+                "requests": list(self.requests),
+                "effects": dict(self.effects),
+                "repeats": self.repeats,
+                "throttled": self.throttled,
+                "peak_in_flight": self.peak_in_flight,
+                "deleted": sorted(self.deleted),
+                "config": dict(self.config),
+            }
+
+
+class Handler(BaseHTTPRequestHandler):
+    server: SandboxServer
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
+        return
+
+    def _json(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
+        data = b"" if status == 204 else json.dumps(body).encode()
+        self.send_response(status)
+        if status != 204:
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _body(self) -> dict[str, Any]:
+        length = int(self.headers.get("Content-Length") or 0)
+        return json.loads(self.rfile.read(length) or b"{}")
+
+    def do_GET(self) -> None:
+        if self.path == "/_sandbox/stats":
+            self._json(200, self.server.state.stats())
+        else:
+            self._json(404, {"error": "not found"})
+
+    def do_POST(self) -> None:
+        state = self.server.state
+        if self.path == "/_sandbox/config":
+            state.configure(**self._body())
+            self._json(200, {"ok": True})
+        elif self.path == "/_sandbox/reset":
+            state.reset(**self._body())
+            self._json(200, {"ok": True})
+        else:
+            self._json(404, {"error": "not found"})
+
+    def do_DELETE(self) -> None:
+        state = self.server.state
+        object_id = self.path.rstrip("/").rsplit("/", 1)[-1]
+        key = self.headers.get("Idempotency-Key")
+        with state.lock:
+            state.in_flight += 1
+            state.peak_in_flight = max(state.peak_in_flight, state.in_flight)
+        try:
+            latency = state.config["latency_ms"]
+            if latency:
+                time.sleep(latency / 1000)
+            status, headers, drop = self._decide(object_id, key, self.path)
+        finally:
+            with state.lock:
+                state.in_flight -= 1
+        if drop:
+            self.close_connection = True
+            self.connection.shutdown(2)
+            return
+        self._json(status, {"object": object_id, "status": status}, headers)
+
+    def _decide(
+        self, object_id: str, key: str | None, path: str
+    ) -> tuple[int, dict[str, str], bool]:
+        state = self.server.state
+        with state.lock:
+            record = {"t": time.time(), "object": object_id, "path": path, "key": key, "status": 0}
+            state.requests.append(record)
+            config = state.config
+            if config["deny_all"]:
+                record["status"] = 401
+                return 401, {}, False
+            wait = state.take_token()
+            if record["t"] < state.storm_until:
+                wait = max(wait, 0.001)  # answers Retry-After: 1 all through the storm
+            if wait:
+                state.throttled += 1
+                record["status"] = 429
+                return 429, {"Retry-After": str(max(1, math.ceil(wait)))}, False
+            if key and key in state.by_key:
+                state.repeats += 1
+                record["status"] = state.by_key[key][0]
+                return state.by_key[key][0], {"Idempotent-Replayed": "true"}, False
+            if object_id in config["hold"]:
+                record["status"] = 403
+                return 403, {}, False
+            if object_id in config["reject"]:
+                record["status"] = 422
+                return 422, {}, False
+            if object_id in config["redirect"]:
+                record["status"] = 307
+                return 307, {"Location": config["redirect"][object_id]}, False
+            failures = int(config["fail_5xx"].get(object_id, 0))
+            if state.failures_given.get(object_id, 0) < failures:
+                state.failures_given[object_id] = state.failures_given.get(object_id, 0) + 1
+                record["status"] = 503
+                return 503, {}, False
+            status = 404 if object_id in state.deleted else 204
+            if status == 204:
+                state.deleted.add(object_id)
+                state.effects[object_id] = state.effects.get(object_id, 0) + 1
+            if key:
+                state.by_key[key] = (status, object_id)
+            record["status"] = status
+            drop = object_id in config["drop_after_apply"] and object_id not in state.dropped
+            if drop:
+                state.dropped.add(object_id)
+                record["status"] = -1
+            return status, {}, drop
+
+
+class SandboxServer(ThreadingHTTPServer):
+    """The API on a loopback port (0 picks a free one); ``start()`` serves in a thread."""
+
+    daemon_threads = True
+
+    def __init__(self, port: int = 0, **config: Any) -> None:
+        super().__init__(("127.0.0.1", port), Handler)
+        self.state = SandboxState(**config)
+        self.thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+    def start(self) -> SandboxServer:
+        self.thread = threading.Thread(target=self.serve_forever, daemon=True)
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.shutdown()
+        self.server_close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--rate", type=float, default=DEFAULTS["rate"])
+    parser.add_argument("--burst", type=float, default=None)
+    args = parser.parse_args()
+    server = SandboxServer(args.port, rate=args.rate, burst=args.burst)
+    print(f"sandbox deletion API on {server.url} (rate {args.rate}/s)", flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

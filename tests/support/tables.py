@@ -1,0 +1,115 @@
+"""Small, exactly known tables in the real test database, and plan requests over them."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+from typing import Any
+
+from psycopg import sql
+
+from retention.db.connection import Connection
+from retention.policy import Policy
+from retention.rows.planner import PlanRequest, plan_windows
+from retention.rows.windows import Window
+
+CUTOFF = dt.datetime(2026, 3, 1, tzinfo=dt.UTC)
+
+
+def create_table(
+    db: Connection, name: str, rows: Iterable[tuple[int, int | None, dt.datetime]]
+) -> None:
+    """public.<name>(id, tenant_id, created_at, payload) with the recommended indexes."""
+    table = sql.Identifier("public", name)
+    db.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(table))
+    db.execute(
+        sql.SQL(
+            "CREATE TABLE {} (id bigint PRIMARY KEY, tenant_id integer, "
+            "created_at timestamptz NOT NULL, payload text NOT NULL DEFAULT 'x')"
+        ).format(table)
+    )
+    with db.cursor() as cur:
+        cur.executemany(
+            sql.SQL("INSERT INTO {} (id, tenant_id, created_at) VALUES (%s, %s, %s)").format(table),
+            list(rows),
+        )
+    db.execute(sql.SQL("CREATE INDEX ON {} (tenant_id, id)").format(table))
+    db.execute(sql.SQL("CREATE INDEX ON {} (created_at)").format(table))
+
+
+def ids_left(db: Connection, name: str) -> list[int]:
+    rows = db.execute(
+        sql.SQL("SELECT id FROM {} ORDER BY id").format(sql.Identifier("public", name))
+    )
+    return [r["id"] for r in rows]
+
+
+def request(
+    policy: Policy, run_id: str = "run-1", plan_id: str | None = None, **kw: object
+) -> PlanRequest:
+    values: dict[str, object] = {
+        "policy": policy,
+        "run_id": run_id,
+        "plan_id": plan_id or f"{run_id}@a",
+        "cutoff": CUTOFF,
+        "anchor_source": "logical_date",
+        "logical_date": CUTOFF + dt.timedelta(days=policy.retain_days),
+        "window_rows": policy.window_rows,
+        "batch_rows": policy.batch_rows,
+        "max_windows": 1024,
+        "dry_run": False,
+    }
+    values.update(kw)
+    return PlanRequest(**values)  # type: ignore[arg-type]
+
+
+def old(seconds: int = 0) -> dt.datetime:
+    """A timestamp before the cutoff (eligible)."""
+    return CUTOFF - dt.timedelta(days=1, seconds=seconds)
+
+
+def new(seconds: int = 0) -> dt.datetime:
+    """A timestamp after the cutoff (kept)."""
+    return CUTOFF + dt.timedelta(days=1, seconds=seconds)
+
+
+def create_media_table(
+    db: Connection, name: str, rows: int, *, tenants: int = 3, new_rows: int = 0
+) -> None:
+    """public.<name>(id, tenant_id, created_at, object_key, version).
+
+    ``rows`` rows are older than the cutoff, ``new_rows`` newer.
+    """
+    table = sql.Identifier("public", name)
+    db.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(table))
+    db.execute(
+        sql.SQL(
+            "CREATE TABLE {} (id bigint PRIMARY KEY, tenant_id integer NOT NULL, "
+            "created_at timestamptz NOT NULL, object_key text NOT NULL, version integer NOT NULL)"
+        ).format(table)
+    )
+    db.execute(
+        sql.SQL(
+            "INSERT INTO {} SELECT g, 1 + g %% %(tenants)s, "
+            "CASE WHEN g <= %(rows)s THEN %(old)s ELSE %(new)s END, 'obj-' || g, 1 "
+            "FROM generate_series(1, %(total)s) AS g"
+        ).format(table),
+        {
+            "tenants": tenants,
+            "rows": rows,
+            "total": rows + new_rows,
+            "old": CUTOFF - dt.timedelta(days=2),
+            "new": CUTOFF + dt.timedelta(days=2),
+        },
+    )
+    db.execute(sql.SQL("CREATE INDEX ON {} (tenant_id, id)").format(table))
+
+
+def plan(db: Connection, policy: Policy, **kw: Any) -> list[Window]:
+    return plan_windows(db, request(policy, **kw))
+
+
+def count(db: Connection, query: str, *params: Any) -> int:
+    row = db.execute(query, params).fetchone()  # type: ignore[arg-type]
+    assert row is not None
+    return int(next(iter(row.values())))

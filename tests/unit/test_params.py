@@ -1,0 +1,33 @@
+"""Trigger-form params: bounded in the form and checked again in the task."""
+
+from __future__ import annotations
+
+import pytest
+
+from retention.policy.params import ParamError, RunSettings, run_settings
+from tests.support.policies import make_policy
+
+
+def test_params_default_to_the_policy() -> None:
+    policy = make_policy("p", window_rows=1000, batch_rows=100)
+    assert run_settings(policy, {}) == RunSettings(False, 1000, 100)
+    assert run_settings(policy, {"dry_run": True, "window_rows": 50, "batch_rows": 50}) == (
+        RunSettings(True, 50, 50)
+    )
+
+
+@pytest.mark.parametrize(
+    ("params", "words"),
+    [
+        ({"window_rows": 10_000_001}, "'window_rows' must be a whole number in [1, 10000000]"),
+        ({"batch_rows": 100_001, "window_rows": 200_000}, "'batch_rows' must be a whole number"),
+        ({"window_rows": -1}, "'window_rows'"),
+        ({"window_rows": True}, "'window_rows'"),
+        ({"batch_rows": 500, "window_rows": 100}, "'batch_rows' (500) is larger than window_rows"),
+        ({"dry_run": "yes"}, "'dry_run' must be true or false"),
+    ],
+)
+def test_out_of_bounds_params_are_refused_by_name(params: dict, words: str) -> None:
+    with pytest.raises(ParamError) as refused:
+        run_settings(make_policy("p", window_rows=1000, batch_rows=100), params)
+    assert words in str(refused.value)

@@ -1,0 +1,253 @@
+"""Policy file validation: every problem names the policy and the field (pure, no database)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import pytest
+import yaml
+
+from retention.policy import load_policies, parse_policy
+from tests.support.policies import policy_fields
+
+
+def write_policies(tmp_path: Path, policies: dict) -> Path:
+    path = tmp_path / "policies.yaml"
+    path.write_text(yaml.safe_dump({"policies": policies}, sort_keys=False))
+    return path
+
+
+def test_valid_policy_parses_with_defaults() -> None:
+    policy, problems = parse_policy("event_logs", policy_fields("event_logs"))
+    assert problems == []
+    assert policy is not None
+    assert policy.dag_id == "retention__event_logs"
+    assert str(policy.table) == "public.event_logs"
+    assert policy.start_date == dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    assert policy.owner == "data-platform"
+
+
+def test_table_without_schema_defaults_to_public() -> None:
+    policy, _ = parse_policy("p", policy_fields("p", table="events"))
+    assert policy is not None
+    assert (policy.table_spec.schema, policy.table_spec.name) == ("public", "events")
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field", "words"),
+    [
+        ({"colour": "blue"}, "colour", "unknown field"),
+        ({"key_column": "id; DROP TABLE x"}, "key_column", "not a plain SQL identifier"),
+        ({"table": "public.events.extra"}, "table", "schema.table"),
+        ({"table": 'public."odd"'}, "table", "schema.table"),
+        ({"tenant_column": "tenant-id"}, "tenant_column", "not a plain SQL identifier"),
+        ({"retain_days": 0}, "retain_days", "greater than 0"),
+        ({"retain_days": -3}, "retain_days", "greater than 0"),
+        ({"retain_days": "30"}, "retain_days", "whole number"),
+        ({"retain_days": True}, "retain_days", "whole number"),
+        ({"batch_rows": 2000, "window_rows": 1000}, "batch_rows", "larger than window_rows"),
+        ({"table": None}, "table", "required field is missing"),
+        ({"schedule": "@fortnightly"}, "schedule", "unknown preset"),
+        ({"schedule": "every day"}, "schedule", "cron expression"),
+        ({"start_date": "yesterday"}, "start_date", "ISO date"),
+        ({"pool": ""}, "pool", "non-empty string"),
+        ({"window_per_tenant": "yes"}, "window_per_tenant", "true or false"),
+    ],
+)
+def test_bad_field_is_named(overrides: dict, field: str, words: str) -> None:
+    policy, problems = parse_policy("media", policy_fields("media", **overrides))
+    assert policy is None
+    assert any(p.field == field and words in p.message for p in problems), problems
+    assert all(p.policy == "media" for p in problems)
+    assert f"policy 'media', field '{field}'" in "\n".join(str(p) for p in problems)
+
+
+def test_one_bad_policy_does_not_hide_the_good_ones(tmp_path: Path) -> None:
+    path = write_policies(
+        tmp_path,
+        {
+            "good": policy_fields("good"),
+            "bad": policy_fields("bad", retain_days=0),
+            "also_good": policy_fields("also_good"),
+        },
+    )
+    loaded = load_policies(path)
+    assert [p.name for p in loaded.policies] == ["good", "also_good"]
+    report = loaded.error_report()
+    assert "policy 'bad', field 'retain_days'" in report
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("policies: [1, 2", "not valid YAML"),
+        ("just a string", "expected a mapping"),
+        ("policies: {}\nextra: 1", "unknown top-level key"),
+    ],
+)
+def test_broken_file_is_reported(tmp_path: Path, text: str, words: str) -> None:
+    path = tmp_path / "policies.yaml"
+    path.write_text(text)
+    loaded = load_policies(path)
+    assert loaded.policies == []
+    assert words in loaded.error_report()
+
+
+def test_missing_file_is_reported(tmp_path: Path) -> None:
+    loaded = load_policies(tmp_path / "nope.yaml")
+    assert "file not found" in loaded.error_report()
+
+
+def test_defaults_are_stated_once_and_remote_policies_get_a_lag_limit() -> None:
+    plain, _ = parse_policy("p", policy_fields("p"))
+    assert plain is not None
+    assert plain.max_lag_hours is None
+    assert (plain.timeouts.lock_ms, plain.timeouts.statement_ms) == (1000, 10_000)
+    remote = {
+        "http_conn_id": "api",
+        "endpoint": "/v1/{object_id}",
+        "object_id_column": "object_key",
+        "rate_per_second": 5,
+        "burst": 5,
+        "pool": "api_pool",
+    }
+    policy, problems = parse_policy("r", policy_fields("r", remote=remote))
+    assert problems == []
+    assert policy is not None
+    assert policy.max_lag_hours == 72
+    assert policy.remote is not None
+    assert (policy.remote.scope, policy.remote.max_attempts, policy.remote.lease) == ("api", 8, 60)
+
+
+REMOTE = {
+    "http_conn_id": "api",
+    "endpoint": "/v1/{object_id}",
+    "object_id_column": "object_key",
+    "rate_per_second": 5,
+    "burst": 5,
+    "pool": "api_pool",
+}
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field", "words"),
+    [
+        (
+            {"remote": {**REMOTE, "rate_per_second": float("inf")}},
+            "remote.rate_per_second",
+            "finite",
+        ),
+        (
+            {"remote": {**REMOTE, "rate_per_second": float("nan")}},
+            "remote.rate_per_second",
+            "finite",
+        ),
+        ({"remote": {**REMOTE, "rate_per_second": 0}}, "remote.rate_per_second", "greater than 0"),
+        ({"remote": {**REMOTE, "burst": 1.5}}, "remote.burst", "whole number"),
+        ({"max_lag_hours": float("inf")}, "max_lag_hours", "finite"),
+        ({"schedule": "99 99 * * *"}, "schedule", "not a cron expression"),
+        ({"schedule": "0 0 * *"}, "schedule", "not a cron expression"),
+        ({"tags": ["x" * 101]}, "tags", "at most 100 characters"),
+        ({"tags": [""]}, "tags", "non-empty"),
+        ({"key_column": "id\n"}, "key_column", "not a plain SQL identifier"),
+        ({"table": "public.events\n"}, "table", "schema.table"),
+        (
+            {"remote": {**REMOTE, "idempotency_header": "Idem-Key\n"}},
+            "remote.idempotency_header",
+            "header",
+        ),
+        ({"remote": {**REMOTE, "colour": 1}}, "remote.colour", "unknown field"),
+        ({"remote": {**REMOTE, "method": "GET"}}, "remote.method", "must be one of"),
+        (
+            {"remote": {**REMOTE, "endpoint": "/v1/{object}"}},
+            "remote.endpoint",
+            "unknown placeholder",
+        ),
+        ({"remote": {**REMOTE, "endpoint": "/v1/{{object_id}}"}}, "remote.endpoint", "{object_id}"),
+        (
+            {"remote": {**REMOTE, "endpoint": "/t/{tenant_id}/{object_id}"}, "tenant_column": None},
+            "remote.endpoint",
+            "tenant_column",
+        ),
+        ({"remote": {**REMOTE, "lease_seconds": 5}}, "remote", "longer than request_timeout"),
+        ({"remote": "yes"}, "remote", "mapping"),
+        ({"notify": {"http_conn_id": "e", "endpoint": "/e"}}, "notify", "needs a remote section"),
+        ({"remote": REMOTE, "notify": {"http_conn_id": "e"}}, "notify.endpoint", "required"),
+        (
+            {
+                "remote": REMOTE,
+                "notify": {"http_conn_id": "e", "endpoint": "/e", "max_attempts": 0},
+            },
+            "notify.max_attempts",
+            "greater than 0",
+        ),
+        (
+            {"remote": REMOTE, "notify": {"http_conn_id": "e", "endpoint": "/e", "x": 1}},
+            "notify.x",
+            "unknown field",
+        ),
+        ({"window_rows": 10_000_001, "batch_rows": 10}, "window_rows", "at most 10000000"),
+    ],
+)
+def test_bad_remote_notify_and_numeric_fields_are_named(overrides, field, words) -> None:
+    policy, problems = parse_policy("media", policy_fields("media", **overrides))
+    assert policy is None
+    assert any(p.field == field and words in p.message for p in problems), problems
+
+
+def test_a_trailing_newline_in_a_policy_name_is_refused(tmp_path: Path) -> None:
+    policy, problems = parse_policy("media\n", policy_fields("media"))
+    assert policy is None
+    assert problems[0].field == "name"
+
+
+def test_duplicate_keys_are_refused_with_their_lines(tmp_path: Path) -> None:
+    good = yaml.safe_dump({"policies": {"good": policy_fields("good")}})
+    bad = yaml.safe_dump(policy_fields("bad"), sort_keys=False).replace("\n", "\n    ")
+    path = tmp_path / "policies.yaml"
+    path.write_text(f"{good}  bad:\n    {bad}retain_days: 7\n")
+    loaded = load_policies(path)
+    assert [p.name for p in loaded.policies] == ["good"]
+    (problem,) = loaded.problems
+    assert (problem.policy, problem.field) == ("bad", "retain_days")
+    assert "appears 2 times" in problem.message
+
+
+def test_policies_sharing_a_limiter_scope_must_agree(tmp_path: Path) -> None:
+    def remote(rate: float) -> dict:
+        return {**REMOTE, "limiter_scope": "shared_api", "rate_per_second": rate}
+
+    path = write_policies(
+        tmp_path,
+        {
+            "a": policy_fields("a", remote=remote(5)),
+            "b": policy_fields("b", remote=remote(10)),
+            "c": policy_fields("c", remote={**REMOTE, "limiter_scope": "other"}),
+            "d": policy_fields("d", remote=remote(5)),
+        },
+    )
+    loaded = load_policies(path)
+    assert [p.name for p in loaded.policies] == ["c"]
+    assert {p.policy for p in loaded.problems} == {"a", "b", "d"}
+    assert all(p.field == "remote.limiter_scope" for p in loaded.problems)
+    assert "rate_per_second 10" in loaded.problems[0].message
+
+
+def test_unknown_pools_are_warnings_for_the_dag_docs(tmp_path: Path) -> None:
+    settings = tmp_path / "airflow_settings.yaml"
+    settings.write_text("airflow:\n  pools:\n    - pool_name: known\n      pool_slot: 2\n")
+    path = write_policies(
+        tmp_path,
+        {
+            "known_pool": policy_fields("known_pool", pool="known"),
+            "typo": policy_fields("typo", pool="knwon"),
+            "remote": policy_fields("remote", pool="known", remote=REMOTE),
+        },
+    )
+    loaded = load_policies(path, settings)
+    assert [p.name for p in loaded.policies] == ["known_pool", "typo", "remote"]
+    assert "known_pool" not in loaded.warnings
+    assert "pool `knwon`" in loaded.warnings["typo"][0]
+    assert any("remote.pool" in w for w in loaded.warnings["remote"])
+    assert any("is unused" in w for w in loaded.warnings["remote"])

@@ -1,0 +1,177 @@
+"""The classification tables and the decisions they lead to (pure)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from retention.events.outbox import Event, decide_event
+from retention.objects.operations import Operation, decide_operation
+from retention.queue.classify import (
+    EVENTS,
+    Classification,
+    Outcome,
+    backoff_seconds,
+    classify,
+    jitter_fraction,
+    parse_retry_after,
+)
+from tests.support.policies import remote_policy
+
+NOW = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.UTC)
+
+
+@pytest.mark.parametrize(
+    ("status", "headers", "error", "outcome", "failure_class"),
+    [
+        (200, {}, None, Outcome.CONFIRMED, None),
+        (202, {}, None, Outcome.CONFIRMED, None),
+        (204, {}, None, Outcome.CONFIRMED, None),
+        (404, {}, None, Outcome.CONFIRMED, None),
+        (410, {}, None, Outcome.CONFIRMED, None),
+        (429, {}, None, Outcome.RATE_LIMITED, "rate_limited"),
+        (429, {"Retry-After": "7"}, None, Outcome.RATE_LIMITED, "rate_limited"),
+        (503, {"Retry-After": "3"}, None, Outcome.RATE_LIMITED, "rate_limited"),
+        (503, {}, None, Outcome.UNCERTAIN, "http_503"),
+        (500, {}, None, Outcome.UNCERTAIN, "http_500"),
+        (502, {}, None, Outcome.UNCERTAIN, "http_502"),
+        (409, {}, None, Outcome.UNCERTAIN, "http_409"),
+        (408, {}, None, Outcome.UNCERTAIN, "http_408"),
+        (None, {}, "timeout", Outcome.UNCERTAIN, "timeout"),
+        (None, {}, "connection", Outcome.UNCERTAIN, "connection"),
+        (400, {}, None, Outcome.REJECTED, "http_400"),
+        (422, {}, None, Outcome.REJECTED, "http_422"),
+        (405, {}, None, Outcome.REJECTED, "http_405"),
+        (401, {}, None, Outcome.AUTH, "http_401"),
+        (403, {}, None, Outcome.AUTH, "http_403"),
+    ],
+)
+def test_classification_table(status, headers, error, outcome, failure_class) -> None:
+    result = classify(status, headers, error, NOW)
+    assert result.outcome is outcome
+    assert result.failure_class == failure_class
+
+
+def test_retry_after_in_seconds_and_as_http_date() -> None:
+    assert classify(429, {"retry-after": "7"}, None, NOW).retry_after_seconds == 7
+    date = "Sun, 29 Nov 2026 12:00:30 GMT"
+    assert parse_retry_after(date, NOW) == 30
+    assert parse_retry_after("Sun, 29 Nov 2026 11:00:00 GMT", NOW) == 0
+    assert parse_retry_after("soon", NOW) is None
+    assert classify(429, {}, None, NOW).retry_after_seconds == 1
+
+
+@pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
+def test_redirects_are_failed_attempts_in_both_tables(status: int) -> None:
+    headers = {"Location": "http://elsewhere.example/x"}
+    operation = classify(status, headers, None, NOW)
+    event = classify(status, headers, None, NOW, EVENTS)
+    assert operation.outcome is Outcome.UNCERTAIN
+    assert event.outcome is Outcome.UNCERTAIN
+    assert operation.failure_class == event.failure_class == f"http_{status}"
+    assert "not followed" in operation.reason
+
+
+@pytest.mark.parametrize(
+    ("status", "headers", "outcome"),
+    [
+        (200, {}, Outcome.CONFIRMED),
+        (204, {}, Outcome.CONFIRMED),
+        (410, {}, Outcome.GONE),
+        (404, {}, Outcome.UNCERTAIN),
+        (401, {}, Outcome.UNCERTAIN),
+        (500, {}, Outcome.UNCERTAIN),
+        (429, {}, Outcome.RATE_LIMITED),
+        (503, {"Retry-After": "2"}, Outcome.RATE_LIMITED),
+    ],
+)
+def test_event_classification_table(status: int, headers: dict, outcome: Outcome) -> None:
+    assert classify(status, headers, None, NOW, EVENTS).outcome is outcome
+
+
+def test_backoff_is_capped_exponential_with_jitter() -> None:
+    for attempt, step in ((1, 2), (2, 4), (3, 8), (10, 60)):
+        values = [
+            backoff_seconds(attempt, 2, 60, jitter_fraction(f"k{i}", attempt)) for i in range(50)
+        ]
+        assert all(step / 2 <= v <= step for v in values)
+        assert len(set(values)) > 1, "different jobs spread out"
+    assert backoff_seconds(3, 2, 60, 0.0) == 4
+    assert backoff_seconds(3, 2, 60, 0.999) == pytest.approx(8, abs=0.01)
+
+
+def test_jitter_is_a_pure_function_of_the_job_and_the_attempt() -> None:
+    assert jitter_fraction("k", 1) == jitter_fraction("k", 1)
+    assert jitter_fraction("k", 1) != jitter_fraction("k", 2)
+    assert all(0 <= jitter_fraction(f"k{i}", 1) < 1 for i in range(100))
+
+
+def claimed(attempts: int = 0, auth: int = 0) -> Operation:
+    return Operation("k", 1, "obj", None, "1", "w", attempts, 1, auth)
+
+
+def proven(c: Classification) -> Classification:
+    return Classification(
+        c.outcome, c.status, c.failure_class, c.retry_after_seconds, c.reason, True
+    )
+
+
+def test_decisions() -> None:
+    remote = remote_policy("p", max_attempts=3).remote
+    roomy = remote.model_copy(update={"max_attempts": 10})
+
+    def decide(op: Operation, status: int, headers=None, spec=remote, credentials_proven=False):
+        c = classify(status, headers or {}, None, NOW)
+        return decide_operation(op, proven(c) if credentials_proven else c, NOW, spec)
+
+    assert decide(claimed(), 204).state == "done"
+    limited = decide(claimed(), 429, {"Retry-After": "5"})
+    assert (limited.state, limited.attempt_spent, limited.rate_limited) == ("pending", 0, 1)
+    assert limited.not_before is not None
+    later = limited.not_before - NOW
+    assert dt.timedelta(seconds=5) <= later <= dt.timedelta(seconds=5.5)
+    assert decide(claimed(), 500).state == "pending"
+    assert decide(claimed(attempts=2), 500).failure_class == "max_attempts"
+    assert decide(claimed(attempts=2), 500).state == "dead"
+    rejected = decide(claimed(), 422)
+    assert (rejected.state, rejected.failure_class) == ("dead", "http_422")
+    assert decide(claimed(auth=0), 403).state == "pending"
+    held = decide(claimed(attempts=1, auth=2), 403, spec=roomy, credentials_proven=True)
+    assert (held.state, held.failure_class) == ("dead", "http_403")
+    outage = decide(claimed(attempts=1, auth=2), 401, spec=roomy)
+    assert (outage.state, outage.attempt_spent) == ("pending", 0), "no success seen: credentials"
+    never_exhausted = decide(claimed(attempts=2, auth=0), 401)
+    assert never_exhausted.state == "pending", "401s do not spend max_attempts"
+
+
+def test_decide_is_pure_the_clock_is_passed_in() -> None:
+    remote = remote_policy("p").remote
+    c = classify(500, {}, None, NOW)
+    first = decide_operation(claimed(attempts=1), c, NOW, remote)
+    assert first == decide_operation(claimed(attempts=1), c, NOW, remote)
+    later = decide_operation(claimed(attempts=1), c, NOW + dt.timedelta(hours=1), remote)
+    assert later.not_before == first.not_before + dt.timedelta(hours=1)
+
+
+def test_event_decisions() -> None:
+    notify = remote_policy(
+        "p", notify={"http_conn_id": "e", "endpoint": "/e", "max_attempts": 3}
+    ).notify
+    event = Event("evt_1", "{}", 0)
+
+    def decide(status: int, attempts: int = 0, headers=None):
+        c = classify(status, headers or {}, None, NOW, EVENTS)
+        return decide_event(Event("evt_1", "{}", attempts), c, NOW, notify)
+
+    assert decide(204).state == "delivered"
+    snoozed = decide(429, headers={"Retry-After": "30"})
+    assert (snoozed.state, snoozed.attempt_spent) == ("pending", 0)
+    assert snoozed.not_before is not None
+    assert snoozed.not_before >= NOW + dt.timedelta(seconds=30)
+    gone = decide(410)
+    assert (gone.state, gone.attempt_spent, gone.not_before) == ("pending", 0, None)
+    retry = decide(500, attempts=1)
+    assert (retry.state, retry.attempt_spent) == ("pending", 1)
+    assert decide(500, attempts=2).state == "dead"
+    assert event.key == "evt_1"
