@@ -14,6 +14,12 @@ from tests.support.policies import policy_fields
 DAGS = ROOT / "dags"
 
 
+def write_policies(tmp_path: Path, policies: dict) -> Path:
+    path = tmp_path / "policies.yaml"
+    path.write_text(yaml.safe_dump({"policies": policies}))
+    return path
+
+
 def dag_bag(policies: Path | None, monkeypatch: pytest.MonkeyPatch) -> DagBag:
     if policies is not None:
         monkeypatch.setenv("RETENTION_POLICIES", str(policies))
@@ -92,16 +98,12 @@ def test_params_are_validated(shipped: DagBag) -> None:
 def test_bad_policy_is_an_import_error_that_names_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    path = tmp_path / "policies.yaml"
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "policies": {
-                    "fine": policy_fields("fine"),
-                    "broken": policy_fields("broken", batch_rows=5000, window_rows=100),
-                }
-            }
-        )
+    path = write_policies(
+        tmp_path,
+        {
+            "fine": policy_fields("fine"),
+            "broken": policy_fields("broken", batch_rows=5000, window_rows=100),
+        },
     )
     bag = dag_bag(path, monkeypatch)
     assert sorted(bag.dags) == ["retention__fine", "retention__replay"]
@@ -144,17 +146,13 @@ def test_a_policy_whose_dag_cannot_be_built_is_named_and_the_others_load(
         return real_build(policy, warnings, **kwargs)
 
     monkeypatch.setattr(dag_factory, "build_dag", build_or_fail)
-    path = tmp_path / "policies.yaml"
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "policies": {
-                    "fine": policy_fields("fine"),
-                    "odd": policy_fields("odd"),
-                    "also_fine": policy_fields("also_fine", tags=["x" * 100]),
-                }
-            }
-        )
+    path = write_policies(
+        tmp_path,
+        {
+            "fine": policy_fields("fine"),
+            "odd": policy_fields("odd"),
+            "also_fine": policy_fields("also_fine", tags=["x" * 100]),
+        },
     )
     bag = dag_bag(path, monkeypatch)
     assert sorted(bag.dags) == ["retention__also_fine", "retention__fine", "retention__replay"]
@@ -165,16 +163,12 @@ def test_a_policy_whose_dag_cannot_be_built_is_named_and_the_others_load(
 def test_a_101_character_tag_is_named_and_leaves_the_other_policies_loaded(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    path = tmp_path / "policies.yaml"
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "policies": {
-                    "fine": policy_fields("fine"),
-                    "long_tag": policy_fields("long_tag", tags=["x" * 101]),
-                }
-            }
-        )
+    path = write_policies(
+        tmp_path,
+        {
+            "fine": policy_fields("fine"),
+            "long_tag": policy_fields("long_tag", tags=["x" * 101]),
+        },
     )
     bag = dag_bag(path, monkeypatch)
     assert sorted(bag.dags) == ["retention__fine", "retention__replay"]

@@ -30,13 +30,8 @@ from retention.db.connection import Connection
 from retention.db.sqlfiles import query
 from retention.policy.model import NotifySpec
 from retention.queue.classify import EVENTS as EVENTS_TABLE
-from retention.queue.classify import (
-    Classification,
-    Outcome,
-    backoff_seconds,
-    jitter_fraction,
-    retry_after_with_jitter,
-)
+from retention.queue.classify import Classification, Outcome
+from retention.queue.decisions import dead, retried, snoozed
 from retention.queue.http import HttpResult, HttpSender
 from retention.queue.leased import EVENTS, Finish, LeasedQueue
 from retention.queue.worker import Attempt, Stop, Worker, WorkerStats
@@ -71,30 +66,19 @@ def decide_event(event: Event, c: Classification, now: dt.datetime, notify: Noti
     if c.outcome is Outcome.CONFIRMED:
         return Finish("delivered", c.outcome, c.status)
     if c.outcome is Outcome.RATE_LIMITED:
-        wait = retry_after_with_jitter(c.retry_after_seconds or 1.0, jitter_fraction(event.key, 0))
-        return Finish(
-            "pending",
-            c.outcome,
-            c.status,
-            c.failure_class,
-            c.reason,
-            now + dt.timedelta(seconds=wait),
-            attempt_spent=0,
-            rate_limited=1,
-        )
+        return snoozed(event.key, c, now)
     if c.outcome is Outcome.GONE:  # not the event's fault: it waits for the receiver
         return Finish("pending", c.outcome, c.status, c.failure_class, c.reason, attempt_spent=0)
     attempts = event.attempts + 1
     if attempts >= notify.max_attempts:
-        return Finish("dead", c.outcome, c.status, c.failure_class, c.reason)
-    wait = backoff_seconds(
+        return dead(c)
+    return retried(
+        event.key,
         attempts,
-        notify.backoff_base_seconds,
-        notify.backoff_max_seconds,
-        jitter_fraction(event.key, attempts),
-    )
-    return Finish(
-        "pending", c.outcome, c.status, c.failure_class, c.reason, now + dt.timedelta(seconds=wait)
+        c,
+        now,
+        base=notify.backoff_base_seconds,
+        cap=notify.backoff_max_seconds,
     )
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from retention.db.connection import Connection
 from retention.db.sqlfiles import query
-from retention.queue.leased import EVENTS, OPERATIONS, LeasedQueue
+from retention.queue.leased import EVENTS, OPERATIONS, LeasedQueue, QueueTable
 
 
 class ReplayError(ValueError):
@@ -48,15 +48,10 @@ def replay_dead(
             "name the operations to replay: give operation keys or a failure class "
             "(optionally with 'since'); replaying every dead operation at once is refused"
         )
-    row = LeasedQueue(OPERATIONS, policy, 0).replay(
-        conn,
-        ids=operation_keys,
-        failure_class=failure_class,
-        since=since,
-        requested_by=requested_by,
-        reason=reason,
+    moved = _replay(
+        OPERATIONS, conn, policy, operation_keys, failure_class, since, requested_by, reason
     )
-    return {"replay_id": row["replay_id"], "operation_keys": row["ids"]}
+    return {"replay_id": moved["replay_id"], "operation_keys": moved["ids"]}
 
 
 def replay_dead_events(
@@ -71,12 +66,25 @@ def replay_dead_events(
     """Move exhausted (dead) events back to pending, attempts reset, with an audit row."""
     if not event_ids and since is None:
         raise ReplayError("name the events to replay: give event ids or 'since'")
-    row = LeasedQueue(EVENTS, policy, 0).replay(
+    moved = _replay(EVENTS, conn, policy, event_ids, None, since, requested_by, reason)
+    return {"replay_id": moved["replay_id"], "event_ids": moved["ids"]}
+
+
+def _replay(
+    table: QueueTable,
+    conn: Connection,
+    policy: str,
+    ids: list[str] | None,
+    failure_class: str | None,
+    since: dt.datetime | None,
+    requested_by: str,
+    reason: str | None,
+) -> dict[str, Any]:
+    return LeasedQueue(table, policy, lease_seconds=0).replay(
         conn,
-        ids=event_ids,
-        failure_class=None,
+        ids=ids,
+        failure_class=failure_class,
         since=since,
         requested_by=requested_by,
         reason=reason,
     )
-    return {"replay_id": row["replay_id"], "event_ids": row["ids"]}

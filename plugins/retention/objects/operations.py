@@ -14,7 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any
 from urllib.parse import quote
@@ -25,16 +25,9 @@ from psycopg import sql
 from retention.db.connection import Connection, bounded
 from retention.db.sqlfiles import query
 from retention.policy.model import Policy, RemoteSpec
-from retention.queue.classify import (
-    OPERATIONS as OPERATIONS_TABLE,
-)
-from retention.queue.classify import (
-    Classification,
-    Outcome,
-    backoff_seconds,
-    jitter_fraction,
-    retry_after_with_jitter,
-)
+from retention.queue.classify import OPERATIONS as OPERATIONS_TABLE
+from retention.queue.classify import Classification, Outcome
+from retention.queue.decisions import dead, retried, snoozed
 from retention.queue.http import HttpResult, HttpSender
 from retention.queue.leased import OPERATIONS, Finish, LeasedQueue
 from retention.queue.worker import Attempt, Stop, WorkerStats
@@ -100,48 +93,21 @@ def decide_operation(
     if c.outcome is Outcome.CONFIRMED:
         return Finish("done", c.outcome, c.status, reason=c.reason)
     if c.outcome is Outcome.RATE_LIMITED:
-        wait = retry_after_with_jitter(c.retry_after_seconds or 1.0, jitter_fraction(op.key, 0))
-        return Finish(
-            "pending",
-            c.outcome,
-            c.status,
-            c.failure_class,
-            c.reason,
-            now + dt.timedelta(seconds=wait),
-            attempt_spent=0,
-            rate_limited=1,
-        )
+        return snoozed(op.key, c, now)
     if c.outcome is Outcome.REJECTED:
-        return Finish("dead", c.outcome, c.status, c.failure_class, c.reason)
-    auth = c.outcome is Outcome.AUTH
-    if auth and c.credentials_proven and op.auth_failure_count + 1 >= AUTH_REFUSALS_BEFORE_DEAD:
-        return Finish(
-            "dead",
-            c.outcome,
-            c.status,
-            c.failure_class,
-            f"{c.reason} on {AUTH_REFUSALS_BEFORE_DEAD} attempts in a row while other calls "
-            "succeed",
-            auth_failure=True,
+        return dead(c)
+    backoff = {"base": remote.backoff_base_seconds, "cap": remote.backoff_max_seconds}
+    if c.outcome is Outcome.AUTH:
+        refusals = op.auth_failure_count + 1
+        if c.credentials_proven and refusals >= AUTH_REFUSALS_BEFORE_DEAD:
+            held = f"{c.reason} on {refusals} attempts in a row while other calls succeed"
+            return replace(dead(c, reason=held), auth_failure=True)
+        return retried(op.key, refusals, c, now, **backoff, attempt_spent=0, auth_failure=True)
+    if attempts >= remote.max_attempts:
+        return dead(
+            c, failure_class="max_attempts", reason=f"{attempts} attempts; last: {c.reason}"
         )
-    if not auth and attempts >= remote.max_attempts:
-        return Finish(
-            "dead", c.outcome, c.status, "max_attempts", f"{attempts} attempts; last: {c.reason}"
-        )
-    step = op.auth_failure_count + 1 if auth else attempts
-    wait = backoff_seconds(
-        step, remote.backoff_base_seconds, remote.backoff_max_seconds, jitter_fraction(op.key, step)
-    )
-    return Finish(
-        "pending",
-        c.outcome,
-        c.status,
-        c.failure_class,
-        c.reason,
-        now + dt.timedelta(seconds=wait),
-        attempt_spent=0 if auth else 1,
-        auth_failure=auth,
-    )
+    return retried(op.key, attempts, c, now, **backoff)
 
 
 def enqueue_window(conn: Connection, policy: Policy, window: Window, batch_rows: int) -> int:
@@ -241,9 +207,7 @@ class OperationsKind:
         if not proven:
             row = conn.execute(query("recent_confirmations"), {"policy": self.policy.name})
             proven = bool(row.fetchone()["recent"])  # type: ignore[index]
-        return Classification(
-            c.outcome, c.status, c.failure_class, c.retry_after_seconds, c.reason, proven
-        )
+        return replace(c, credentials_proven=proven)
 
     def decide(self, job: Operation, c: Classification, now: dt.datetime) -> Finish:
         return decide_operation(job, c, now, self.remote)
