@@ -25,10 +25,22 @@ from typing import Any
 from airflow.sdk import DAG, Param, get_current_context, task
 
 from retention.airflow.connections import postgres
+from retention.airflow.steps import migrate_schema_step
 from retention.evidence.replay import replay_dead, replay_dead_events
-from retention.policy import load_policies
+from retention.policy import Policy, load_policies
 
 _remote_policies = {p.name: p for p in load_policies().policies if p.remote is not None}
+
+
+def _chosen(params: dict[str, Any]) -> Policy:
+    policy = _remote_policies.get(params["policy"])
+    if policy is None:
+        raise ValueError(
+            f"param 'policy': {params['policy']!r} is not a policy with a remote section; "
+            f"choose one of {sorted(_remote_policies)}"
+        )
+    return policy
+
 
 with DAG(
     dag_id="retention__replay",
@@ -72,15 +84,14 @@ with DAG(
 ):
 
     @task
+    def migrate_schema() -> dict[str, Any]:
+        return migrate_schema_step(_chosen(get_current_context()["params"]).postgres_conn_id)
+
+    @task
     def replay() -> dict[str, Any]:
         context = get_current_context()
         params = context["params"]
-        policy = _remote_policies.get(params["policy"])
-        if policy is None:
-            raise ValueError(
-                f"param 'policy': {params['policy']!r} is not a policy with a remote section; "
-                f"choose one of {sorted(_remote_policies)}"
-            )
+        policy = _chosen(params)
         since = dt.datetime.fromisoformat(params["since"]) if params.get("since") else None
         requested_by = f"{context['run_id']} by {context['dag_run'].triggering_user_name}"
         with postgres(policy.postgres_conn_id) as conn:
@@ -103,4 +114,4 @@ with DAG(
                 reason=params.get("reason"),
             )
 
-    replay()
+    migrate_schema() >> replay()

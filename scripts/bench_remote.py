@@ -23,7 +23,7 @@ import time
 from retention.db.connection import connect_dsn
 from retention.db.migrate import migrate
 from retention.objects.deleter import work_operations
-from retention.objects.operations import enqueue_window
+from retention.objects.operations import OperationsKind, enqueue_window
 from retention.policy import Policy, parse_policy
 from retention.queue.http import HttpResult, HttpSender, plain_sender
 from retention.rows.planner import plan_windows
@@ -102,7 +102,9 @@ def run_callers(dsn: str, policy: Policy, callers: int, seconds: float, url: str
             with connect_dsn(dsn) as conn:
                 sender = plain_sender(url, 5) if url else StubSender()
                 while (left := deadline - time.monotonic()) > 0:
-                    stats = work_operations(conn, policy, sender, budget_seconds=left)
+                    stats = work_operations(
+                        conn, OperationsKind(policy, sender), budget_seconds=left
+                    )
                     if not stats.claimed:
                         return
         except BaseException as exc:
@@ -154,7 +156,7 @@ def main() -> None:
     )
     print(f"  duplicate effects:     {duplicates}; idempotent repeats {stats['repeats']}")
 
-    ledger_policy = make_policy("bench_ledger", 1_000_000, 1_000_000, args.claim_batch)
+    ledger_policy = make_policy("bench_ledger", 100_000, 100_000, args.claim_batch)
     backlog(dsn, ledger_policy, args.ledger_ops)
     elapsed = run_callers(dsn, ledger_policy, args.callers, 600, None)
     with connect_dsn(dsn) as conn:

@@ -5,14 +5,12 @@
 -- each done one, its local row, of the version the operation was made for (a
 -- restored object has a new version and a new operation), and, when the policy
 -- notifies, its retention.deleted event in the outbox (transactional outbox).
--- When a window's pass records the batch (window_key given), the window ledger
--- counts the batch and the rows it deleted in the same statement, so the window's
--- figures never disagree with the table.
+-- A window's pass counts the batch in its window ledger (window_batch_done.sql)
+-- in the same transaction, so the window's figures never disagree with the table.
 -- The lease-owner guard makes a stale worker's writes no-ops: those keys do not
 -- come back and nothing is written for them.
 -- This is the operations kind's completer; other job kinds use queue_finish.sql.
--- Locks the named operation rows, at most one table row per operation, and the
--- window's ledger row.
+-- Locks the named operation rows and at most one table row per operation.
 WITH input AS (
     SELECT *
     FROM unnest(
@@ -89,12 +87,6 @@ WITH input AS (
       AND {key} = op.op_row_key
       AND {version_expr} = op.op_version
     RETURNING {key} AS gone_row_key
-), tally AS (
-    UPDATE retention.windows AS w
-    SET rows_deleted = w.rows_deleted + (SELECT count(*) FROM gone),
-        batches = w.batches + 1,
-        longest_batch_ms = greatest(coalesce(w.longest_batch_ms, 0), %(batch_ms)s)
-    WHERE w.window_key = %(window_key)s::text
 )
 SELECT op.op_key,
        (op.op_row_key IN (SELECT gone.gone_row_key FROM gone))::int AS rows_deleted

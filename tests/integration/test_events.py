@@ -348,3 +348,24 @@ def test_event_redirects_are_failed_attempts_and_never_followed(
     finally:
         elsewhere.shutdown()
         elsewhere.server_close()
+
+
+def test_a_receiver_that_asks_to_slow_down_pauses_the_whole_pass(
+    db, unique_name, sandbox, receiver, test_dsn
+) -> None:
+    policy = notifying_policy(unique_name)
+    delete_remotely(db, test_dsn, policy, 4, sandbox)
+    receiver.statuses = [200, 429]
+    stats = deliver(test_dsn, policy, receiver)
+    assert stats.stopped == "receiver_rate_limited"
+    assert len(receiver.received) == 2, "no POST after the 429"
+    assert (stats.done, stats.snoozed, stats.released) == (1, 1, 2)
+    rows = db.execute(
+        "SELECT state, attempts, count(*) AS n FROM retention.outbox WHERE policy = %s "
+        "GROUP BY state, attempts ORDER BY state",
+        (policy.name,),
+    ).fetchall()
+    assert [(r["state"], r["attempts"], r["n"]) for r in rows] == [
+        ("delivered", 1, 1),
+        ("pending", 0, 3),
+    ], "the 429 spent no attempt"

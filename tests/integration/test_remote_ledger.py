@@ -100,7 +100,7 @@ def _die_after_remote_success(test_dsn: str, policy, url: str) -> None:
 
     OperationsKind.record = lambda *a, **k: os._exit(17)  # type: ignore[method-assign]
     with connect_dsn(test_dsn) as conn:
-        work_operations(conn, policy, plain_sender(url, 1))
+        work_operations(conn, OperationsKind(policy, plain_sender(url, 1)))
 
 
 def test_worker_killed_between_remote_success_and_commit(
@@ -440,3 +440,58 @@ def sandbox_sender_nowhere():
     from retention.queue.http import plain_sender
 
     return plain_sender("http://127.0.0.1:9", 1)
+
+
+def test_snooze_and_dead_letter_spend_no_attempt_and_done_needs_the_atomic_finish(
+    db, unique_name
+) -> None:
+    import datetime as dt
+
+    create_media_table(db, unique_name, 3)
+    policy = remote_policy(unique_name)
+    enqueue_all(db, policy)
+    first, second, third = claim(db, policy, "w", 3)
+    later = dt.datetime(2030, 1, 1, tzinfo=dt.UTC)
+    assert queue(policy).snooze(db, "w", first.key, later, "receiver busy")
+    assert queue(policy).dead_letter(db, "w", second.key, "on_hold", "legal hold")
+    assert not queue(policy).snooze(db, "someone-else", third.key, later, "stale")
+    with pytest.raises(ValueError, match="completed by their kind's own statement"):
+        queue(policy).complete(db, "w", [(third.key, Finish("done", "confirmed", 204))])
+    rows = {
+        r["operation_key"]: r
+        for r in db.execute(
+            "SELECT operation_key, state, attempt_count, not_before, failure_class "
+            "FROM retention.operations WHERE policy = %s",
+            (policy.name,),
+        )
+    }
+    assert (rows[first.key]["state"], rows[first.key]["not_before"]) == ("pending", later)
+    assert rows[first.key]["attempt_count"] == 0
+    assert (rows[second.key]["state"], rows[second.key]["failure_class"]) == ("dead", "on_hold")
+    assert rows[third.key]["state"] == "in_flight", "a refused completion changes nothing"
+    assert count(db, f"SELECT count(*) FROM public.{unique_name}") == 3  # noqa: S608
+
+
+def test_a_sender_error_hands_back_the_unstarted_jobs_at_once(
+    db, unique_name, sandbox, test_dsn
+) -> None:
+    from retention.objects.deleter import work_operations
+    from retention.queue.http import HttpResult
+
+    class BreaksOnThird(OperationsKind):
+        calls = 0
+
+        def send(self, job):
+            BreaksOnThird.calls += 1
+            if BreaksOnThird.calls == 3:
+                raise RuntimeError("unexpected client error")
+            return HttpResult(204, started=time.time(), finished=time.time())
+
+    create_media_table(db, unique_name, 5)
+    policy = remote_policy(unique_name, claim_batch=5)
+    enqueue_all(db, policy)
+    with connect_dsn(test_dsn) as conn, pytest.raises(RuntimeError, match="unexpected"):
+        work_operations(conn, BreaksOnThird(policy, sandbox_sender_nowhere()))
+    # The job whose call began keeps its lease (the API may have acted on it);
+    # the two never sent are pending again at once, not after their lease.
+    assert states(db, policy) == {"done": 2, "in_flight": 1, "pending": 2}

@@ -7,7 +7,7 @@ import time
 
 from retention.db.connection import connect_dsn
 from retention.objects.deleter import work_operations
-from retention.objects.operations import enqueue_window
+from retention.objects.operations import OperationsKind, enqueue_window
 from tests.support.policies import remote_policy
 from tests.support.remote import sandbox_sender
 from tests.support.tables import count, create_media_table, plan
@@ -31,7 +31,7 @@ def run_workers(test_dsn: str, policy, sandbox, workers: int, limit_seconds: flo
                     )
                     if not left:
                         return
-                    work_operations(conn, policy, client, budget_seconds=2)
+                    work_operations(conn, OperationsKind(policy, client), budget_seconds=2)
                     time.sleep(0.02)
         except BaseException as exc:  # surfaced below
             errors.append(exc)

@@ -7,7 +7,7 @@ from typing import Any
 from retention.db.connection import Connection, connect_dsn
 from retention.events.outbox import Signer, deliver_events
 from retention.objects.deleter import work_operations
-from retention.objects.operations import enqueue_window
+from retention.objects.operations import OperationsKind, enqueue_window
 from retention.policy import Policy
 from retention.queue.http import HttpSender, plain_sender
 from retention.queue.worker import WorkerStats
@@ -30,7 +30,7 @@ def work(dsn: str, policy: Policy, server: Any, **kw: Any) -> WorkerStats:
     sender = sandbox_sender(server, policy.remote.request_timeout_seconds)
     try:
         with connect_dsn(dsn) as conn:
-            return work_operations(conn, policy, sender, **kw)
+            return work_operations(conn, OperationsKind(policy, sender), **kw)
     finally:
         sender.close()
 

@@ -170,7 +170,22 @@ REMOTE = {
             "remote.endpoint",
             "tenant_column",
         ),
-        ({"remote": {**REMOTE, "lease_seconds": 5}}, "remote", "longer than request_timeout"),
+        (
+            {"remote": {**REMOTE, "lease_seconds": 5}},
+            "remote.lease_seconds",
+            "longer than request_timeout",
+        ),
+        (
+            {
+                "remote": REMOTE,
+                "notify": {"http_conn_id": "e", "endpoint": "/e", "lease_seconds": 9},
+            },
+            "notify.lease_seconds",
+            "longer than timeout_seconds",
+        ),
+        ({"pool": "   "}, "pool", "non-empty string"),
+        ({"owner": " "}, "owner", "non-empty string"),
+        ({"remote": {**REMOTE, "http_conn_id": " "}}, "remote.http_conn_id", "non-empty"),
         ({"remote": "yes"}, "remote", "mapping"),
         ({"notify": {"http_conn_id": "e", "endpoint": "/e"}}, "notify", "needs a remote section"),
         ({"remote": REMOTE, "notify": {"http_conn_id": "e"}}, "notify.endpoint", "required"),
@@ -196,10 +211,20 @@ def test_bad_remote_notify_and_numeric_fields_are_named(overrides, field, words)
     assert any(p.field == field and words in p.message for p in problems), problems
 
 
-def test_a_trailing_newline_in_a_policy_name_is_refused(tmp_path: Path) -> None:
-    policy, problems = parse_policy("media\n", policy_fields("media"))
+@pytest.mark.parametrize("name", ["media\n", "x" * 101, "has space", ""])
+def test_bad_policy_names_are_refused(name: str) -> None:
+    policy, problems = parse_policy(name, policy_fields("media"))
     assert policy is None
     assert problems[0].field == "name"
+
+
+def test_lowercase_methods_and_numeric_descriptions_still_load() -> None:
+    policy, problems = parse_policy(
+        "p", policy_fields("p", description=2026, remote={**REMOTE, "method": "post"})
+    )
+    assert problems == []
+    assert policy is not None
+    assert (policy.description, policy.remote.method) == ("2026", "POST")
 
 
 def test_duplicate_keys_are_refused_with_their_lines(tmp_path: Path) -> None:
@@ -228,10 +253,35 @@ def test_policies_sharing_a_limiter_scope_must_agree(tmp_path: Path) -> None:
         },
     )
     loaded = load_policies(path)
-    assert [p.name for p in loaded.policies] == ["c"]
-    assert {p.policy for p in loaded.problems} == {"a", "b", "d"}
-    assert all(p.field == "remote.limiter_scope" for p in loaded.problems)
-    assert "rate_per_second 10" in loaded.problems[0].message
+    assert [p.name for p in loaded.policies] == ["a", "c", "d"], "the first of a scope stays"
+    (problem,) = loaded.problems
+    assert (problem.policy, problem.field) == ("b", "remote.limiter_scope")
+    assert "rate_per_second 10.0 (policy 'a' has 5.0)" in problem.message
+
+
+def test_policies_sharing_a_scope_must_agree_on_recovery_and_database(tmp_path: Path) -> None:
+    path = write_policies(
+        tmp_path,
+        {
+            "a": policy_fields("a", remote=REMOTE),
+            "b": policy_fields("b", remote={**REMOTE, "recovery_seconds": 5}),
+            "c": policy_fields("c", remote=REMOTE, postgres_conn_id="other_db"),
+        },
+    )
+    loaded = load_policies(path)
+    assert [p.name for p in loaded.policies] == ["a"]
+    messages = {p.policy: p.message for p in loaded.problems}
+    assert "recovery_seconds 5.0" in messages["b"]
+    assert "postgres_conn_id 'other_db'" in messages["c"]
+
+
+def test_a_malformed_settings_file_never_breaks_loading(tmp_path: Path) -> None:
+    settings = tmp_path / "airflow_settings.yaml"
+    settings.write_text("- just\n- a list\n")
+    path = write_policies(tmp_path, {"typo": policy_fields("typo", pool="knwon")})
+    loaded = load_policies(path, settings)
+    assert [p.name for p in loaded.policies] == ["typo"]
+    assert loaded.warnings == {}
 
 
 def test_unknown_pools_are_warnings_for_the_dag_docs(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ import pytest
 from retention.events.outbox import Event, decide_event
 from retention.objects.operations import Operation, decide_operation
 from retention.queue.classify import (
-    EVENTS,
+    EVENT_ANSWERS,
     Classification,
     Outcome,
     backoff_seconds,
@@ -66,7 +66,7 @@ def test_retry_after_in_seconds_and_as_http_date() -> None:
 def test_redirects_are_failed_attempts_in_both_tables(status: int) -> None:
     headers = {"Location": "http://elsewhere.example/x"}
     operation = classify(status, headers, None, NOW)
-    event = classify(status, headers, None, NOW, EVENTS)
+    event = classify(status, headers, None, NOW, EVENT_ANSWERS)
     assert operation.outcome is Outcome.UNCERTAIN
     assert event.outcome is Outcome.UNCERTAIN
     assert operation.failure_class == event.failure_class == f"http_{status}"
@@ -87,7 +87,7 @@ def test_redirects_are_failed_attempts_in_both_tables(status: int) -> None:
     ],
 )
 def test_event_classification_table(status: int, headers: dict, outcome: Outcome) -> None:
-    assert classify(status, headers, None, NOW, EVENTS).outcome is outcome
+    assert classify(status, headers, None, NOW, EVENT_ANSWERS).outcome is outcome
 
 
 def test_backoff_is_capped_exponential_with_jitter() -> None:
@@ -98,6 +98,7 @@ def test_backoff_is_capped_exponential_with_jitter() -> None:
         assert all(step / 2 <= v <= step for v in values)
         assert len(set(values)) > 1, "different jobs spread out"
     assert backoff_seconds(3, 2, 60, 0.0) == 4
+    assert backoff_seconds(5000, 2, 600, 0.5) == 450, "a long 401 streak never overflows"
     assert backoff_seconds(3, 2, 60, 0.999) == pytest.approx(8, abs=0.01)
 
 
@@ -161,7 +162,7 @@ def test_event_decisions() -> None:
     event = Event("evt_1", "{}", 0)
 
     def decide(status: int, attempts: int = 0, headers=None):
-        c = classify(status, headers or {}, None, NOW, EVENTS)
+        c = classify(status, headers or {}, None, NOW, EVENT_ANSWERS)
         return decide_event(Event("evt_1", "{}", attempts), c, NOW, notify)
 
     assert decide(204).state == "delivered"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -33,6 +34,7 @@ def test_cli_prints_the_schema() -> None:
         text=True,
         check=True,
         cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "plugins")},
     ).stdout
     assert json.loads(out) == json.loads(schema_text())
 

@@ -250,7 +250,9 @@ def build_policy_dags(
     extra: dict[str, Any] = {} if register else {"auto_register": False}
     for policy in loaded.policies:
         try:
-            dags[policy.dag_id] = build_dag(policy, loaded.warnings.get(policy.name), **extra)
+            dag = build_dag(policy, loaded.warnings.get(policy.name), **extra)
+            dag.validate()  # what the DagBag would reject later, reported with the policy
+            dags[policy.dag_id] = dag
         except Exception as failed:  # reported by name; the other policies still load
             message = f"{type(failed).__name__}: {failed}"
             problems.append(
@@ -267,6 +269,6 @@ def _field_named_in(message: str) -> str:
     """The policy field an Airflow error message is about, as best it can be told."""
     words = set(message.lower().replace("'", " ").replace('"', " ").split())
     for name in Policy.model_fields:
-        if name in words or name.rstrip("s") in words:
+        if name != "name" and (name in words or name.rstrip("s") in words):
             return name
     return "*"

@@ -18,6 +18,7 @@ from retention.events.outbox import Signer, deliver_events
 from retention.evidence.audit import purge_audit
 from retention.evidence.reconcile import raise_if_dirty, reconcile_run
 from retention.objects.deleter import ObjectDeleter, work_operations
+from retention.objects.operations import OperationsKind
 from retention.policy.model import Policy
 from retention.policy.params import RunSettings
 from retention.rows.cutoff import run_cutoff
@@ -140,7 +141,7 @@ def drain_operations_step(policy: Policy) -> dict[str, Any]:
         postgres(policy.postgres_conn_id) as conn,
         closing(http_sender(remote.http_conn_id, remote.request_timeout_seconds)) as sender,
     ):
-        return work_operations(conn, policy, sender).as_dict()
+        return work_operations(conn, OperationsKind(policy, sender)).as_dict()
 
 
 def deliver_events_step(policy: Policy) -> dict[str, Any]:

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import logging
 
+import psycopg
+
 from retention.db.connection import Connection
 from retention.db.sqlfiles import migration_files
 
@@ -21,8 +23,24 @@ log = logging.getLogger(__name__)
 LOCK_KEY = 0x7265746E  # "retn": serialises migrations across concurrent runs
 
 
+def applied(conn: Connection) -> set[str]:
+    """Migrations already applied (none when the schema does not exist yet)."""
+    try:
+        with conn.transaction():
+            rows = conn.execute("SELECT version FROM retention.schema_migrations").fetchall()
+    except (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName):
+        return set()
+    return {row["version"] for row in rows}
+
+
 def migrate(conn: Connection) -> list[str]:
-    """Apply pending migrations; return the names of those applied now."""
+    """Apply pending migrations, all in one transaction; return the names applied now.
+
+    An up-to-date schema is only read, never locked or altered, so a runtime
+    role without DDL rights runs every DAG once a deploy step has migrated.
+    """
+    if {path.stem for path in migration_files()} <= applied(conn):
+        return []
     applied_now: list[str] = []
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))

@@ -9,9 +9,10 @@ redelivery sends the same event id and the same payload bytes; only the
 timestamp and its signature are new, as the scheme prescribes. Receivers
 deduplicate on ``webhook-id``: delivery is at-least-once.
 
-Outcomes (the ``EVENTS`` classification table): 2xx delivered; 410 disables
+Outcomes (the ``EVENT_ANSWERS`` classification table): 2xx delivered; 410 disables
 the receiver for the policy (events stay pending); 429, or 503 with
-Retry-After, snoozes without spending an attempt; anything else (3xx and
+Retry-After, snoozes that event without spending an attempt and ends the pass
+(the rest are handed back, so a receiver that asked for a pause gets one); anything else (3xx and
 timeouts included) retries with capped exponential backoff and jitter until
 ``max_attempts``, then the event is dead and replayable.
 """
@@ -29,8 +30,7 @@ from standardwebhooks.webhooks import Webhook
 from retention.db.connection import Connection
 from retention.db.sqlfiles import query
 from retention.policy.model import NotifySpec
-from retention.queue.classify import EVENTS as EVENTS_TABLE
-from retention.queue.classify import Classification, Outcome
+from retention.queue.classify import EVENT_ANSWERS, Classification, Outcome
 from retention.queue.decisions import dead, retried, snoozed
 from retention.queue.http import HttpResult, HttpSender
 from retention.queue.leased import EVENTS, Finish, LeasedQueue
@@ -105,7 +105,7 @@ class Signer:
 class EventsKind:
     """The event job kind: what the shared worker needs to deliver signed events."""
 
-    table = EVENTS_TABLE
+    table = EVENT_ANSWERS
 
     def __init__(self, policy: str, notify: NotifySpec, sender: HttpSender, signer: Signer) -> None:
         self.policy = policy
@@ -114,6 +114,7 @@ class EventsKind:
         self.signer = signer
         self.queue = LeasedQueue(EVENTS, policy, notify.lease)
         self.claim_batch = notify.claim_batch
+        self.call_timeout_seconds = notify.timeout_seconds
 
     def job(self, row: dict[str, Any]) -> Event:
         return Event(row["event_id"], row["payload"], row["attempts"])
@@ -134,6 +135,13 @@ class EventsKind:
         return decide_event(job, c, now, self.notify)
 
     def after(self, conn: Connection, job: Event, c: Classification) -> Stop | None:
+        if c.outcome is Outcome.RATE_LIMITED:
+            log.warning(
+                "policy %s: the event receiver asked to slow down (%s); pausing delivery",
+                self.policy,
+                c.reason,
+            )
+            return Stop("receiver_rate_limited")
         if c.outcome is not Outcome.GONE:
             return None
         conn.execute(

@@ -48,8 +48,9 @@ def replay_dead(
             "name the operations to replay: give operation keys or a failure class "
             "(optionally with 'since'); replaying every dead operation at once is refused"
         )
+    asked = {"operation_keys": operation_keys, "failure_class": failure_class}
     moved = _replay(
-        OPERATIONS, conn, policy, operation_keys, failure_class, since, requested_by, reason
+        OPERATIONS, conn, policy, operation_keys, failure_class, since, requested_by, reason, asked
     )
     return {"replay_id": moved["replay_id"], "operation_keys": moved["ids"]}
 
@@ -66,7 +67,9 @@ def replay_dead_events(
     """Move exhausted (dead) events back to pending, attempts reset, with an audit row."""
     if not event_ids and since is None:
         raise ReplayError("name the events to replay: give event ids or 'since'")
-    moved = _replay(EVENTS, conn, policy, event_ids, None, since, requested_by, reason)
+    moved = _replay(
+        EVENTS, conn, policy, event_ids, None, since, requested_by, reason, {"event_ids": event_ids}
+    )
     return {"replay_id": moved["replay_id"], "event_ids": moved["ids"]}
 
 
@@ -79,7 +82,9 @@ def _replay(
     since: dt.datetime | None,
     requested_by: str,
     reason: str | None,
+    asked: dict[str, Any],
 ) -> dict[str, Any]:
+    """One replay statement; the audit row keeps the filters as the caller named them."""
     return LeasedQueue(table, policy, lease_seconds=0).replay(
         conn,
         ids=ids,
@@ -87,4 +92,5 @@ def _replay(
         since=since,
         requested_by=requested_by,
         reason=reason,
+        filters={**asked, "since": since.isoformat() if since else None},
     )

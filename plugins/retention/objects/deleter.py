@@ -1,11 +1,13 @@
 """The object strategy of the window deleter: delete through the API first, then the row.
 
 A window enqueues one operation per eligible row, then works one bounded pass
-of the shared worker over its own operations and returns: it never sleeps out
-a backoff or a Retry-After while holding a pool slot. What is snoozed or
-backing off stays pending for a later ``drain_operations`` step, and reconcile
-reports it as backlog. The pass's batches are counted in the window ledger by
-the atomic finish itself (``ops_finish.sql``).
+of the shared worker over its own operations that are due now, and returns: it
+never waits for one of its operations' own backoff or snooze while holding a
+pool slot (it does wait for tokens of the shared bucket, within its time
+budget, which includes a scope closed by another call's Retry-After). What is
+snoozed or backing off stays pending for a later ``drain_operations`` step, and
+reconcile reports it as backlog. Each batch is counted in the window ledger in
+the transaction of its atomic finish.
 """
 
 from __future__ import annotations
@@ -27,19 +29,18 @@ from retention.rows.windows import Window
 
 def work_operations(
     conn: Connection,
-    policy: Policy,
-    sender: HttpSender,
+    kind: OperationsKind,
     *,
     scope: str | None = None,
     budget_seconds: float | None = None,
 ) -> WorkerStats:
     """One bounded pass over a policy's due operations (of one window, if ``scope``)."""
-    assert policy.remote is not None
+    remote = kind.remote
     worker = Worker(
         conn,
-        OperationsKind(policy, sender),
-        budget_seconds=budget_seconds or policy.remote.task_budget_seconds,
-        limiter=TokenBucket.for_remote(conn, policy.remote),
+        kind,
+        budget_seconds=budget_seconds or remote.task_budget_seconds,
+        limiter=TokenBucket.for_remote(conn, remote),
     )
     return worker.run(scope)
 
@@ -56,8 +57,9 @@ class ObjectDeleter(WindowDeleter):
     ) -> None:
         enqueued = enqueue_window(conn, self.policy, window, batch_rows)
         with closing(self.open_sender()) as sender:
-            stats = work_operations(conn, self.policy, sender, scope=window.window_key)
-        for rows, elapsed_ms in stats.batches:
+            kind = OperationsKind(self.policy, sender)
+            stats = work_operations(conn, kind, scope=window.window_key)
+        for rows, elapsed_ms in kind.transactions:
             result.add_batch(rows, elapsed_ms)
         row = conn.execute(
             query("ops_window_unfinished"), {"window_key": window.window_key}

@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import logging
+import time
 from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any
@@ -25,8 +26,7 @@ from psycopg import sql
 from retention.db.connection import Connection, bounded
 from retention.db.sqlfiles import query
 from retention.policy.model import Policy, RemoteSpec
-from retention.queue.classify import OPERATIONS as OPERATIONS_TABLE
-from retention.queue.classify import Classification, Outcome
+from retention.queue.classify import OPERATION_ANSWERS, Classification, Outcome
 from retention.queue.decisions import dead, retried, snoozed
 from retention.queue.http import HttpResult, HttpSender
 from retention.queue.leased import OPERATIONS, Finish, LeasedQueue
@@ -146,7 +146,7 @@ def _finish_statement(policy: Policy) -> sql.Composed:
 class OperationsKind:
     """The remote-operation job kind: what the shared worker needs to delete objects."""
 
-    table = OPERATIONS_TABLE
+    table = OPERATION_ANSWERS
 
     def __init__(self, policy: Policy, sender: HttpSender) -> None:
         if policy.remote is None:
@@ -156,8 +156,10 @@ class OperationsKind:
         self.sender = sender
         self.queue = LeasedQueue(OPERATIONS, policy.name, self.remote.lease)
         self.claim_batch = self.remote.claim_batch
+        self.call_timeout_seconds = self.remote.request_timeout_seconds
         self.target = TargetTable.of(policy.table_spec, policy.remote)
         self.auth_streak = 0
+        self.transactions: list[tuple[int, float]] = []  # (rows deleted, ms) per finish
 
     def job(self, row: dict[str, Any]) -> Operation:
         return Operation.from_row(row)
@@ -246,7 +248,7 @@ class OperationsKind:
         ``local_delete_failed`` rather than stalling its batch on every run.
         """
         try:
-            return self._finish(conn, owner, attempts, scope, elapsed_ms)
+            return self._finish(conn, owner, attempts, scope)
         except psycopg.Error:
             if len(attempts) == 1:
                 failed = attempts[0]
@@ -260,23 +262,23 @@ class OperationsKind:
                     "the API confirmed the deletion but the local row could not be deleted",
                 )
                 retry = Attempt(failed.job, dead, failed.started, failed.finished)
-                return self._finish(conn, owner, [retry], scope, 0.0)
+                return self._finish(conn, owner, [retry], scope)
         recorded: dict[str, int] = {}
-        for index, attempt in enumerate(attempts):
-            ms = elapsed_ms if index == 0 else 0.0
-            recorded.update(self.record(conn, owner, [attempt], scope, ms))
+        for attempt in attempts:
+            recorded.update(self.record(conn, owner, [attempt], scope, elapsed_ms))
         return recorded
 
     def _finish(
-        self,
-        conn: Connection,
-        owner: str,
-        attempts: list[Attempt],
-        scope: str | None,
-        elapsed_ms: float,
+        self, conn: Connection, owner: str, attempts: list[Attempt], scope: str | None
     ) -> dict[str, int]:
-        """One ``ops_finish.sql`` statement in a bounded transaction."""
+        """One ``ops_finish.sql`` statement, and the window's tally, in one bounded transaction.
+
+        The tally (``window_batch_done.sql``) commits with the deletions it
+        counts, so a window's figures never disagree with the table; the batch
+        time it records is this transaction's, as for row windows.
+        """
         utc = dt.UTC
+        began = time.perf_counter()
         with bounded(conn, self.policy.timeouts, synchronous_commit=False):
             rows = conn.execute(
                 _finish_statement(self.policy),
@@ -284,8 +286,6 @@ class OperationsKind:
                     "owner": owner,
                     "policy": self.policy.name,
                     "notify": self.policy.notify is not None,
-                    "window_key": scope,
-                    "batch_ms": elapsed_ms,
                     "keys": [a.job.key for a in attempts],
                     "states": [a.finish.state for a in attempts],
                     "attempt_spent": [a.finish.attempt_spent for a in attempts],
@@ -302,4 +302,15 @@ class OperationsKind:
                 },
                 prepare=True,
             ).fetchall()
-        return {row["op_key"]: int(row["rows_deleted"]) for row in rows}
+            recorded = {row["op_key"]: int(row["rows_deleted"]) for row in rows}
+            deleted = sum(recorded.values())
+            elapsed_ms = (time.perf_counter() - began) * 1000
+            if scope is not None and recorded:
+                conn.execute(
+                    query("window_batch_done"),
+                    {"window_key": scope, "deleted": deleted, "batch_ms": elapsed_ms},
+                    prepare=True,
+                )
+        if recorded:
+            self.transactions.append((deleted, elapsed_ms))
+        return recorded

@@ -175,8 +175,8 @@ def _problem(name: str, error: Any) -> PolicyProblem:
     loc = [str(part) for part in error["loc"]]
     ctx = error.get("ctx") or {}
     cause = ctx.get("error")
-    if isinstance(cause, PolicyRuleError):
-        return PolicyProblem(name, cause.field, cause.message)
+    if isinstance(cause, PolicyRuleError):  # raised by a section's validator: prefix its path
+        return PolicyProblem(name, ".".join([*loc, cause.field]), cause.message)
     item = ""
     if len(loc) >= 2 and loc[-1].isdigit():  # an item of a list (tags)
         item = f"item {loc[-1]}: "
@@ -214,49 +214,64 @@ def _problem(name: str, error: Any) -> PolicyProblem:
 
 
 def limiter_scope_conflicts(policies: list[Policy]) -> list[PolicyProblem]:
-    """Policies sharing a limiter scope must agree on rate, burst and database.
+    """Policies sharing a limiter scope must agree on its bucket and its database.
 
     The scope is one row of ``retention.rate_limiters`` in one database: two
     policies with different rates would overwrite each other's ceiling, and two
-    databases would hold two buckets that together exceed the API's limit.
+    databases would hold two buckets that together exceed the API's limit. The
+    first policy of a scope in the file defines it; a later one that disagrees
+    is the problem, so adding a policy never takes an existing DAG away.
     """
-    by_scope: dict[str, list[Policy]] = defaultdict(list)
-    for policy in policies:
-        if policy.remote is not None:
-            by_scope[policy.remote.scope].append(policy)
+    first: dict[str, Policy] = {}
     problems: list[PolicyProblem] = []
-    for scope, sharing in by_scope.items():
-        shapes = {
-            (p.remote.rate_per_second, p.remote.burst, p.postgres_conn_id)  # type: ignore[union-attr]
-            for p in sharing
-        }
-        if len(shapes) < 2:
+    for policy in policies:
+        if policy.remote is None:
             continue
-        described = "; ".join(
-            f"{p.name}: rate_per_second {p.remote.rate_per_second:g}, "  # type: ignore[union-attr]
-            f"burst {p.remote.burst}, postgres_conn_id {p.postgres_conn_id!r}"  # type: ignore[union-attr]
-            for p in sharing
-        )
-        for policy in sharing:
+        scope = policy.remote.scope
+        owner = first.setdefault(scope, policy)
+        if owner is policy:
+            continue
+        differences = [
+            f"{label} {mine!r} (policy {owner.name!r} has {theirs!r})"
+            for label, mine, theirs in _bucket_shape(policy, owner)
+            if mine != theirs
+        ]
+        if differences:
             problems.append(
                 PolicyProblem(
                     policy.name,
                     "remote.limiter_scope",
-                    f"scope {scope!r} is shared by policies that disagree ({described}); "
-                    "policies sharing a scope must use the same rate_per_second, burst and "
+                    f"scope {scope!r} is defined by policy {owner.name!r}; this policy "
+                    f"disagrees on {'; '.join(differences)}. Policies sharing a scope must "
+                    "use the same rate_per_second, burst, recovery_seconds and "
                     "postgres_conn_id, or name different scopes",
                 )
             )
     return problems
 
 
+def _bucket_shape(policy: Policy, owner: Policy) -> list[tuple[str, Any, Any]]:
+    mine, theirs = policy.remote, owner.remote
+    assert mine is not None
+    assert theirs is not None
+    return [
+        ("rate_per_second", mine.rate_per_second, theirs.rate_per_second),
+        ("burst", mine.burst, theirs.burst),
+        ("recovery_seconds", mine.recovery_seconds, theirs.recovery_seconds),
+        ("postgres_conn_id", policy.postgres_conn_id, owner.postgres_conn_id),
+    ]
+
+
 def declared_pools(settings: Path) -> set[str] | None:
     """Pool names in ``airflow_settings.yaml`` (None when the file is absent or unreadable)."""
     try:
-        document = yaml.safe_load(settings.read_text()) or {}
+        document = yaml.safe_load(settings.read_text())
     except (OSError, yaml.YAMLError):
         return None
-    pools = ((document.get("airflow") or {}).get("pools")) or []
+    airflow = document.get("airflow") if isinstance(document, dict) else None
+    pools = airflow.get("pools") if isinstance(airflow, dict) else None
+    if not isinstance(pools, list):
+        return None
     return {str(p.get("pool_name")) for p in pools if isinstance(p, dict)}
 
 

@@ -36,7 +36,7 @@ WINDOW_ROWS_BOUNDS = (1, 10_000_000)
 BATCH_ROWS_BOUNDS = (1, 100_000)
 
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
-POLICY_NAME = re.compile(r"[A-Za-z0-9_]{1,200}")
+POLICY_NAME = re.compile(r"[A-Za-z0-9_]{1,100}")  # the name is also a DAG tag (≤ 100)
 HEADER_NAME = re.compile(r"[A-Za-z0-9-]{1,100}")
 # What Airflow accepts as a schedule preset (its cron_presets, plus @once).
 CRON_PRESETS = {
@@ -128,9 +128,38 @@ def _endpoint(value: str) -> str:
     return value
 
 
-Identifier = Annotated[str, AfterValidator(_identifier)]
-NonEmpty = Annotated[str, Field(min_length=1, max_length=250)]
-Tag = Annotated[str, Field(min_length=1, max_length=100)]
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must be a non-empty string")
+    return value
+
+
+IDENTIFIER_SCHEMA = {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]{0,62}$"}
+Identifier = Annotated[str, AfterValidator(_identifier), WithJsonSchema(IDENTIFIER_SCHEMA)]
+NonEmpty = Annotated[
+    str,
+    Field(min_length=1, max_length=250),
+    AfterValidator(_not_blank),
+    WithJsonSchema({"type": "string", "minLength": 1, "maxLength": 250, "pattern": "\\S"}),
+]
+Tag = Annotated[
+    str,
+    Field(min_length=1, max_length=100),
+    AfterValidator(_not_blank),
+    WithJsonSchema({"type": "string", "minLength": 1, "maxLength": 100, "pattern": "\\S"}),
+]
+
+
+class PolicyRuleError(ValueError):
+    """A rule across fields, raised inside a validator, that names the field to fix."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+    def __str__(self) -> str:
+        return f"[{self.field}] {self.message}"
 
 
 class Section(BaseModel):
@@ -147,9 +176,11 @@ class RemoteSpec(Section):
     http_conn_id: NonEmpty = Field(
         description="Airflow HTTP connection of the deletion API (host, auth, extra headers)."
     )
-    endpoint: Annotated[str, AfterValidator(_endpoint)] = Field(
-        description="Path template; {object_id} and {tenant_id} are filled, URL-encoded."
-    )
+    endpoint: Annotated[
+        str,
+        AfterValidator(_endpoint),
+        WithJsonSchema({"type": "string", "pattern": "^/.*\\{object_id\\}"}),
+    ] = Field(description="Path template; {object_id} and {tenant_id} are filled, URL-encoded.")
     object_id_column: Identifier = Field(description="Column holding the remote object's id.")
     rate_per_second: float = Field(
         gt=0, le=100_000, description="Calls per second, shared by every worker of the scope."
@@ -158,15 +189,20 @@ class RemoteSpec(Section):
     pool: NonEmpty = Field(
         description="Airflow pool of the tasks that call the API (the windows and the drain)."
     )
-    method: Literal["DELETE", "POST", "PUT", "PATCH"] = Field(
-        "DELETE", description="HTTP method of the deletion call."
-    )
+    method: Annotated[
+        Literal["DELETE", "POST", "PUT", "PATCH"],
+        WithJsonSchema(
+            {"enum": ["DELETE", "POST", "PUT", "PATCH", "delete", "post", "put", "patch"]}
+        ),
+    ] = Field("DELETE", description="HTTP method of the deletion call (any case).")
     version_column: Identifier | None = Field(
         None, description="Column with the object's version; default: the row's timestamp."
     )
-    idempotency_header: Annotated[str, AfterValidator(_header)] = Field(
-        "Idempotency-Key", description="Header carrying the operation key on every attempt."
-    )
+    idempotency_header: Annotated[
+        str,
+        AfterValidator(_header),
+        WithJsonSchema({"type": "string", "pattern": "^[A-Za-z0-9-]{1,100}$"}),
+    ] = Field("Idempotency-Key", description="Header carrying the operation key on every attempt.")
     limiter_scope: NonEmpty | None = Field(
         None,
         description="Token bucket shared by every policy naming it (default: http_conn_id); "
@@ -176,7 +212,7 @@ class RemoteSpec(Section):
         8, gt=0, le=1000, description="Attempts (429s not counted) before an operation is dead."
     )
     request_timeout_seconds: float = Field(
-        10.0, gt=0, le=600, description="Timeout of one API call."
+        10.0, gt=0, le=3600, description="Timeout of one API call."
     )
     claim_batch: int = Field(10, gt=0, le=1000, description="Operations claimed (leased) at once.")
     task_budget_seconds: float = Field(
@@ -212,7 +248,7 @@ class RemoteSpec(Section):
     @model_validator(mode="after")
     def _lease_outlasts_a_call(self) -> RemoteSpec:
         if self.lease_seconds is not None and self.lease_seconds <= self.request_timeout_seconds:
-            raise ValueError("lease_seconds must be longer than request_timeout_seconds")
+            raise PolicyRuleError("lease_seconds", "must be longer than request_timeout_seconds")
         return self
 
     @property
@@ -238,7 +274,7 @@ class NotifySpec(Section):
     max_attempts: int = Field(
         12, gt=0, le=1000, description="Delivery attempts (429s not counted) before dead."
     )
-    timeout_seconds: float = Field(10.0, gt=0, le=600, description="Timeout of one delivery.")
+    timeout_seconds: float = Field(10.0, gt=0, le=3600, description="Timeout of one delivery.")
     backoff_base_seconds: float = Field(5.0, gt=0, le=86_400, description="First retry delay.")
     backoff_max_seconds: float = Field(
         3600.0, gt=0, le=86_400, description="Cap of the exponential backoff."
@@ -248,11 +284,18 @@ class NotifySpec(Section):
         None,
         gt=0,
         le=86_400,
-        description="Lease of a claimed event (default: max(60, 3 × timeout)).",
+        description="Lease of a claimed event (default: max(60, 3 × timeout)); "
+        "must exceed timeout_seconds.",
     )
     task_budget_seconds: float = Field(
-        300.0, gt=0, le=86_400, description="How long one task keeps delivering."
+        600.0, gt=0, le=86_400, description="How long one task keeps delivering."
     )
+
+    @model_validator(mode="after")
+    def _lease_outlasts_a_call(self) -> NotifySpec:
+        if self.lease_seconds is not None and self.lease_seconds <= self.timeout_seconds:
+            raise PolicyRuleError("lease_seconds", "must be longer than timeout_seconds")
+        return self
 
     @property
     def lease(self) -> float:
@@ -302,9 +345,16 @@ class Policy(Section):
     postgres_conn_id: NonEmpty = Field(
         description="Airflow connection of the database holding the table and the ledger."
     )
-    table: Annotated[str, AfterValidator(_table)] = Field(
-        description="'schema.table' or 'table' (schema public)."
-    )
+    table: Annotated[
+        str,
+        AfterValidator(_table),
+        WithJsonSchema(
+            {
+                "type": "string",
+                "pattern": "^([A-Za-z_][A-Za-z0-9_]{0,62}\\.)?[A-Za-z_][A-Za-z0-9_]{0,62}$",
+            }
+        ),
+    ] = Field(description="'schema.table' or 'table' (schema public).")
     key_column: Identifier = Field(description="Integer key, unique and indexed.")
     timestamp_column: Identifier = Field(description="timestamptz (or timestamp read as UTC).")
     window_rows: int = Field(
@@ -333,7 +383,7 @@ class Policy(Section):
     tags: Annotated[tuple[Tag, ...], Field(strict=False, max_length=50)] = Field(
         (), description="Extra DAG tags, 1–100 characters each."
     )
-    description: Annotated[str, Field(max_length=10_000)] = Field(
+    description: Annotated[str, BeforeValidator(str), Field(max_length=10_000)] = Field(
         "", description="Text for the DAG docs."
     )
     lock_timeout_ms: int = Field(
@@ -408,21 +458,9 @@ class Policy(Section):
         )
 
 
-class PolicyRuleError(ValueError):
-    """A rule across fields, raised inside a validator, that names the field to fix."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
-        self.message = message
-
-    def __str__(self) -> str:
-        return f"[{self.field}] {self.message}"
-
-
 class PolicyFile(Section):
     """The whole file: ``policies:`` mapping a name to a policy (for the JSON Schema)."""
 
-    policies: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9_]{1,200}$")], Policy] = Field(
+    policies: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9_]{1,100}$")], Policy] = Field(
         description="name → policy; the DAG id is retention__<name>."
     )

@@ -43,7 +43,8 @@ def _type(prop: dict[str, Any]) -> str:
     if "anyOf" in prop:
         return " or ".join(_type(p) for p in prop["anyOf"] if p.get("type") != "null")
     if "enum" in prop:
-        return " / ".join(f"`{v}`" for v in prop["enum"])
+        choices = dict.fromkeys(str(v).upper() if isinstance(v, str) else v for v in prop["enum"])
+        return " / ".join(f"`{v}`" for v in choices)
     if "const" in prop:
         return f"`{prop['const']}`"
     kind = prop.get("type", "")

@@ -5,7 +5,7 @@ Every kind shares two rules, written once in :func:`classify`:
 - no response (timeout, connection error) is ``uncertain``;
 - 429, or 503 with Retry-After (seconds or HTTP-date), is ``rate_limited``:
   snoozed until Retry-After plus bounded jitter, no attempt spent, and the
-  limiter scope pauses.
+  limiter scope pauses (kinds with a limiter) or the pass stops (kinds without).
 
 Everything else is looked up in the kind's :class:`ClassificationTable`. A
 3xx is never followed (the sender sets ``allow_redirects=False``) and counts
@@ -60,7 +60,7 @@ class ClassificationTable:
 
 
 # Remote deletions: a missing object is as deleted as a deleted one.
-OPERATIONS = ClassificationTable(
+OPERATION_ANSWERS = ClassificationTable(
     "operations",
     (
         (range(200, 300), Outcome.CONFIRMED),
@@ -74,7 +74,7 @@ OPERATIONS = ClassificationTable(
 )
 
 # Event deliveries: only 2xx delivers; 410 turns the receiver off; the rest is retried.
-EVENTS = ClassificationTable(
+EVENT_ANSWERS = ClassificationTable(
     "events",
     (
         (range(200, 300), Outcome.CONFIRMED),
@@ -105,7 +105,7 @@ def classify(
     headers: Mapping[str, str] | None,
     error: str | None,
     now: dt.datetime,
-    table: ClassificationTable = OPERATIONS,
+    table: ClassificationTable = OPERATION_ANSWERS,
 ) -> Classification:
     """Decide what an attempt means; ``error`` is ``timeout`` or ``connection`` when no answer."""
     if status is None:
@@ -143,7 +143,7 @@ def jitter_fraction(key: str, step: int) -> float:
 
 def backoff_seconds(attempt: int, base: float, cap: float, jitter: float) -> float:
     """Capped exponential backoff with "equal jitter": between half and all of the step."""
-    step = min(cap, base * 2 ** max(0, attempt - 1))
+    step = min(cap, base * 2 ** min(max(0, attempt - 1), 60))  # no overflow on long streaks
     return step / 2 + jitter * step / 2
 
 

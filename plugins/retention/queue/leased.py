@@ -44,6 +44,10 @@ class QueueTable:
     done_state: str
     scope_column: str | None = None
     replay_resets: tuple[str, ...] = ()
+    # A kind whose completion does more than change the job (the operations'
+    # atomic finish also deletes the row and writes the event) must complete
+    # through its own statement; the generic one refuses its done state.
+    own_completer: bool = False
 
     def statement(self, name: str, **extra: sql.Composable) -> sql.Composed:
         """A queue SQL file composed for this table."""
@@ -75,6 +79,7 @@ OPERATIONS = QueueTable(
     done_state="done",
     scope_column="window_key",
     replay_resets=("auth_failure_count",),
+    own_completer=True,
 )
 EVENTS = QueueTable(
     kind="events",
@@ -164,6 +169,11 @@ class LeasedQueue:
         """Record outcomes in one statement; returns the ids recorded (others lost their lease)."""
         if not finishes:
             return set()
+        if self.table.own_completer and any(f.state == self.table.done_state for _, f in finishes):
+            raise ValueError(
+                f"{self.table.kind} jobs are completed by their kind's own statement; "
+                "the generic completion only snoozes, retries or dead-letters them"
+            )
         rows = conn.execute(
             self.table.statement("queue_finish"),
             {
@@ -204,13 +214,9 @@ class LeasedQueue:
         since: dt.datetime | None,
         requested_by: str,
         reason: str | None,
+        filters: dict[str, Any],
     ) -> dict[str, Any]:
-        """Move matching dead jobs back to pending and audit it; returns the audit row."""
-        filters = {
-            "ids": ids,
-            "failure_class": failure_class,
-            "since": since.isoformat() if since else None,
-        }
+        """Move matching dead jobs back to pending and audit it (with ``filters`` as asked)."""
         row = conn.execute(
             self.table.statement("queue_replay"),
             {

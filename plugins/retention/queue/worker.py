@@ -69,6 +69,7 @@ class JobKind(Protocol[J]):
     queue: LeasedQueue
     table: ClassificationTable
     claim_batch: int
+    call_timeout_seconds: float
 
     def job(self, row: dict[str, Any]) -> J:
         """The job of a claimed row."""
@@ -194,27 +195,41 @@ class Worker:
         return self.stats
 
     def _work(self, batch: list[Any], scope: str | None) -> Stop | None:
-        """Send each claimed job; record the batch's outcomes together, whatever happens."""
+        """Send each claimed job; record the batch's outcomes together, whatever happens.
+
+        If sending stops early (an error, a stop, the budget), jobs that were
+        never sent are handed back at once instead of waiting out their lease.
+        """
         attempts: list[Attempt] = []
+        held = {job.key for job in batch}
+        sent: set[str] = set()  # a job whose call began is never "unstarted"
         began = time.perf_counter()
         try:
-            return self._send_each(batch, attempts)
+            return self._send_each(batch, attempts, held, sent)
         finally:
             self._record(attempts, scope, (time.perf_counter() - began) * 1000)
+            done = sent | {attempt.job.key for attempt in attempts}
+            self._give_back([job for job in batch if job.key in held - done])
 
-    def _send_each(self, batch: list[Any], attempts: list[Attempt]) -> Stop | None:
-        held = {job.key for job in batch}
+    def _renew_every(self) -> float:
+        """Renew often enough that a call that starts on a lease never outlives it."""
+        lease = self.kind.queue.lease_seconds
+        return min(lease / 3, max(0.0, lease - self.kind.call_timeout_seconds) / 2)
+
+    def _send_each(
+        self, batch: list[Any], attempts: list[Attempt], held: set[str], sent: set[str]
+    ) -> Stop | None:
         renewed = [self.clock()]
 
         def keep_leases() -> None:
-            if self.clock() - renewed[0] > self.kind.queue.lease_seconds / 3:
+            if self.clock() - renewed[0] >= self._renew_every():
                 still = self.kind.queue.renew(self.conn, self.owner, sorted(held))
                 self.stats.lost_leases += len(held - still)
                 held.intersection_update(still)
                 renewed[0] = self.clock()
 
         skip = self.kind.screen(self.conn, batch)
-        for index, job in enumerate(batch):
+        for job in batch:
             if job.key not in held:
                 continue  # lost its lease while we waited: someone else works it now
             if job.key in skip:
@@ -222,12 +237,12 @@ class Worker:
                 attempts.append(Attempt(job, skip[job.key], moment, moment))
                 continue
             if not self._wait_for_token(keep_leases):
-                self._give_back([j for j in batch[index:] if j.key in held])
                 self.stats.out_of_time = True
                 return None
             keep_leases()
             if job.key not in held:
                 continue
+            sent.add(job.key)
             result = self.kind.send(job)
             c = classify(result.status, result.headers, result.error, self.now(), self.kind.table)
             c = self.kind.refine(self.conn, c, self.stats)
@@ -240,7 +255,6 @@ class Worker:
             )
             stop = self.kind.after(self.conn, job, c)
             if stop is not None:
-                self._give_back([j for j in batch[index + 1 :] if j.key in held])
                 return stop
         return None
 
@@ -272,5 +286,7 @@ class Worker:
                 self.stats.done += 1
 
     def _give_back(self, jobs: list[Any]) -> None:
+        if not jobs or self.conn.closed or self.conn.broken:
+            return
         released = self.kind.queue.release(self.conn, self.owner, [j.key for j in jobs])
         self.stats.released += len(released)
