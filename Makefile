@@ -5,8 +5,12 @@ VENV := .venv
 BIN := $(CURDIR)/$(VENV)/bin
 STAMP := $(VENV)/.installed
 RUN := set -a && . ./.local/env && set +a && PATH="$(BIN):$$PATH" &&
+# The tests' own Airflow home and metadata database (see scripts/devenv.py).
+TEST_RUN := $(RUN) export AIRFLOW_HOME="$$RETENTION_TEST_AIRFLOW_HOME" \
+	AIRFLOW__DATABASE__SQL_ALCHEMY_CONN="$$RETENTION_TEST_SQL_ALCHEMY_CONN" \
+	AIRFLOW__LOGGING__BASE_LOG_FOLDER="$$RETENTION_TEST_AIRFLOW_HOME/logs" &&
 
-.PHONY: demo test unit airflow bench-rows bench-remote lint format schema lock env stop-pg clean
+.PHONY: demo test test-env unit airflow bench-rows bench-remote lint format schema lock env stop-pg clean
 
 $(STAMP): requirements.txt requirements-dev.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -21,9 +25,13 @@ env: $(STAMP)
 demo: env
 	@$(RUN) python scripts/demo.py
 
+# The tests' metadata database, migrated like the local one.
+test-env: env
+	@$(TEST_RUN) airflow db migrate > .local/test-db-migrate.log 2>&1 || { tail -40 .local/test-db-migrate.log; exit 1; }
+
 # Every tier, unit tests first (pyproject's testpaths: unit, dag, integration, e2e).
-test: env lint
-	@$(RUN) pytest
+test: test-env lint
+	@$(TEST_RUN) pytest
 
 # Pure unit tests: no database, no Airflow home; seconds on a fresh clone.
 unit: $(STAMP)

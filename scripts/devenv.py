@@ -8,7 +8,8 @@ Finds a PostgreSQL server in this order:
    (git-ignored) and left running between commands.
 
 It then creates the databases the project uses (Airflow metadata, demo target,
-test target) and writes ``.local/env``: shell-quoted ``KEY=VALUE`` lines that the
+test target, test metadata; named per checkout, see :func:`database_names`) and
+writes ``.local/env``: shell-quoted ``KEY=VALUE`` lines that the
 Makefile exports and the test suite reads, so every command sees the same
 Airflow home, folders and connections.  Nothing here is imported by the DAGs.
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import getpass
+import hashlib
 import json
 import os
 import shlex
@@ -32,11 +34,27 @@ ROOT = Path(__file__).resolve().parent.parent
 LOCAL = ROOT / ".local"
 SANDBOX_PORT = int(os.environ.get("RETENTION_SANDBOX_PORT", "8765"))
 EVENTS_PORT = int(os.environ.get("RETENTION_EVENTS_PORT", "8766"))
-DATABASES = {
-    "metadata": "retention_airflow",
-    "demo": "retention_demo",
-    "test": "retention_test",
-}
+ROLES = ("metadata", "demo", "test", "test_metadata")
+
+
+def database_names() -> dict[str, str]:
+    """Database names of this checkout: remembered in ``.local/databases.json`` once chosen.
+
+    They are derived from the checkout's path (``retention_<role>_<6 hex>``), so two
+    checkouts sharing one server never overwrite each other's data; set
+    ``RETENTION_DB_PREFIX`` before the first ``make`` to choose the prefix yourself.
+    """
+    remembered = LOCAL / "databases.json"
+    if remembered.exists():
+        names = json.loads(remembered.read_text())
+        if set(names) == set(ROLES):
+            return names
+    prefix = os.environ.get("RETENTION_DB_PREFIX") or (
+        "retention_" + hashlib.sha256(str(ROOT).encode()).hexdigest()[:6]
+    )
+    names = {role: f"{prefix}_{role}" for role in ROLES}
+    remembered.write_text(json.dumps(names, indent=2) + "\n")
+    return names
 
 
 def _try_connect(conninfo: str) -> bool:
@@ -141,9 +159,11 @@ def main() -> None:
         return
     LOCAL.mkdir(exist_ok=True)
     admin, source = find_server()
-    dbs = {role: ensure_database(admin, name) for role, name in DATABASES.items()}
+    dbs = {role: ensure_database(admin, name) for role, name in database_names().items()}
     airflow_home = LOCAL / "airflow"
     airflow_home.mkdir(exist_ok=True)
+    test_home = LOCAL / "test-airflow"
+    test_home.mkdir(exist_ok=True)
     env = {
         "AIRFLOW_HOME": str(airflow_home),
         "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
@@ -175,6 +195,10 @@ def main() -> None:
         "RETENTION_DEMO_DSN": make_conninfo(**dbs["demo"]),
         "RETENTION_TEST_DSN": make_conninfo(**dbs["test"]),
         "RETENTION_TEST_CONN": airflow_connection(dbs["test"]),
+        # The tests run Airflow with a home and a metadata database of their own,
+        # so `make test` never touches what `make demo` and `make airflow` use.
+        "RETENTION_TEST_AIRFLOW_HOME": str(test_home),
+        "RETENTION_TEST_SQL_ALCHEMY_CONN": sqlalchemy_url(dbs["test_metadata"]),
         "PYTHONPATH": f"{ROOT / 'plugins'}:{ROOT}",
     }
     lines = [f"{key}={shlex.quote(value)}" for key, value in env.items()]

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from psycopg import sql
 
 from retention.db.connection import Connection, connect_dsn
 from retention.db.migrate import migrate
@@ -23,6 +24,14 @@ from tests.support.policies import HTTP_CONN_ID
 load_local_env()
 if "RETENTION_TEST_CONN" in os.environ:
     os.environ.setdefault("AIRFLOW_CONN_RETENTION_TEST", os.environ["RETENTION_TEST_CONN"])
+if "RETENTION_TEST_AIRFLOW_HOME" in os.environ:
+    # Never the home and metadata database of `make demo` / `make airflow`.
+    home = os.environ["RETENTION_TEST_AIRFLOW_HOME"]
+    os.environ["AIRFLOW_HOME"] = home
+    os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = os.environ[
+        "RETENTION_TEST_SQL_ALCHEMY_CONN"
+    ]
+    os.environ["AIRFLOW__LOGGING__BASE_LOG_FOLDER"] = f"{home}/logs"
 
 
 @pytest.fixture(scope="session")
@@ -30,7 +39,20 @@ def test_dsn() -> str:
     dsn = os.environ.get("RETENTION_TEST_DSN")
     if not dsn:
         pytest.skip("no test database: run `make test` (or `make env` once) to configure one")
+    clean_target(dsn)
     return dsn
+
+
+def clean_target(dsn: str) -> None:
+    """Start the session from an empty test database: no ledger, no tables of earlier runs."""
+    with connect_dsn(dsn) as conn:
+        conn.execute("DROP SCHEMA IF EXISTS retention CASCADE")
+        tables = conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND tablename LIKE 't\\_%'"
+        ).fetchall()
+        for table in tables:
+            name = sql.Identifier("public", table["tablename"])
+            conn.execute(sql.SQL("DROP TABLE IF EXISTS {} CASCADE").format(name))
 
 
 @pytest.fixture

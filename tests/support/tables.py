@@ -74,11 +74,20 @@ def new(seconds: int = 0) -> dt.datetime:
 
 
 def create_media_table(
-    db: Connection, name: str, rows: int, *, tenants: int = 3, new_rows: int = 0
+    db: Connection,
+    name: str,
+    rows: int,
+    *,
+    tenants: int = 3,
+    new_rows: int = 0,
+    cutoff: dt.datetime = CUTOFF,
+    old_age: dt.timedelta = dt.timedelta(days=2),
+    first_id: int = 1,
 ) -> None:
-    """public.<name>(id, tenant_id, created_at, object_key, version).
+    """public.<name>(id, tenant_id, created_at, object_key, version), created afresh.
 
-    ``rows`` rows are older than the cutoff, ``new_rows`` newer.
+    ``rows`` rows are ``old_age`` older than ``cutoff``, ``new_rows`` two days
+    younger; ids (and object keys ``obj-<id>``) start at ``first_id``.
     """
     table = sql.Identifier("public", name)
     db.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(table))
@@ -91,15 +100,16 @@ def create_media_table(
     db.execute(
         sql.SQL(
             "INSERT INTO {} SELECT g, 1 + g %% %(tenants)s, "
-            "CASE WHEN g <= %(rows)s THEN %(old)s ELSE %(new)s END, 'obj-' || g, 1 "
-            "FROM generate_series(1, %(total)s) AS g"
+            "CASE WHEN g < %(first)s + %(rows)s THEN %(old)s ELSE %(new)s END, 'obj-' || g, 1 "
+            "FROM generate_series(%(first)s, %(first)s + %(total)s - 1) AS g"
         ).format(table),
         {
             "tenants": tenants,
             "rows": rows,
+            "first": first_id,
             "total": rows + new_rows,
-            "old": CUTOFF - dt.timedelta(days=2),
-            "new": CUTOFF + dt.timedelta(days=2),
+            "old": cutoff - old_age,
+            "new": cutoff + dt.timedelta(days=2),
         },
     )
     db.execute(sql.SQL("CREATE INDEX ON {} (tenant_id, id)").format(table))

@@ -12,10 +12,12 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable
 from typing import Any
 
+import psycopg
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
@@ -24,6 +26,8 @@ from retention.airflow.connections import postgres
 from retention.events import hints
 from retention.evidence.explain import UnknownOperation, explain
 from retention.policy import Policy, load_policies
+
+log = logging.getLogger(__name__)
 
 
 def _policies() -> dict[str, Policy]:
@@ -75,12 +79,22 @@ def create_app(*, airflow_auth: bool = True) -> FastAPI:
 
     @app.get("/operations/{key}", dependencies=evidence_guard)
     def get_operation(key: str) -> dict[str, Any]:
+        unreachable: list[str] = []
         for conn_id in sorted({p.postgres_conn_id for p in _policies().values() if p.remote}):
-            with postgres(conn_id) as conn:
-                try:
+            try:
+                with postgres(conn_id) as conn:
                     return explain(conn, key)
-                except UnknownOperation:
-                    continue
+            except UnknownOperation:
+                continue
+            except psycopg.Error as failed:  # no ledger there yet, or the database is down
+                log.warning("evidence lookup in %s failed: %s", conn_id, failed)
+                unreachable.append(conn_id)
+        if unreachable:
+            raise HTTPException(
+                503,
+                f"no operation with key {key!r} in the databases that answered; "
+                f"could not read {unreachable}",
+            )
         raise HTTPException(404, f"no operation with key {key!r}")
 
     return app

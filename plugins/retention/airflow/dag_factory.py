@@ -15,6 +15,7 @@ from airflow.sdk.configuration import conf
 from airflow.sdk.exceptions import AirflowFailException
 
 from retention.airflow.steps import (
+    DeliveryIncomplete,
     compute_cutoff_step,
     delete_window_step,
     deleter_for,
@@ -26,6 +27,7 @@ from retention.airflow.steps import (
     reconcile_step,
 )
 from retention.evidence.reconcile import RetentionIncomplete
+from retention.objects.operations import CredentialFailure
 from retention.policy.loader import PolicyProblem, PolicySet
 from retention.policy.model import BATCH_ROWS_BOUNDS, WINDOW_ROWS_BOUNDS, Policy
 from retention.policy.params import run_settings
@@ -188,12 +190,15 @@ def build_dag(policy: Policy, warnings: list[str] | None = None, **dag_kwargs: A
         def delete_window(window: dict[str, Any]) -> dict[str, Any]:
             context = get_current_context()
             context["window_label"] = window["label"]  # type: ignore[typeddict-unknown-key]
-            return delete_window_step(
-                policy.postgres_conn_id,
-                deleter,
-                window=window,
-                settings=run_settings(policy, context["params"]),
-            )
+            try:
+                return delete_window_step(
+                    policy.postgres_conn_id,
+                    deleter,
+                    window=window,
+                    settings=run_settings(policy, context["params"]),
+                )
+            except CredentialFailure as refused:
+                raise AirflowFailException(str(refused)) from refused
 
         @task
         def purge_audit() -> dict[str, Any]:
@@ -219,7 +224,10 @@ def build_dag(policy: Policy, warnings: list[str] | None = None, **dag_kwargs: A
             def drain_operations() -> dict[str, Any]:
                 if run_settings(policy, get_current_context()["params"]).dry_run:
                     return {"skipped": "dry run: no remote call"}
-                return drain_operations_step(policy)
+                try:
+                    return drain_operations_step(policy)
+                except CredentialFailure as refused:  # a retry minutes later cannot fix it
+                    raise AirflowFailException(str(refused)) from refused
 
             plan >> drain_operations() >> deletes
         if policy.notify is not None:
@@ -228,7 +236,10 @@ def build_dag(policy: Policy, warnings: list[str] | None = None, **dag_kwargs: A
             def deliver_events() -> dict[str, Any]:
                 if run_settings(policy, get_current_context()["params"]).dry_run:
                     return {"skipped": "dry run: nothing is delivered"}
-                return deliver_events_step(policy)
+                try:
+                    return deliver_events_step(policy)
+                except DeliveryIncomplete as incomplete:  # retrying cannot revive dead events
+                    raise AirflowFailException(str(incomplete)) from incomplete
 
             # A leaf of its own: a failed delivery fails the run instead of hiding
             # behind reconcile's result.

@@ -144,8 +144,16 @@ def drain_operations_step(policy: Policy) -> dict[str, Any]:
         return work_operations(conn, OperationsKind(policy, sender)).as_dict()
 
 
+class DeliveryIncomplete(RuntimeError):
+    """Events went dead, or the receiver is disabled: the run must not look green."""
+
+
 def deliver_events_step(policy: Policy) -> dict[str, Any]:
-    """Deliver the policy's pending retention.deleted events (signed webhooks)."""
+    """Deliver the policy's pending retention.deleted events (signed webhooks).
+
+    Fails (without retries, which cannot help) when events went dead in this
+    pass or the receiver is disabled by a 410, naming what to do.
+    """
     assert policy.notify is not None
     notify = policy.notify
     signer = Signer(signing_secret(notify.http_conn_id), notify.http_conn_id)
@@ -153,7 +161,21 @@ def deliver_events_step(policy: Policy) -> dict[str, Any]:
         postgres(policy.postgres_conn_id) as conn,
         closing(http_sender(notify.http_conn_id, notify.timeout_seconds)) as sender,
     ):
-        return deliver_events(conn, policy.name, notify, sender, signer).as_dict()
+        stats = deliver_events(conn, policy.name, notify, sender, signer)
+    if stats.stopped == "endpoint_disabled":
+        raise DeliveryIncomplete(
+            f"policy {policy.name!r}: the event receiver of connection "
+            f"{notify.http_conn_id!r} answered 410 Gone and is disabled; events stay pending. "
+            "Re-enable it once the receiver is back: delete the policy's row of "
+            "retention.notify_endpoints."
+        )
+    if stats.dead:
+        raise DeliveryIncomplete(
+            f"policy {policy.name!r}: {stats.dead} retention.deleted event(s) went dead after "
+            f"{notify.max_attempts} attempts (statuses {dict(stats.statuses)}); list them in "
+            "retention.dead_events and replay them with retention__replay (kind: events)."
+        )
+    return stats.as_dict()
 
 
 def purge_audit_step(policy: Policy) -> dict[str, Any]:

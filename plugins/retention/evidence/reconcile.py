@@ -73,8 +73,10 @@ def reconcile_run(conn: Connection, policy: Policy, run_id: str) -> dict[str, An
         lag = remote["oldest_overdue_hours"]
         late = policy.max_lag_hours is not None and lag is not None and lag > policy.max_lag_hours
         status = "dirty" if unexplained or late else "backlog"
-    if failed and not dry_run:
-        status = "dirty"  # a window that did not finish is not a clean run, whatever remains
+    if unfinished and not dry_run:
+        # A window that failed, is still running, or never ran (its task was skipped
+        # or upstream_failed) is not a finished run, whatever the table looks like.
+        status = "dirty"
     summary: dict[str, Any] = {
         "policy": policy.name,
         "dag_id": policy.dag_id,
@@ -142,16 +144,16 @@ def raise_if_dirty(summary: dict[str, Any]) -> None:
         f"{summary['dag_id']}: {summary['rows_remaining']} rows older than cutoff "
         f"{summary['cutoff']} remain in {summary['table']} after run {summary['run_id']}."
     ]
-    if summary.get("windows_failed"):
+    if summary.get("windows_unfinished"):
         parts.append(
-            f"Windows that failed or did not finish: {', '.join(summary['windows_failed'])} "
-            "(see retention.windows.last_error and the task logs)."
+            f"Windows that failed, did not finish or never ran: "
+            f"{', '.join(summary['windows_unfinished'])} "
+            "(see retention.windows.state and last_error, and the task logs)."
         )
     if summary["rows_remaining_in_windows"]:
         listed = ", ".join(f"{w['label']}: {w['rows_remaining']}" for w in summary["dirty_windows"])
         parts.append(
-            f"{summary['rows_remaining_in_windows']} are inside planned windows ({listed}); "
-            f"unfinished windows: {', '.join(summary['windows_unfinished']) or 'none'}."
+            f"{summary['rows_remaining_in_windows']} are inside planned windows ({listed})."
         )
     if summary["rows_outside_windows"]:
         parts.append(
