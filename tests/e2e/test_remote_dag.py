@@ -100,8 +100,9 @@ def test_remote_policy_run_deletes_objects_then_rows(
     assert len(server["effects"]) == 200
     assert set(server["effects"].values()) == {1}, "zero duplicate remote effects"
     paths = sorted(r["path"] for r in server["requests"])
-    expected = sorted(f"/v1/tenants/{1 + n % 4}/assets/obj-{n}" for n in range(2, 201)) + [
-        "/v1/tenants/7/assets/a%20b%2F%C3%BC%231"
+    expected = [
+        *(f"/v1/tenants/{1 + n % 4}/assets/obj-{n}" for n in range(2, 201)),
+        "/v1/tenants/7/assets/a%20b%2F%C3%BC%231",
     ]
     assert paths == sorted(expected), "tenant and object id in their place, URL-encoded"
 
