@@ -18,10 +18,14 @@ from retention.db.connection import Connection
 from tests.support.env import ROOT
 from tests.support.policies import policy_fields
 from tests.support.seed import seed_event_logs
+from tests.support.tables import BOUNDARY_KEPT, boundary_rows, create_table, ids_left
 
 pytestmark = pytest.mark.e2e
 
-D = dt.datetime(2026, 6, 1, tzinfo=dt.UTC)
+# Relative to today, so the suite passes on any day (a cutoff in the future is refused).
+D = dt.datetime.now(dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0) - dt.timedelta(
+    days=2
+)
 ROWS = 12_000
 
 
@@ -98,7 +102,14 @@ def test_run_deletes_exactly_the_old_rows_and_a_rerun_deletes_none(
     assert first["windows"] == 8, "4 tenants x 2000 eligible rows at 1500 per window"
     assert fingerprint(db, unique_name, older_than(cutoff))[0] == 0
     assert fingerprint(db, unique_name, sql.SQL("TRUE")) == kept_before
-    assert first["summary"]["longest_batch_ms"] > 0
+    longest = db.execute(
+        "SELECT max(longest_batch_ms) AS ms, sum(batches) AS batches FROM retention.windows "
+        "WHERE policy = %s AND run_id = %s",
+        (unique_name, first["dag_run"].run_id),
+    ).fetchone()
+    assert first["summary"]["longest_batch_ms"] == round(longest["ms"], 3)
+    assert 0 < longest["ms"] < 10_000, "a batch transaction, bounded by statement_timeout"
+    assert longest["batches"] >= old_count / 400, "batches of at most batch_rows keys"
 
     with create_session() as session:
         labels = sorted(
@@ -156,3 +167,28 @@ def test_earlier_logical_date_deletes_only_what_its_cutoff_allows(
     later = run_dag(D)
     assert later["rows_deleted"] == between_before[0]
     assert fingerprint(db, unique_name, older_than(later_cutoff))[0] == 0
+
+
+@pytest.mark.parametrize("timestamp_type", ["timestamptz", "timestamp"])
+def test_rows_at_the_cutoff_survive_a_dag_run(
+    db: Connection,
+    unique_name: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    timestamp_type: str,
+) -> None:
+    cutoff = D - dt.timedelta(days=30)
+    create_table(db, unique_name, boundary_rows(cutoff), timestamp_type=timestamp_type)
+    policies = tmp_path / "policies.yaml"
+    fields = policy_fields(unique_name, window_rows=100, batch_rows=2)
+    policies.write_text(yaml.safe_dump({"policies": {unique_name: fields}}))
+    monkeypatch.setenv("RETENTION_POLICIES", str(policies))
+    bag = DagBag(dag_folder=str(ROOT / "dags"))
+    run = bag.dags[f"retention__{unique_name}"].test(logical_date=D)
+    assert run.state == "success"
+    assert ids_left(db, unique_name) == BOUNDARY_KEPT
+    summary = db.execute(
+        "SELECT status, windows, rows_deleted FROM retention.runs WHERE policy = %s",
+        (unique_name,),
+    ).fetchone()
+    assert summary == {"status": "clean", "windows": 1, "rows_deleted": 4}

@@ -36,6 +36,14 @@ def test_evidence_is_kept_for_audit_days_then_purged(db, unique_name, sandbox, t
         "UPDATE retention.runs SET planned_at = %s WHERE policy = %s",
         (now - dt.timedelta(days=401), policy.name),
     )
+    recent = plan_windows(db, request(policy, run_id="recent-run"))  # planned now: kept
+    assert recent
+    for webhook_id, age in (("msg_old", 401), ("msg_recent", 1)):
+        db.execute(
+            "INSERT INTO retention.hint_receipts (webhook_id, policy, objects, received_at) "
+            "VALUES (%s, %s, 1, %s)",
+            (f"{webhook_id}_{unique_name}", policy.name, now - dt.timedelta(days=age)),
+        )
 
     result = purge_audit(db, policy.name, policy.audit_days, now=now, batch_rows=1)
     assert (result["operations"], result["attempts"], result["events"]) == (2, 2, 2)
@@ -54,7 +62,16 @@ def test_evidence_is_kept_for_audit_days_then_purged(db, unique_name, sandbox, t
     )
     assert remaining_attempts == 4
     assert count(db, "SELECT count(*) FROM retention.outbox WHERE policy = %s", policy.name) == 3
-    assert count(db, "SELECT count(*) FROM retention.windows WHERE policy = %s", policy.name) == 0
-    assert count(db, "SELECT count(*) FROM retention.runs WHERE policy = %s", policy.name) == 0
+    windows = db.execute(
+        "SELECT DISTINCT run_id FROM retention.windows WHERE policy = %s", (policy.name,)
+    ).fetchall()
+    assert [w["run_id"] for w in windows] == ["recent-run"], "old windows go, recent stay"
+    runs = db.execute("SELECT run_id FROM retention.runs WHERE policy = %s", (policy.name,))
+    assert [r["run_id"] for r in runs] == ["recent-run"]
+    receipts = db.execute(
+        "SELECT webhook_id FROM retention.hint_receipts WHERE policy = %s", (policy.name,)
+    )
+    assert [r["webhook_id"] for r in receipts] == [f"msg_recent_{unique_name}"]
+    assert result["hint_receipts"] == 1
     again = purge_audit(db, policy.name, policy.audit_days, now=now)
     assert again["operations"] == 0

@@ -10,7 +10,16 @@ from retention.rows.deleter import WindowDeleteError, delete_window
 from retention.rows.lifecycle import count_window
 from retention.rows.planner import plan_windows
 from tests.support.policies import make_policy
-from tests.support.tables import CUTOFF, create_table, ids_left, new, old, request
+from tests.support.tables import (
+    BOUNDARY_KEPT,
+    CUTOFF,
+    boundary_rows,
+    create_table,
+    ids_left,
+    new,
+    old,
+    request,
+)
 
 
 def ledger(db: Connection, window_key: str) -> dict:
@@ -114,3 +123,16 @@ def test_row_updated_to_a_new_timestamp_is_kept(db: Connection, unique_name: str
     db.execute(f"UPDATE public.{unique_name} SET created_at = %s WHERE id = 2", (new(),))  # noqa: S608
     assert delete_window(db, policy, target, batch_rows=100, dry_run=False).rows_deleted == 1
     assert ids_left(db, unique_name) == [2]
+
+
+@pytest.mark.parametrize("timestamp_type", ["timestamptz", "timestamp"])
+def test_rows_at_the_cutoff_inside_a_window_are_kept(
+    db: Connection, unique_name: str, timestamp_type: str
+) -> None:
+    create_table(db, unique_name, boundary_rows(CUTOFF), timestamp_type=timestamp_type)
+    policy = make_policy(unique_name, window_rows=100, batch_rows=3)
+    (window,) = plan_windows(db, request(policy))
+    assert (window.first_id, window.last_id, window.expected_rows) == (1, 7, 4)
+    result = delete_window(db, policy, window, batch_rows=3, dry_run=False)
+    assert result.rows_deleted == 4
+    assert ids_left(db, unique_name) == BOUNDARY_KEPT

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -56,6 +55,14 @@ def deliver(test_dsn: str, policy, receiver, **kw):
     return deliver_pass(test_dsn, policy, receiver, **kw)
 
 
+def make_due(db: Connection, policy) -> None:
+    """Move every pending event's backoff to now, instead of sleeping past it."""
+    db.execute(
+        "UPDATE retention.outbox SET not_before = now() WHERE policy = %s AND state = 'pending'",
+        (policy.name,),
+    )
+
+
 def expire_event_leases(db: Connection, policy) -> None:
     db.execute(
         "UPDATE retention.outbox SET lease_expires_at = now() - interval '1 second' "
@@ -100,6 +107,60 @@ def test_each_confirmed_deletion_writes_one_event_in_its_transaction(
         assert payload["data"]["object_id"].startswith("obj-")
 
 
+def test_an_event_is_written_only_in_the_transaction_that_deletes_its_row(
+    db, unique_name, sandbox, test_dsn
+) -> None:
+    """The batch's finish statement fails (a trigger refuses one row's delete): nothing of
+    that statement stays, so no event exists for a row that was not deleted."""
+    policy = notifying_policy(unique_name)
+    create_media_table(db, policy.name, 4)
+    refuse = f"public.{unique_name}_refuse"
+    db.execute(
+        f"CREATE FUNCTION {refuse}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        "IF OLD.id = 3 THEN RAISE EXCEPTION 'row 3 is on legal hold'; END IF; "
+        "RETURN OLD; END $$"
+    )
+    db.execute(
+        f"CREATE TRIGGER refuse BEFORE DELETE ON public.{unique_name} FOR EACH ROW "
+        f"EXECUTE FUNCTION {refuse}()"
+    )
+    for window in plan(db, policy):
+        enqueue_window(db, policy, window, 100)
+    work(test_dsn, policy, sandbox)  # one claimed batch of 4: its statement fails as a whole
+    rows = db.execute(
+        "SELECT o.object_id, o.state, o.failure_class, e.event_id IS NOT NULL AS has_event "
+        "FROM retention.operations AS o LEFT JOIN retention.outbox AS e USING (operation_key) "
+        "WHERE o.policy = %s ORDER BY o.object_id",
+        (policy.name,),
+    ).fetchall()
+    assert [(r["object_id"], r["state"], r["has_event"]) for r in rows] == [
+        ("obj-1", "done", True),
+        ("obj-2", "done", True),
+        ("obj-3", "dead", False),
+        ("obj-4", "done", True),
+    ]
+    assert count(db, "SELECT count(*) FROM retention.outbox WHERE policy = %s", policy.name) == 3
+    assert count(db, f"SELECT count(*) FROM public.{unique_name}") == 1  # noqa: S608
+
+
+def test_events_are_handed_back_when_time_runs_out(
+    db, unique_name, sandbox, receiver, test_dsn
+) -> None:
+    policy = notifying_policy(unique_name, claim_batch=10)
+    delete_remotely(db, test_dsn, policy, 6, sandbox)
+    receiver.latency_seconds = 0.4
+    stats = deliver(test_dsn, policy, receiver, budget_seconds=1.0)
+    assert stats.out_of_time
+    assert 1 <= stats.done <= 4
+    assert stats.released == 6 - stats.done, "every unsent event went back"
+    assert outbox(db, policy) == {"delivered": stats.done, "pending": 6 - stats.done}
+    attempts = db.execute(
+        "SELECT max(attempts) AS n FROM retention.outbox WHERE policy = %s AND state = 'pending'",
+        (policy.name,),
+    ).fetchone()
+    assert attempts["n"] == 0, "no attempt spent on what was handed back"
+
+
 def test_signatures_verify_with_an_independent_implementation(
     db, unique_name, sandbox, receiver, test_dsn
 ) -> None:
@@ -128,16 +189,16 @@ def test_signatures_verify_with_an_independent_implementation(
 def test_receiver_timeout_leads_to_the_same_event_id_and_bytes(
     db, unique_name, sandbox, receiver, test_dsn
 ) -> None:
-    # Backoff long enough that the retry is never due within the first delivery call.
+    # A backoff of an hour: the retry is never due within the first pass.
     policy = notifying_policy(
-        unique_name, timeout_seconds=0.3, backoff_base_seconds=1.0, backoff_max_seconds=1.0
+        unique_name, timeout_seconds=0.3, backoff_base_seconds=3600, backoff_max_seconds=3600
     )
     delete_remotely(db, test_dsn, policy, 1, sandbox)
     receiver.delay_first_seconds = 1.0
     first = deliver(test_dsn, policy, receiver)
     assert first.retried == 1
     assert outbox(db, policy) == {"pending": 1}
-    time.sleep(1.05)
+    make_due(db, policy)
     second = deliver(test_dsn, policy, receiver)
     assert second.done == 1
     ids = [r["headers"]["webhook-id"] for r in receiver.received]
@@ -185,7 +246,7 @@ def test_gone_disables_the_receiver_and_exhausted_events_are_replayable(
     receiver.statuses = [500, 500, 500, 500]
     for _ in range(3):
         deliver(test_dsn, policy, receiver)
-        time.sleep(0.05)  # past the (at most 0.02 s) backoff, so each call retries
+        make_due(db, policy)  # past the backoff, so each pass retries
     assert outbox(db, policy) == {"dead": 2}
     dead = [
         r["event_id"]
@@ -252,7 +313,14 @@ def test_explain_answers_the_six_questions(db, unique_name, sandbox, receiver, t
         in (done["eligible_because"]["reason"])
     )
     assert done["deletion"]["confirmed"] is True
-    assert done["deletion"]["confirmed_at"] is not None
+    ledger = {
+        r["object_id"]: r
+        for r in db.execute(
+            "SELECT object_id, done_at, not_before FROM retention.operations WHERE policy = %s",
+            (policy.name,),
+        )
+    }
+    assert done["deletion"]["confirmed_at"] == ledger["obj-1"]["done_at"].isoformat()
     assert done["event"]["event_id"] == event_id_for(keys["obj-1"])
     assert done["event"]["state"] == "delivered"
     assert done["attempts"]["count"] == 1
@@ -266,7 +334,7 @@ def test_explain_answers_the_six_questions(db, unique_name, sandbox, receiver, t
     pending = explain(db, keys["obj-3"])
     assert pending["deletion"]["state"] == "pending"
     assert pending["next"]["action"] == "automatic retry"
-    assert pending["next"]["at"] is not None
+    assert pending["next"]["at"] == ledger["obj-3"]["not_before"].isoformat()
     assert pending["attempts"]["history"][0]["status_code"] == 503
 
     replay_dead(

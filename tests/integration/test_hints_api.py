@@ -6,7 +6,6 @@ import datetime as dt
 import json
 import socket
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,10 +19,13 @@ from standardwebhooks.webhooks import Webhook
 from retention.airflow.api import create_app
 from retention.events.hints import MAX_BODY_BYTES
 from retention.objects.operations import operation_key
+from tests.support.airflow_services import wait_for
 from tests.support.policies import HTTP_CONN_ID, policy_fields, remote_policy
 from tests.support.receiver import new_secret
 from tests.support.remote import work
 from tests.support.tables import count, create_media_table
+
+TODAY = dt.datetime.now(dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
 
 
 @pytest.fixture
@@ -48,21 +50,17 @@ def api(db, unique_name, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Ite
     monkeypatch.setenv(
         "AIRFLOW_CONN_RETENTION_HINTS", json.dumps({"conn_type": "generic", "password": secret})
     )
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    server = uvicorn.Server(
-        uvicorn.Config(
-            create_app(airflow_auth=False), host="127.0.0.1", port=port, log_level="error"
-        )
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))  # bound before the server starts: no race for the port
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(create_app(airflow_auth=False), log_level="error"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
-    while not server.started:
-        time.sleep(0.02)
+    wait_for(lambda: server.started, 30, "the hints API starting", step=0.02)
     yield {"url": f"http://127.0.0.1:{port}", "secret": secret, "policy": unique_name}
     server.should_exit = True
     thread.join(10)
+    sock.close()
 
 
 def post_hint(api: dict, body: dict | bytes, *, msg_id: str = "", age: float = 0, secret=None):
@@ -87,7 +85,7 @@ def written(db, policy: str) -> tuple[int, int]:
 
 def test_signed_hint_makes_objects_pending_under_the_scan_keys(db, api, sandbox, test_dsn) -> None:
     policy = api["policy"]
-    due = "2026-11-29T00:00:00+00:00"
+    due = (TODAY - dt.timedelta(hours=1)).isoformat()  # already due: the drain takes it
     first_id = f"msg_{uuid.uuid4().hex}"
     objects = [{"key": "obj-2"}, {"key": "obj-8", "due_at": due}]
     answer = post_hint(api, {"policy": policy, "objects": objects}, msg_id=first_id)
@@ -166,7 +164,8 @@ def test_evidence_endpoint(db, api, sandbox, test_dsn) -> None:
 
 def test_a_key_named_twice_is_one_operation_due_at_the_earliest(db, api) -> None:
     policy = api["policy"]
-    early, late = "2026-11-29T01:00:00+00:00", "2026-12-29T01:00:00+00:00"
+    early = (TODAY + dt.timedelta(hours=1)).isoformat()
+    late = (TODAY + dt.timedelta(days=30)).isoformat()
     objects = [{"key": "obj-4", "due_at": late}, {"key": "obj-4", "due_at": early}]
     answer = post_hint(api, {"policy": policy, "objects": objects})
     assert answer.status_code == 202, answer.text

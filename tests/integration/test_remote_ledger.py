@@ -11,13 +11,18 @@ import pytest
 
 from retention.db.connection import Connection, connect_dsn
 from retention.evidence.replay import ReplayError, replay_dead
-from retention.objects.operations import CredentialFailure, Operation, OperationsKind
+from retention.objects.operations import (
+    CredentialFailure,
+    Operation,
+    OperationsKind,
+    enqueue_window,
+)
 from retention.queue.leased import OPERATIONS, Finish, LeasedQueue
 from retention.queue.worker import Attempt
 from tests.support.policies import HTTP_CONN_ID, remote_policy
 from tests.support.remote import enqueue_all
 from tests.support.remote import work as work_pass
-from tests.support.tables import count, create_media_table
+from tests.support.tables import count, create_media_table, plan
 
 
 def work(test_dsn: str, policy, server, **kw) -> dict:
@@ -141,9 +146,15 @@ def test_dropped_connection_after_apply_is_retried_with_the_same_key(
     sandbox.state.configure(drop_after_apply=["obj-3"])
     policy = remote_policy(unique_name)
     enqueue_all(db, policy)
-    deadline = time.monotonic() + 10
-    while states(db, policy) != {"done": 5} and time.monotonic() < deadline:
+    for _ in range(5):  # the dropped one backs off; make it due now between passes
+        if states(db, policy) == {"done": 5}:
+            break
         work(test_dsn, policy, sandbox)
+        db.execute(
+            "UPDATE retention.operations SET not_before = now() "
+            "WHERE policy = %s AND state = 'pending'",
+            (policy.name,),
+        )
     assert states(db, policy) == {"done": 5}
     server = sandbox.state.stats()
     assert server["effects"]["obj-3"] == 1
@@ -195,11 +206,15 @@ def test_poisoned_operation_goes_dead_without_blocking_the_rest_and_replay_reviv
     sandbox.state.configure(reject=["obj-7"], hold=["obj-9"])
     policy = remote_policy(unique_name)
     enqueue_all(db, policy)
-    deadline = time.monotonic() + 15
-    while states(db, policy).get("pending") or states(db, policy).get("in_flight"):
-        assert time.monotonic() < deadline, states(db, policy)
+    for _ in range(10):  # each pass retries what is due; make the backoffs due now
+        if not (states(db, policy).get("pending") or states(db, policy).get("in_flight")):
+            break
         work(test_dsn, policy, sandbox)
-        time.sleep(0.1)
+        db.execute(
+            "UPDATE retention.operations SET not_before = now() "
+            "WHERE policy = %s AND state = 'pending'",
+            (policy.name,),
+        )
     assert states(db, policy) == {"done": 28, "dead": 2}
     dead = {
         r["object_id"]: r
@@ -309,24 +324,135 @@ def test_out_of_token_budget_leaves_operations_pending_and_ends_cleanly(
     assert len(sandbox.state.stats()["requests"]) == done
 
 
+class Reclaimer(threading.Thread):
+    """Keeps trying to take over expired leases of a policy while a worker runs."""
+
+    def __init__(self, dsn: str, policy) -> None:
+        super().__init__()
+        self.dsn, self.policy = dsn, policy
+        self.taken: list[str] = []
+        self.tries = 0
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        from retention.queue.leased import _claim_statement
+
+        statement = _claim_statement(OPERATIONS, "in_flight", False)
+        with connect_dsn(self.dsn) as conn:
+            while not self.stop.is_set():
+                rows = conn.execute(
+                    statement,
+                    {
+                        "policy": self.policy.name,
+                        "owner": "reclaimer",
+                        "lease_seconds": 60,
+                        "scope": None,
+                        "state": "in_flight",
+                        "n": 100,
+                    },
+                ).fetchall()
+                self.taken += [r["operation_key"] for r in rows]
+                self.tries += 1
+                self.stop.wait(0.05)
+
+
 def test_leases_are_renewed_while_a_slow_batch_is_worked(db, unique_name, sandbox, test_dsn):
-    create_media_table(db, unique_name, 20)
-    sandbox.state.configure(latency_ms=250)
+    create_media_table(db, unique_name, 10)
+    sandbox.state.configure(latency_ms=300)
     policy = remote_policy(
-        unique_name, request_timeout_seconds=0.4, lease_seconds=1.0, claim_batch=5
+        unique_name, request_timeout_seconds=0.5, lease_seconds=1.0, claim_batch=5
     )
     enqueue_all(db, policy)
-    threads = [threading.Thread(target=work, args=(test_dsn, policy, sandbox)) for _ in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    reclaimer = Reclaimer(test_dsn, policy)
+    reclaimer.start()
+    try:
+        stats = work(test_dsn, policy, sandbox)  # 5 calls of 0.3 s per batch: 1.5 leases
+    finally:
+        reclaimer.stop.set()
+        reclaimer.join()
+    assert reclaimer.tries > 20
+    assert reclaimer.taken == [], "no lease ever expired under the worker"
+    assert stats["lost_leases"] == 0
     rows = db.execute(
         "SELECT state, claim_count, lease_expiries FROM retention.operations WHERE policy = %s",
         (policy.name,),
     ).fetchall()
     assert {(r["state"], r["claim_count"], r["lease_expiries"]) for r in rows} == {("done", 1, 0)}
-    assert len(sandbox.state.stats()["requests"]) == 20, "no operation was called twice"
+    assert len(sandbox.state.stats()["requests"]) == 10, "no operation was called twice"
+
+
+def test_leases_are_renewed_while_waiting_for_tokens(db, unique_name, sandbox, test_dsn):
+    create_media_table(db, unique_name, 4)
+    policy = remote_policy(
+        unique_name,
+        rate_per_second=1,
+        burst=1,
+        request_timeout_seconds=0.3,
+        lease_seconds=1.0,
+        claim_batch=4,
+    )
+    enqueue_all(db, policy)
+    reclaimer = Reclaimer(test_dsn, policy)
+    reclaimer.start()
+    try:
+        stats = work(test_dsn, policy, sandbox)  # 1 call/s: the last waits ~3 s, 3 leases
+    finally:
+        reclaimer.stop.set()
+        reclaimer.join()
+    assert stats["waited_for_tokens_seconds"] > 2
+    assert reclaimer.taken == []
+    claims = db.execute(
+        "SELECT claim_count, state FROM retention.operations WHERE policy = %s", (policy.name,)
+    ).fetchall()
+    assert {(r["claim_count"], r["state"]) for r in claims} == {(1, "done")}
+
+
+def test_a_window_pass_does_not_wait_out_a_backoff(db, unique_name, sandbox, test_dsn) -> None:
+    create_media_table(db, unique_name, 3)
+    sandbox.state.configure(fail_5xx={"obj-2": 1})
+    policy = remote_policy(unique_name, backoff_base_seconds=30, backoff_max_seconds=30)
+    windows = plan(db, policy)
+    for window in windows:
+        enqueue_window(db, policy, window, 100)
+    started = time.monotonic()
+    stats = work(test_dsn, policy, sandbox, scope=windows[0].window_key)
+    assert time.monotonic() - started < 5, "the pass returned instead of waiting 15-30 s"
+    assert (stats["done"], stats["retried"]) == (2, 1)
+    left = db.execute(
+        "SELECT state, attempt_count, not_before > now() + interval '10 seconds' AS later "
+        "FROM retention.operations WHERE policy = %s AND object_id = 'obj-2'",
+        (policy.name,),
+    ).fetchone()
+    assert left == {"state": "pending", "attempt_count": 1, "later": True}
+
+
+def test_replay_by_failure_class_since_a_time(db, unique_name, sandbox, test_dsn) -> None:
+    import datetime as dt
+
+    create_media_table(db, unique_name, 3)
+    sandbox.state.configure(reject=["obj-1", "obj-2", "obj-3"])
+    policy = remote_policy(unique_name)
+    enqueue_all(db, policy)
+    work(test_dsn, policy, sandbox)
+    now = dt.datetime.now(dt.UTC)
+    db.execute(
+        "UPDATE retention.operations SET updated_at = %s "
+        "WHERE policy = %s AND object_id <> 'obj-3'",
+        (now - dt.timedelta(days=2), policy.name),
+    )
+    replayed = replay_dead(
+        db,
+        policy=policy.name,
+        failure_class="http_422",
+        since=now - dt.timedelta(days=1),
+        requested_by="t",
+    )
+    key3 = db.execute(
+        "SELECT operation_key FROM retention.operations WHERE policy = %s AND object_id = 'obj-3'",
+        (policy.name,),
+    ).fetchone()["operation_key"]
+    assert replayed["operation_keys"] == [key3], "only what went dead since then"
+    assert states(db, policy) == {"dead": 2, "pending": 1}
 
 
 def test_dead_letters_command_lists_dead_operations(db, unique_name, sandbox, test_dsn) -> None:

@@ -16,22 +16,41 @@ from retention.rows.windows import Window
 CUTOFF = dt.datetime(2026, 3, 1, tzinfo=dt.UTC)
 
 
+TIMESTAMP_TYPES = {
+    "timestamptz": sql.SQL("timestamptz"),
+    "timestamp": sql.SQL("timestamp without time zone"),  # naive: UTC wall time stored
+}
+
+
 def create_table(
-    db: Connection, name: str, rows: Iterable[tuple[int, int | None, dt.datetime]]
+    db: Connection,
+    name: str,
+    rows: Iterable[tuple[int, int | None, dt.datetime]],
+    *,
+    timestamp_type: str = "timestamptz",
 ) -> None:
-    """public.<name>(id, tenant_id, created_at, payload) with the recommended indexes."""
+    """public.<name>(id, tenant_id, created_at, payload) with the recommended indexes.
+
+    With ``timestamp_type="timestamp"`` the column has no time zone and holds each
+    timestamp's UTC wall time.
+    """
     table = sql.Identifier("public", name)
     db.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(table))
     db.execute(
         sql.SQL(
             "CREATE TABLE {} (id bigint PRIMARY KEY, tenant_id integer, "
-            "created_at timestamptz NOT NULL, payload text NOT NULL DEFAULT 'x')"
-        ).format(table)
+            "created_at {} NOT NULL, payload text NOT NULL DEFAULT 'x')"
+        ).format(table, TIMESTAMP_TYPES[timestamp_type])
     )
+    naive = timestamp_type == "timestamp"
+    values = [
+        (key, tenant, ts.astimezone(dt.UTC).replace(tzinfo=None) if naive else ts)
+        for key, tenant, ts in rows
+    ]
     with db.cursor() as cur:
         cur.executemany(
             sql.SQL("INSERT INTO {} (id, tenant_id, created_at) VALUES (%s, %s, %s)").format(table),
-            list(rows),
+            values,
         )
     db.execute(sql.SQL("CREATE INDEX ON {} (tenant_id, id)").format(table))
     db.execute(sql.SQL("CREATE INDEX ON {} (created_at)").format(table))
@@ -123,3 +142,21 @@ def count(db: Connection, query: str, *params: Any) -> int:
     row = db.execute(query, params).fetchone()  # type: ignore[arg-type]
     assert row is not None
     return int(next(iter(row.values())))
+
+
+def boundary_rows(cutoff: dt.datetime) -> list[tuple[int, int | None, dt.datetime]]:
+    """Rows at the cutoff and a microsecond either side, between eligible keys."""
+    micro = dt.timedelta(microseconds=1)
+    return [
+        (1, 1, cutoff - dt.timedelta(days=3)),
+        (2, 1, cutoff - micro),  # eligible
+        (3, 1, cutoff),  # kept: exactly at the cutoff is not older than it
+        (4, 1, cutoff + micro),  # kept
+        (5, 1, cutoff - dt.timedelta(days=1)),
+        (6, 1, cutoff),  # kept
+        (7, 1, cutoff - micro),  # eligible
+        (8, 1, cutoff + dt.timedelta(days=1)),
+    ]
+
+
+BOUNDARY_KEPT = [3, 4, 6, 8]

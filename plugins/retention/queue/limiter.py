@@ -59,10 +59,16 @@ class TokenBucket:
         self.effective_rate = float(row["effective_rate"])
         return bool(row["granted"]), float(row["wait_seconds"])
 
-    def acquire(self, deadline: float, on_wait: Callable[[], None] | None = None) -> bool:
+    def acquire(
+        self,
+        deadline: float,
+        on_wait: Callable[[], None] | None = None,
+        max_pause: float = MAX_SINGLE_WAIT_SECONDS,
+    ) -> bool:
         """Wait for a token until ``deadline`` (a ``clock()`` value); False if it passes.
 
-        ``on_wait`` runs before each pause (the worker renews its leases there).
+        ``on_wait`` runs before each pause of at most ``max_pause`` seconds (the
+        worker renews its leases there, so it pauses less than a renewal interval).
         """
         while True:
             granted, wait = self.try_take()
@@ -71,7 +77,7 @@ class TokenBucket:
             now = self.clock()
             if now + wait > deadline:
                 return False
-            pause = min(wait, MAX_SINGLE_WAIT_SECONDS)
+            pause = max(0.01, min(wait, MAX_SINGLE_WAIT_SECONDS, max_pause))
             if on_wait is not None:
                 on_wait()
             self.waited_seconds += pause

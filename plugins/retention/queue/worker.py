@@ -261,7 +261,9 @@ class Worker:
     def _wait_for_token(self, keep_leases: Callable[[], None]) -> bool:
         if self.limiter is None:
             return self.clock() < self.deadline
-        return self.limiter.acquire(self.deadline, on_wait=keep_leases)
+        return self.limiter.acquire(
+            self.deadline, on_wait=keep_leases, max_pause=self._renew_every() / 2
+        )
 
     def _record(self, attempts: list[Attempt], scope: str | None, elapsed_ms: float) -> None:
         if not attempts:
