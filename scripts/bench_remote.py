@@ -1,15 +1,20 @@
 """`make bench-remote`: remote deletions against the sandbox API, and the ledger alone.
 
-Part 1: four concurrent callers (threads, each with its own Postgres connection
-and HTTP session, like four mapped tasks) work a backlog of operations against
-the sandbox API on loopback whose limit equals the policy's rate (100/s), for
-60 seconds. Prints achieved confirmed deletions per second divided by the
-allowed rate, and the share of requests answered 429.
+Each of ``--repeat`` rounds (default 3) runs, in alternating order:
 
-Part 2: the same workers with the HTTP call replaced by an in-process stub that
-answers 204 at once and a limiter far above what they can reach, so what is
-measured is the ledger: claim (SKIP LOCKED), token, record the outcome and
-delete the row, per operation.
+- four concurrent callers (threads, each with its own Postgres connection and
+  HTTP session, like four mapped tasks) working a backlog against the sandbox
+  API on loopback whose limit equals the policy's rate (100/s) and whose burst
+  equals the policy's (20), for ``--seconds``;
+- the same against a sandbox whose real limit is half the policy's rate, which
+  the limiter has to learn from 429s.
+
+Deletions are counted from the ledger (done operations), not from the server's
+answers. Then the ledger alone: the same workers with the HTTP call replaced by
+an in-process stub that answers 204 at once and a limiter far above reach, so
+what is measured is claim (SKIP LOCKED), token, the atomic finish (record, row
+delete) per operation. Prints min and median; figures go to
+``.local/bench/bench_remote-*.json`` with the git SHA.
 """
 
 from __future__ import annotations
@@ -19,6 +24,9 @@ import datetime as dt
 import os
 import threading
 import time
+
+from benchlib import alternate, record, show, spread
+from psycopg import sql
 
 from retention.db.connection import connect_dsn
 from retention.db.migrate import migrate
@@ -121,55 +129,107 @@ def run_callers(dsn: str, policy: Policy, callers: int, seconds: float, url: str
     return time.monotonic() - began
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--rate", type=float, default=100.0)
-    parser.add_argument("--burst", type=int, default=20)
-    parser.add_argument("--callers", type=int, default=4)
-    parser.add_argument("--seconds", type=float, default=60.0)
-    parser.add_argument("--ledger-ops", type=int, default=20_000)
-    parser.add_argument("--claim-batch", type=int, default=10)
-    args = parser.parse_args()
-    dsn = os.environ["RETENTION_DEMO_DSN"]
+def done_operations(dsn: str, policy: Policy) -> int:
+    """Deletions as the ledger recorded them (done operations), not as the server answered."""
+    with connect_dsn(dsn) as conn:
+        row = conn.execute(
+            "SELECT count(*) AS n FROM retention.operations WHERE policy = %s AND state = 'done'",
+            (policy.name,),
+        ).fetchone()
+    return int(row["n"]) if row else 0
 
-    policy = make_policy("bench_remote", args.rate, args.burst, args.claim_batch)
+
+def api_run(dsn: str, args: argparse.Namespace, name: str, limit: float) -> dict[str, float]:
+    """Four callers against a sandbox whose real limit is ``limit`` and whose burst is the
+    policy's (so the server can run out of tokens, as a real API does)."""
+    policy = make_policy(name, args.rate, args.burst, args.claim_batch)
     backlog(dsn, policy, int(args.rate * args.seconds * 1.5))
-    sandbox = SandboxServer(0, rate=args.rate, burst=args.rate).start()
+    sandbox = SandboxServer(0, rate=limit, burst=args.burst).start()
     try:
         elapsed = run_callers(dsn, policy, args.callers, args.seconds, sandbox.url)
         stats = sandbox.state.stats()
     finally:
         sandbox.stop()
-    confirmed = sum(1 for r in stats["requests"] if r["status"] in (200, 204, 404))
-    achieved = confirmed / elapsed
-    share_429 = stats["throttled"] / max(1, len(stats["requests"]))
-    duplicates = sum(stats["effects"].values()) - len(stats["effects"])
-    print(
-        f"remote: {args.callers} callers, allowed {args.rate:g}/s (burst {args.burst}), "
-        f"sandbox limit {args.rate:g}/s, {elapsed:.1f}s"
-    )
-    print(f"  confirmed deletions:   {confirmed:,} = {achieved:.1f}/s")
-    print(f"  achieved / allowed:    {achieved / args.rate:.3f} (target >= 0.95)")
-    print(
-        f"  429 share:             {share_429:.2%} ({stats['throttled']} of "
-        f"{len(stats['requests'])} requests; target <= 1%)"
-    )
-    print(f"  duplicate effects:     {duplicates}; idempotent repeats {stats['repeats']}")
-
-    ledger_policy = make_policy("bench_ledger", 100_000, 100_000, args.claim_batch)
-    backlog(dsn, ledger_policy, args.ledger_ops)
-    elapsed = run_callers(dsn, ledger_policy, args.callers, 600, None)
+    done = done_operations(dsn, policy)
     with connect_dsn(dsn) as conn:
-        done = conn.execute(
-            "SELECT count(*) AS n FROM retention.operations WHERE policy = %s AND state = 'done'",
-            (ledger_policy.name,),
-        ).fetchone()["n"]  # type: ignore[index]
-        left = conn.execute("SELECT count(*) AS n FROM public.bench_ledger", ()).fetchone()["n"]  # type: ignore[index]
-        conn.execute("DROP TABLE public.bench_ledger, public.bench_remote")
+        conn.execute(sql.SQL("DROP TABLE {}").format(sql.Identifier("public", name)))
+    return {
+        "elapsed_s": elapsed,
+        "done": done,
+        "per_second": done / elapsed,
+        "of_allowed": done / elapsed / args.rate,
+        "of_real_limit": done / elapsed / limit,
+        "requests": len(stats["requests"]),
+        "share_429": stats["throttled"] / max(1, len(stats["requests"])),
+        "duplicate_effects": sum(stats["effects"].values()) - len(stats["effects"]),
+    }
+
+
+def ledger_run(dsn: str, args: argparse.Namespace) -> float:
+    """The ledger alone: HTTP stubbed, a limiter far above reach; operations per second."""
+    policy = make_policy("bench_ledger", 100_000, 100_000, args.claim_batch)
+    backlog(dsn, policy, args.ledger_ops)
+    elapsed = run_callers(dsn, policy, args.callers, 600, None)
+    done = done_operations(dsn, policy)
+    with connect_dsn(dsn) as conn:
+        left = conn.execute("SELECT count(*) AS n FROM public.bench_ledger").fetchone()
+        conn.execute("DROP TABLE public.bench_ledger")
+    if done != args.ledger_ops or (left and left["n"]):
+        raise SystemExit(f"ledger run: {done} done of {args.ledger_ops}, rows left {left}")
+    return done / elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rate", type=float, default=100.0)
+    parser.add_argument("--burst", type=int, default=20)
+    parser.add_argument("--callers", type=int, default=4)
+    parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--ledger-ops", type=int, default=20_000)
+    parser.add_argument("--claim-batch", type=int, default=10)
+    parser.add_argument("--repeat", type=int, default=3, help="rounds, alternating the order")
+    args = parser.parse_args()
+    dsn = os.environ["RETENTION_DEMO_DSN"]
     print(
-        f"ledger (HTTP stubbed): {done:,} operations claimed, recorded done and their rows "
-        f"deleted by {args.callers} workers in {elapsed:.2f}s = {done / elapsed:,.0f} ops/s "
-        f"(target >= 2,000; claim batch {args.claim_batch}); rows left {left}"
+        f"{args.callers} callers, policy rate {args.rate:g}/s (burst {args.burst}), "
+        f"{args.seconds:g} s per API run, {args.repeat} rounds"
+    )
+    equal, half = alternate(
+        args.repeat,
+        lambda: api_run(dsn, args, "bench_remote_equal", args.rate),
+        lambda: api_run(dsn, args, "bench_remote_half", args.rate / 2),
+    )
+    ledger = [ledger_run(dsn, args) for _ in range(args.repeat)]
+    print(f"\n== API limit = policy rate ({args.rate:g}/s, sandbox burst {args.burst})")
+    print(show("deletions/s (ledger)", [r["per_second"] for r in equal], digits=1))
+    print(show("achieved / allowed", [r["of_allowed"] for r in equal], digits=3))
+    print(show("429 share", [100 * r["share_429"] for r in equal], "%"))
+    print(f"duplicate remote effects: {sum(r['duplicate_effects'] for r in equal)}")
+    print(f"\n== API limit = half the policy rate ({args.rate / 2:g}/s)")
+    print(show("deletions/s (ledger)", [r["per_second"] for r in half], digits=1))
+    print(show("achieved / real limit", [r["of_real_limit"] for r in half], digits=3))
+    print(show("429 share", [100 * r["share_429"] for r in half], "%"))
+    print(f"duplicate remote effects: {sum(r['duplicate_effects'] for r in half)}")
+    print(
+        f"\n== ledger alone, HTTP stubbed ({args.ledger_ops:,} operations, {args.callers} workers)"
+    )
+    print(show("operations/s", ledger, digits=0))
+    record(
+        "bench_remote",
+        vars(args),
+        {
+            "equal_limit": {
+                "rounds": equal,
+                "of_allowed": spread([r["of_allowed"] for r in equal]),
+                "share_429": spread([r["share_429"] for r in equal]),
+            },
+            "half_limit": {
+                "rounds": half,
+                "of_real_limit": spread([r["of_real_limit"] for r in half]),
+                "share_429": spread([r["share_429"] for r in half]),
+            },
+            "ledger_ops_per_second": {"rounds": ledger, **spread(ledger)},
+        },
     )
 
 

@@ -1,12 +1,19 @@
 """`make bench-rows`: the window deleter against one plain DELETE on an identical table.
 
 For each window layout (key-range windows across tenants, and one group of
-windows per tenant) it seeds two identical 2M-row event logs (20 tenants,
-round-robin, 60 days), deletes the older 1M rows of one through the project's
-planner and window deleter (``--workers`` windows at a time, as pool slots
-would allow) and of the other with a single ``DELETE ... WHERE created_at <
-cutoff``.  It prints rows/s of both, their ratio (deleter alone, and with
-planning included) and the longest single delete transaction of each.
+windows per tenant) and each of ``--repeat`` rounds, it seeds two identical
+2M-row event logs (20 tenants, round-robin, 60 days), deletes the older 1M rows
+of one through the project's planner and window deleter (``--workers`` windows
+at a time, as pool slots would allow) and of the other with a single
+``DELETE ... WHERE created_at < cutoff``. The two deletions alternate their
+order from round to round. It prints rows/s of both, their ratio (deleter
+alone, and with planning included), and the longest transaction.
+
+"Longest transaction" is, for the deleter, the longest single batch as its
+client saw it: from BEGIN (with its SET LOCAL timeouts) through the key probe,
+the DELETE and the window-ledger update, to the return of COMMIT. For the
+single DELETE it is that one transaction, BEGIN to COMMIT. Figures go to
+``.local/bench/bench_rows-*.json`` with the git SHA.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from benchlib import record, show, spread
 from psycopg import sql
 
 from retention.db.connection import connect_dsn
@@ -108,6 +116,49 @@ def run_plain(dsn: str) -> tuple[int, float]:
         return deleted, time.perf_counter() - began
 
 
+def measure(dsn: str, args: argparse.Namespace, per_tenant: bool) -> dict[str, float]:
+    """One round of one layout: both deletions on freshly seeded identical tables."""
+    eligible = seed_pair(dsn, args.rows)
+    policy = bench_policy(args, per_tenant)
+    outcome: dict[str, float] = {}
+
+    def windowed() -> None:
+        windows, results, plan_s, delete_s = run_windowed(dsn, policy, args)
+        outcome.update(
+            deleted=sum(r.rows_deleted for r in results),
+            plan_s=plan_s,
+            delete_s=delete_s,
+            windows=len(windows),
+            transactions=sum(r.batches for r in results),
+            longest_ms=max(r.longest_batch_ms for r in results),
+        )
+
+    def plain() -> None:
+        outcome["plain_deleted"], outcome["plain_s"] = run_plain(dsn)
+
+    for step in (windowed, plain) if args.round % 2 == 0 else (plain, windowed):
+        step()
+    with connect_dsn(dsn) as conn:
+        left = conn.execute(
+            "SELECT count(*) AS n FROM bench_windowed WHERE created_at < %s", (CUTOFF,)
+        ).fetchone()
+        conn.execute("DROP TABLE bench_windowed, bench_plain")
+    if not (outcome["deleted"] == outcome["plain_deleted"] == eligible) or (left and left["n"]):
+        raise SystemExit(f"mismatch: {outcome}, {eligible=}")
+    plain_rate = outcome["plain_deleted"] / outcome["plain_s"]
+    rate = outcome["deleted"] / outcome["delete_s"]
+    total = outcome["deleted"] / (outcome["plan_s"] + outcome["delete_s"])
+    return {
+        **outcome,
+        "eligible": eligible,
+        "rate": rate,
+        "plain_rate": plain_rate,
+        "ratio": rate / plain_rate,
+        "ratio_with_planning": total / plain_rate,
+        "plain_ms": outcome["plain_s"] * 1000,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rows", type=int, default=2_000_000)
@@ -116,49 +167,40 @@ def main() -> None:
     )
     parser.add_argument("--window-rows", type=int, default=100_000)
     parser.add_argument("--batch-rows", type=int, default=5_000)
+    parser.add_argument("--repeat", type=int, default=3, help="rounds, alternating the order")
     args = parser.parse_args()
     dsn = os.environ["RETENTION_DEMO_DSN"]
     print(
         f"rows={args.rows:,} window_rows={args.window_rows:,} batch_rows={args.batch_rows:,} "
-        f"workers={args.workers}"
+        f"workers={args.workers} repeat={args.repeat}"
     )
+    figures: dict[str, object] = {}
     for per_tenant in (False, True):
         layout = "one window group per tenant" if per_tenant else "key-range windows"
-        eligible = seed_pair(dsn, args.rows)
-        policy = bench_policy(args, per_tenant)
-        windows, results, plan_s, delete_s = run_windowed(dsn, policy, args)
-        plain_deleted, plain_s = run_plain(dsn)
-        deleted = sum(r.rows_deleted for r in results)
-        with connect_dsn(dsn) as conn:
-            left = conn.execute(
-                "SELECT count(*) AS n FROM bench_windowed WHERE created_at < %s", (CUTOFF,)
-            ).fetchone()
-            conn.execute("DROP TABLE bench_windowed, bench_plain")
-        if not (deleted == plain_deleted == eligible) or (left and left["n"]):
-            raise SystemExit(f"mismatch: deleted {deleted}, plain {plain_deleted}, {eligible=}")
-        plain_rate = plain_deleted / plain_s
-        rate = deleted / delete_s
-        total_rate = deleted / (plan_s + delete_s)
-        longest = max(r.longest_batch_ms for r in results)
+        rounds = []
+        for number in range(args.repeat):
+            args.round = number
+            rounds.append(measure(dsn, args, per_tenant))
+        first = rounds[0]
         print(f"\n== window_per_tenant={str(per_tenant).lower()} ({layout})")
-        print(f"eligible rows:        {eligible:,}")
         print(
-            f"window deleter:       {deleted:,} rows in {delete_s:.2f}s = {rate:,.0f} rows/s "
-            f"({len(windows)} windows, {sum(r.batches for r in results)} transactions)"
+            f"eligible rows:        {first['eligible']:,.0f} in {first['windows']:.0f} windows, "
+            f"{first['transactions']:.0f} transactions (deleter goes first in odd rounds)"
         )
-        print(f"planning:             {plan_s:.2f}s; with planning {total_rate:,.0f} rows/s")
-        print(
-            f"single DELETE:        {plain_deleted:,} rows in {plain_s:.2f}s = "
-            f"{plain_rate:,.0f} rows/s (1 transaction)"
-        )
-        print(
-            f"ratio deleter/single: {rate / plain_rate:.2f} "
-            f"(with planning {total_rate / plain_rate:.2f}; target >= 0.80)"
-        )
-        print(
-            f"longest transaction:  deleter {longest:.0f} ms (target <= 250 ms); "
-            f"single DELETE {plain_s * 1000:.0f} ms"
-        )
+        print(show("window deleter rows/s", [r["rate"] for r in rounds], digits=0))
+        print(show("single DELETE rows/s", [r["plain_rate"] for r in rounds], digits=0))
+        print(show("planning seconds", [r["plan_s"] for r in rounds]))
+        print(show("ratio deleter/single", [r["ratio"] for r in rounds]))
+        print(show("ratio with planning", [r["ratio_with_planning"] for r in rounds]))
+        print(show("longest deleter transaction", [r["longest_ms"] for r in rounds], " ms", 0))
+        print(show("single DELETE transaction", [r["plain_ms"] for r in rounds], " ms", 0))
+        figures[layout] = {
+            "rounds": rounds,
+            "ratio": spread([r["ratio"] for r in rounds]),
+            "ratio_with_planning": spread([r["ratio_with_planning"] for r in rounds]),
+            "longest_transaction_ms": spread([r["longest_ms"] for r in rounds]),
+        }
+    record("bench_rows", vars(args), figures)
 
 
 if __name__ == "__main__":
