@@ -10,7 +10,7 @@ TEST_RUN := $(RUN) export AIRFLOW_HOME="$$RETENTION_TEST_AIRFLOW_HOME" \
 	AIRFLOW__DATABASE__SQL_ALCHEMY_CONN="$$RETENTION_TEST_SQL_ALCHEMY_CONN" \
 	AIRFLOW__LOGGING__BASE_LOG_FOLDER="$$RETENTION_TEST_AIRFLOW_HOME/logs" &&
 
-.PHONY: demo test test-env unit airflow bench-rows bench-remote lint format schema lock env stop-pg clean
+.PHONY: demo test test-env unit mutation airflow bench-rows bench-remote lint format schema lock env stop-pg clean
 
 $(STAMP): requirements.txt requirements-dev.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,10 @@ test: test-env lint
 # Pure unit tests: no database, no Airflow home; seconds on a fresh clone.
 unit: $(STAMP)
 	PYTHONPATH=plugins:. $(BIN)/pytest tests/unit -q
+
+# Mutation testing of the pure modules against the unit tests (minutes; not part of CI).
+mutation: $(STAMP)
+	cd scripts && $(BIN)/python mutation.py
 
 # Regenerate the policies file's JSON Schema and the README's field table from the model.
 schema: $(STAMP)

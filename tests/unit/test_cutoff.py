@@ -62,3 +62,29 @@ def test_pendulum_anchor_from_airflow_keeps_its_time_zone() -> None:
     cutoff = compute_cutoff(anchor, 30, NOW)
     assert cutoff == dt.datetime(2026, 1, 30, tzinfo=dt.UTC)
     assert cutoff.tzinfo is not None
+
+
+def test_cutoff_messages_and_the_smallest_retention() -> None:
+    with pytest.raises(CutoffError) as none:
+        choose_anchor(None, None, None)
+    assert str(none.value) == "the run has no data_interval_end, logical_date or run_after"
+    with pytest.raises(CutoffError) as zero:
+        compute_cutoff(D, 0, NOW)
+    assert str(zero.value) == "retain_days must be greater than 0, got 0"
+    assert compute_cutoff(D, 1, NOW) == D - dt.timedelta(days=1)
+    with pytest.raises(CutoffError) as future:
+        compute_cutoff(NOW + dt.timedelta(days=31), 30, NOW)
+    assert str(future.value).endswith(
+        "refusing to delete rows that are not yet old enough. Trigger the run with a logical "
+        "date that is not in the future."
+    )
+
+
+def test_run_cutoff_prefers_the_data_interval_end_and_records_its_anchor() -> None:
+    end = D + dt.timedelta(days=1)
+    assert run_cutoff(30, data_interval_end=end, logical_date=D, run_after=NOW, now=NOW) == {
+        "cutoff": "2026-01-31T00:00:00+00:00",
+        "anchor_source": "data_interval_end",
+        "anchor": "2026-03-02T00:00:00+00:00",
+        "logical_date": "2026-03-01T00:00:00+00:00",
+    }

@@ -9,9 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.support.env import ROOT
+import retention
 
-PACKAGE = ROOT / "plugins" / "retention"
+PACKAGE = Path(retention.__file__).resolve().parent
 RANK = {
     "paths": 0,
     "policy": 1,
@@ -84,6 +84,6 @@ def test_only_the_airflow_layer_imports_airflow() -> None:
         capture_output=True,
         text=True,
         check=True,
-        env={"PYTHONPATH": str(ROOT / "plugins"), "PATH": "/usr/bin:/bin"},
+        env={"PYTHONPATH": str(PACKAGE.parent), "PATH": "/usr/bin:/bin"},
     ).stdout
     assert json.loads(out) == []

@@ -31,3 +31,10 @@ def test_out_of_bounds_params_are_refused_by_name(params: dict, words: str) -> N
     with pytest.raises(ParamError) as refused:
         run_settings(make_policy("p", window_rows=1000, batch_rows=100), params)
     assert words in str(refused.value)
+
+
+def test_the_bounds_themselves_are_accepted() -> None:
+    policy = make_policy("p", window_rows=1000, batch_rows=100)
+    assert run_settings(policy, {"window_rows": 1, "batch_rows": 1}).window_rows == 1
+    wide = run_settings(policy, {"window_rows": 10_000_000, "batch_rows": 100_000})
+    assert (wide.window_rows, wide.batch_rows) == (10_000_000, 100_000)

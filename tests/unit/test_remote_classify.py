@@ -176,3 +176,130 @@ def test_event_decisions() -> None:
     assert (retry.state, retry.attempt_spent) == ("pending", 1)
     assert decide(500, attempts=2).state == "dead"
     assert event.key == "evt_1"
+
+
+@pytest.mark.parametrize(
+    ("status", "headers", "error", "expected"),
+    [
+        (
+            None,
+            {},
+            None,
+            Classification(Outcome.UNCERTAIN, None, "connection", None, "no response (connection)"),
+        ),
+        (
+            None,
+            {},
+            "timeout",
+            Classification(Outcome.UNCERTAIN, None, "timeout", None, "no response (timeout)"),
+        ),
+        (204, {}, None, Classification(Outcome.CONFIRMED, 204, None, None, "HTTP 204")),
+        (422, {}, None, Classification(Outcome.REJECTED, 422, "http_422", None, "HTTP 422")),
+        (
+            429,
+            {"Retry-After": "7"},
+            None,
+            Classification(
+                Outcome.RATE_LIMITED, 429, "rate_limited", 7.0, "HTTP 429, retry after 7s"
+            ),
+        ),
+        (
+            503,
+            {"retry-after": "Sun, 29 Nov 2026 12:00:02 GMT"},
+            None,
+            Classification(
+                Outcome.RATE_LIMITED, 503, "rate_limited", 2.0, "HTTP 503, retry after 2s"
+            ),
+        ),
+        (
+            300,
+            {"LOCATION": "https://elsewhere/x"},
+            None,
+            Classification(
+                Outcome.UNCERTAIN,
+                300,
+                "http_300",
+                None,
+                "HTTP 300 redirect (not followed) to https://elsewhere/x",
+            ),
+        ),
+        (
+            399,
+            {},
+            None,
+            Classification(
+                Outcome.UNCERTAIN, 399, "http_399", None, "HTTP 399 redirect (not followed)"
+            ),
+        ),
+        (400, {}, None, Classification(Outcome.REJECTED, 400, "http_400", None, "HTTP 400")),
+    ],
+)
+def test_classifications_are_exact(status, headers, error, expected) -> None:
+    assert classify(status, headers, error, NOW) == expected
+
+
+def test_retry_after_is_capped_and_never_negative() -> None:
+    assert parse_retry_after("999999", NOW) == 3600
+    assert parse_retry_after(" 12 ", NOW) == 12
+    assert parse_retry_after("", NOW) is None
+    assert parse_retry_after(None, NOW) is None
+    naive_date = "Sun, 29 Nov 2026 12:00:10"  # no zone: read as UTC
+    assert parse_retry_after(naive_date, NOW) == 10
+    assert parse_retry_after("Mon, 29 Nov 2027 12:00:00 GMT", NOW) == 3600
+
+
+def test_jitter_depends_on_the_key_the_step_and_nothing_else() -> None:
+    assert jitter_fraction("a", 1) != jitter_fraction("b", 1)
+    assert jitter_fraction("a", 0) != jitter_fraction("a", 1)
+    from retention.queue.classify import retry_after_with_jitter
+
+    assert retry_after_with_jitter(5, 0.0) == 5
+    assert retry_after_with_jitter(5, 1.0) == 5.5, "at most 10%"
+    assert retry_after_with_jitter(30, 1.0) == 31, "at most 1 s"
+
+
+def test_shared_decisions_carry_the_answer_and_the_clock() -> None:
+    from retention.queue.decisions import dead, retried, snoozed
+    from retention.queue.leased import Finish
+
+    limited = classify(429, {"Retry-After": "4"}, None, NOW)
+    wait = 4 + jitter_fraction("job", 0) * 0.4
+    assert snoozed("job", limited, NOW) == Finish(
+        "pending",
+        Outcome.RATE_LIMITED,
+        429,
+        "rate_limited",
+        "HTTP 429, retry after 4s",
+        NOW + dt.timedelta(seconds=wait),
+        attempt_spent=0,
+        rate_limited=1,
+    )
+    failed = classify(502, {}, None, NOW)
+    step_wait = backoff_seconds(3, 2, 600, jitter_fraction("job", 3))
+    assert retried("job", 3, failed, NOW, base=2, cap=600) == Finish(
+        "pending",
+        Outcome.UNCERTAIN,
+        502,
+        "http_502",
+        "HTTP 502",
+        NOW + dt.timedelta(seconds=step_wait),
+        attempt_spent=1,
+        auth_failure=False,
+    )
+    refused = classify(401, {}, None, NOW)
+    assert retried("job", 2, refused, NOW, base=2, cap=600, attempt_spent=0, auth_failure=True) == (
+        Finish(
+            "pending",
+            Outcome.AUTH,
+            401,
+            "http_401",
+            "HTTP 401",
+            NOW + dt.timedelta(seconds=backoff_seconds(2, 2, 600, jitter_fraction("job", 2))),
+            attempt_spent=0,
+            auth_failure=True,
+        )
+    )
+    assert dead(failed) == Finish("dead", Outcome.UNCERTAIN, 502, "http_502", "HTTP 502")
+    assert dead(failed, failure_class="max_attempts", reason="8 attempts") == Finish(
+        "dead", Outcome.UNCERTAIN, 502, "max_attempts", "8 attempts"
+    )

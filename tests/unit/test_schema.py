@@ -6,10 +6,12 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import jsonschema
 import yaml
 
+import retention
 from retention.paths import DEFAULT_POLICIES_PATH, POLICY_SCHEMA_PATH
 from retention.policy.schema import README_END, README_START, field_table, schema_text
 from tests.support.env import ROOT
@@ -34,7 +36,7 @@ def test_cli_prints_the_schema() -> None:
         text=True,
         check=True,
         cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT / "plugins")},
+        env={**os.environ, "PYTHONPATH": str(Path(retention.__file__).resolve().parents[1])},
     ).stdout
     assert json.loads(out) == json.loads(schema_text())
 

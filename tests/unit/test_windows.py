@@ -61,3 +61,21 @@ def test_merge_factor_is_the_smallest_that_fits() -> None:
     assert merge_factor([7, 3], 10) == 1
     with pytest.raises(ValueError, match="more than the map limit"):
         merge_factor([1, 1, 1], 2)
+
+
+def test_xcom_form_is_plain_json() -> None:
+    import json
+
+    data = window(3, "7", 1000, 1999).to_xcom()
+    assert json.loads(json.dumps(data)) == data
+    assert data["cutoff"] == "2026-01-01T00:00:00+00:00"
+    assert data["label"] == "tenant 7 · ids 1000–1999"
+    already = {**data, "cutoff": CUTOFF}
+    assert Window.from_xcom(already).cutoff is CUTOFF
+
+
+def test_the_map_limit_itself_is_enough() -> None:
+    plan = [window(i, None, i * 10, i * 10 + 9) for i in range(6)]
+    assert fit_to_map_limit(plan, 6) is plan
+    assert merge_factor([2, 2, 2], 3) == 2, "one window per group is allowed"
+    assert merge_factor([5], 2) == 3

@@ -1,0 +1,100 @@
+"""`make mutation`: mutation testing of the pure modules with mutmut (not part of CI).
+
+mutmut derives module names from file paths under ``./`` or ``src/``, while the
+package lives in ``plugins/``. So this builds a staging copy under
+``.local/mutation`` with the package at ``src/retention`` (and the project
+files the unit tests read), runs ``mutmut run`` there against ``tests/unit``,
+and prints the score: killed mutants ÷ all mutants. Figures also go to
+``.local/bench/mutation-*.json`` with the git SHA.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from benchlib import ROOT, record
+
+STAGE = ROOT / ".local" / "mutation"
+PURE_MODULES = [
+    "rows/cutoff.py",
+    "rows/windows.py",
+    "queue/classify.py",
+    "queue/decisions.py",
+    "policy/params.py",
+    "policy/model.py",
+    "policy/loader.py",
+]
+PYPROJECT = """
+[tool.pytest.ini_options]
+testpaths = ["tests/unit"]
+pythonpath = ["src", "."]
+addopts = "-q -p no:cacheprovider"
+filterwarnings = ["ignore::DeprecationWarning"]
+
+[tool.mutmut]
+paths_to_mutate = [{paths}]
+also_copy = ["src", "include", "tests", "README.md", "airflow_settings.yaml"]
+pytest_add_cli_args_test_selection = ["tests/unit"]
+"""
+
+
+def stage() -> None:
+    if STAGE.exists():
+        shutil.rmtree(STAGE)
+    (STAGE / "src").mkdir(parents=True)
+    shutil.copytree(ROOT / "plugins" / "retention", STAGE / "src" / "retention")
+    for name in ("include", "tests"):
+        shutil.copytree(ROOT / name, STAGE / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("README.md", "airflow_settings.yaml"):
+        shutil.copy(ROOT / name, STAGE / name)
+    paths = ", ".join(f'"src/retention/{module}"' for module in PURE_MODULES)
+    (STAGE / "pyproject.toml").write_text(PYPROJECT.format(paths=paths))
+
+
+def counts() -> dict[str, int]:
+    """Mutant outcomes from mutmut's result files (exit code of the test run per mutant)."""
+    found = {"killed": 0, "survived": 0, "timeout": 0, "no_tests": 0, "other": 0}
+    for meta in (STAGE / "mutants").rglob("*.meta"):
+        for code in json.loads(meta.read_text()).get("exit_code_by_key", {}).values():
+            if code == 1:
+                found["killed"] += 1
+            elif code == 0:
+                found["survived"] += 1
+            elif code == 33:
+                found["no_tests"] += 1
+            elif code in (36, 24, 152, 255, -24):
+                found["timeout"] += 1
+            else:
+                found["other"] += 1
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--max-children", type=int, default=2)
+    args = parser.parse_args()
+    stage()
+    mutmut = Path(sys.executable).parent / "mutmut"
+    subprocess.run(
+        [str(mutmut), "run", "--max-children", str(args.max_children)], cwd=STAGE, check=True
+    )
+    found = counts()
+    total = sum(found.values())
+    score = found["killed"] / total if total else 0.0
+    print(f"\nmutants: {total}; " + ", ".join(f"{k} {v}" for k, v in found.items()))
+    print(f"mutation score (killed / all): {score:.1%} (target >= 85%)")
+    survivors = subprocess.run(
+        [str(mutmut), "results"], cwd=STAGE, capture_output=True, text=True, check=False
+    ).stdout
+    print("survivors (inspect with `cd .local/mutation && mutmut show <name>`):")
+    print(survivors)
+    record("mutation", {"modules": PURE_MODULES}, {"counts": found, "score": score})
+
+
+if __name__ == "__main__":
+    main()
