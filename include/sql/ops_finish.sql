@@ -2,8 +2,10 @@
 -- atomic transaction and one round trip for a whole claimed batch, like River's
 -- batch completer): each operation's new state (done, pending again with
 -- not_before, or dead) and counters, one retention.attempts row each, and for
--- each done one, its local row, of the version the operation was made for (a
--- restored object has a new version and a new operation), and, when the policy
+-- each done one, its local row, of the version, object and tenant the operation
+-- was made for (a restored object has a new version and a new operation), and,
+-- for operations the scan enqueued, only while the row is older than its
+-- window's cutoff (the caller sets TimeZone to timestamp_timezone), and, when the policy
 -- notifies, its retention.deleted event in the outbox (transactional outbox).
 -- A window's pass counts the batch in its window ledger (window_batch_done.sql)
 -- in the same transaction, so the window's figures never disagree with the table.
@@ -46,7 +48,9 @@ WITH input AS (
               i.i_finished_at AS op_finished_at, i.i_status AS op_status,
               i.i_outcome AS op_outcome, i.i_duration_ms AS op_duration_ms,
               o.object_id AS op_object_id, o.tenant AS op_tenant,
-              o.policy_revision AS op_revision, o.attempt_count AS op_attempts
+              o.policy_revision AS op_revision, o.attempt_count AS op_attempts,
+              (SELECT w.cutoff FROM retention.windows AS w
+               WHERE w.window_key = o.window_key) AS op_cutoff
 ), event AS (
     INSERT INTO retention.outbox (event_id, policy, operation_key, event_type, payload)
     SELECT 'evt_' || left(encode(sha256(convert_to('retention.deleted|' || op.op_key, 'UTF8')),
@@ -81,13 +85,21 @@ WITH input AS (
            op.op_outcome, op.op_duration_ms
     FROM op
 ), gone AS (
+    -- Only the row the operation was made for: same version, object and tenant,
+    -- and (for operations the scan enqueued) still older than its window's cutoff.
     DELETE FROM {table}
     USING op
     WHERE op.op_state = 'done'
       AND {key} = op.op_row_key
       AND {version_expr} = op.op_version
+      AND {object_id}::text = op.op_object_id
+      AND {tenant_text} IS NOT DISTINCT FROM op.op_tenant
+      AND (op.op_cutoff IS NULL OR {ts} < op.op_cutoff)
     RETURNING {key} AS gone_row_key
 )
 SELECT op.op_key,
-       (op.op_row_key IN (SELECT gone.gone_row_key FROM gone))::int AS rows_deleted
+       (op.op_row_key IN (SELECT gone.gone_row_key FROM gone))::int AS rows_deleted,
+       (op.op_state = 'done'
+        AND op.op_row_key NOT IN (SELECT gone.gone_row_key FROM gone)
+        AND EXISTS (SELECT 1 FROM {table} WHERE {key} = op.op_row_key)) AS row_left_alone
 FROM op

@@ -1,10 +1,15 @@
 -- Purge one bounded batch of a policy's window ledger and run summaries planned
 -- before the audit horizon (a run's windows go with or before its summary).
+-- A window that a live (pending, in-flight) or dead operation still names is
+-- kept, so `explain` can always say which window an operation came from.
 -- Locks at most batch_rows window rows and the runs whose windows are all gone.
 WITH doomed AS (
     SELECT window_key
     FROM retention.windows
     WHERE policy = %(policy)s AND planned_at < %(horizon)s
+      AND NOT EXISTS (SELECT 1 FROM retention.operations AS o
+                      WHERE o.window_key = retention.windows.window_key
+                        AND o.state IN ('pending', 'in_flight', 'dead'))
     ORDER BY planned_at
     LIMIT %(batch_rows)s
 ), windows AS (

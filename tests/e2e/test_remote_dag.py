@@ -73,8 +73,9 @@ def test_remote_policy_run_deletes_objects_then_rows(
     db, unique_name, sandbox, tmp_path, monkeypatch
 ) -> None:
     media(db, unique_name, 200, tenants=4, new_rows=30)
+    db.execute(f"ALTER TABLE public.{unique_name} ALTER COLUMN tenant_id TYPE text")
     db.execute(
-        f"UPDATE public.{unique_name} SET object_key = 'a b/ü#' || id, tenant_id = 7 "  # noqa: S608
+        f"UPDATE public.{unique_name} SET object_key = 'a b/ü#' || id, tenant_id = 't 7/ä' "  # noqa: S608
         "WHERE id = 1"
     )
     dag = remote_dag(unique_name, tmp_path, monkeypatch)
@@ -102,7 +103,7 @@ def test_remote_policy_run_deletes_objects_then_rows(
     paths = sorted(r["path"] for r in server["requests"])
     expected = [
         *(f"/v1/tenants/{1 + n % 4}/assets/obj-{n}" for n in range(2, 201)),
-        "/v1/tenants/7/assets/a%20b%2F%C3%BC%231",
+        "/v1/tenants/t%207%2F%C3%A4/assets/a%20b%2F%C3%BC%231",
     ]
     assert paths == sorted(expected), "tenant and object id in their place, URL-encoded"
 
@@ -304,10 +305,15 @@ def test_a_failed_delivery_fails_the_run(
     run = dag.test(logical_date=LOGICAL_DATE)
     assert run.state == "failed"
     assert outbox(db, unique_name) == {("dead", 1): 2}
-    assert summary_of(db, unique_name, run.run_id)["status"] == "clean", "the rows are gone"
+    result = summary_of(db, unique_name, run.run_id)
+    assert result["status"] == "dirty"
+    assert result["summary"]["rows_remaining"] == 0, "the rows are gone, their events are not"
+    problems = result["summary"]["events"]["problems"]
+    assert problems[0].startswith("2 dead event(s)")
+    assert problems[1].startswith("deliver_events failed: DeliveryIncomplete")
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert states["deliver_events"] == "failed"
-    assert states["reconcile"] == "success"
+    assert states["reconcile"] == "failed", "reconcile runs after the delivery and reports it"
 
     replay = DagBag(dag_folder=str(ROOT / "dags")).dags["retention__replay"]
     since = (dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)).isoformat()

@@ -327,9 +327,9 @@ def test_out_of_token_budget_leaves_operations_pending_and_ends_cleanly(
 class Reclaimer(threading.Thread):
     """Keeps trying to take over expired leases of a policy while a worker runs."""
 
-    def __init__(self, dsn: str, policy) -> None:
+    def __init__(self, dsn: str, policy, table=OPERATIONS) -> None:
         super().__init__()
-        self.dsn, self.policy = dsn, policy
+        self.dsn, self.policy, self.table = dsn, policy, table
         self.taken: list[str] = []
         self.tries = 0
         self.stop = threading.Event()
@@ -337,7 +337,7 @@ class Reclaimer(threading.Thread):
     def run(self) -> None:
         from retention.queue.leased import _claim_statement
 
-        statement = _claim_statement(OPERATIONS, "in_flight", False)
+        statement = _claim_statement(self.table, "in_flight", False)
         with connect_dsn(self.dsn) as conn:
             while not self.stop.is_set():
                 rows = conn.execute(
@@ -351,7 +351,7 @@ class Reclaimer(threading.Thread):
                         "n": 100,
                     },
                 ).fetchall()
-                self.taken += [r["operation_key"] for r in rows]
+                self.taken += [r[self.table.id_column] for r in rows]
                 self.tries += 1
                 self.stop.wait(0.05)
 
@@ -388,7 +388,7 @@ def test_leases_are_renewed_while_waiting_for_tokens(db, unique_name, sandbox, t
         rate_per_second=1,
         burst=1,
         request_timeout_seconds=0.3,
-        lease_seconds=1.0,
+        lease_seconds=0.6,
         claim_batch=4,
     )
     enqueue_all(db, policy)
@@ -429,15 +429,15 @@ def test_a_window_pass_does_not_wait_out_a_backoff(db, unique_name, sandbox, tes
 def test_replay_by_failure_class_since_a_time(db, unique_name, sandbox, test_dsn) -> None:
     import datetime as dt
 
-    create_media_table(db, unique_name, 3)
-    sandbox.state.configure(reject=["obj-1", "obj-2", "obj-3"])
-    policy = remote_policy(unique_name)
+    create_media_table(db, unique_name, 4)
+    sandbox.state.configure(reject=["obj-1", "obj-2", "obj-3"], fail_5xx={"obj-4": 9})
+    policy = remote_policy(unique_name, max_attempts=1)  # obj-4 dead as max_attempts
     enqueue_all(db, policy)
     work(test_dsn, policy, sandbox)
     now = dt.datetime.now(dt.UTC)
     db.execute(
         "UPDATE retention.operations SET updated_at = %s "
-        "WHERE policy = %s AND object_id <> 'obj-3'",
+        "WHERE policy = %s AND object_id IN ('obj-1', 'obj-2')",
         (now - dt.timedelta(days=2), policy.name),
     )
     replayed = replay_dead(
@@ -451,8 +451,8 @@ def test_replay_by_failure_class_since_a_time(db, unique_name, sandbox, test_dsn
         "SELECT operation_key FROM retention.operations WHERE policy = %s AND object_id = 'obj-3'",
         (policy.name,),
     ).fetchone()["operation_key"]
-    assert replayed["operation_keys"] == [key3], "only what went dead since then"
-    assert states(db, policy) == {"dead": 2, "pending": 1}
+    assert replayed["operation_keys"] == [key3], "only http_422, and only since then"
+    assert states(db, policy) == {"dead": 3, "pending": 1}
 
 
 def test_dead_letters_command_lists_dead_operations(db, unique_name, sandbox, test_dsn) -> None:
@@ -621,3 +621,47 @@ def test_a_sender_error_hands_back_the_unstarted_jobs_at_once(
     # The job whose call began keeps its lease (the API may have acted on it);
     # the two never sent are pending again at once, not after their lease.
     assert states(db, policy) == {"done": 2, "in_flight": 1, "pending": 2}
+
+
+def test_a_worker_does_not_call_a_job_whose_lease_it_lost(
+    db, unique_name, sandbox, test_dsn
+) -> None:
+    """Between its calls the worker renews; a job someone reclaimed meanwhile is dropped."""
+    from retention.objects.deleter import work_operations
+
+    create_media_table(db, unique_name, 4)
+    policy = remote_policy(
+        unique_name, request_timeout_seconds=0.3, lease_seconds=0.6, claim_batch=4
+    )
+    enqueue_all(db, policy)
+
+    class StealsTheLast(OperationsKind):
+        def send(self, job):
+            if job.object_id == "obj-1":  # while the first call runs, obj-4 changes hands
+                db.execute(
+                    "UPDATE retention.operations SET lease_expires_at = now() - interval '1 s' "
+                    "WHERE policy = %s AND object_id = 'obj-4'",
+                    (policy.name,),
+                )
+                (stolen,) = claim(db, policy, "thief", 1)
+                assert stolen.object_id == "obj-4"
+                time.sleep(0.25)  # past the renewal interval (0.15 s): the next renewal tells
+            return super().send(job)
+
+    with connect_dsn(test_dsn) as conn:
+        kind = StealsTheLast(policy, sandbox_sender_nowhere_but(sandbox))
+        stats = work_operations(conn, kind)
+    called = sorted(r["object"] for r in sandbox.state.stats()["requests"])
+    assert called == ["obj-1", "obj-2", "obj-3"], "obj-4 was the thief's now"
+    assert stats.lost_leases == 1
+    owner = db.execute(
+        "SELECT lease_owner FROM retention.operations WHERE policy = %s AND object_id = 'obj-4'",
+        (policy.name,),
+    ).fetchone()
+    assert owner == {"lease_owner": "thief"}
+
+
+def sandbox_sender_nowhere_but(sandbox):
+    from tests.support.remote import sandbox_sender
+
+    return sandbox_sender(sandbox)

@@ -11,7 +11,8 @@
   503 without Retry-After, a number of times), ``latency_ms``, ``hold`` (ids
   answering 403), ``reject`` (ids answering 422), ``deny_all`` (401 for all),
   ``storm_seconds`` (every request gets 429 with Retry-After: 1 for that long),
-  ``redirect`` (object id -> URL answered with 307 and that Location).
+  ``redirect`` (object id -> URL answered with 307 and that Location),
+  ``not_found_all`` (every delete answers 404, as a wrong endpoint template would).
 
 Admin endpoints (JSON): ``GET /_sandbox/stats``, ``POST /_sandbox/config``,
 ``POST /_sandbox/reset``.  Stats include every request's time and status, the
@@ -40,6 +41,7 @@ DEFAULTS: dict[str, Any] = {
     "reject": [],
     "deny_all": False,
     "redirect": {},
+    "not_found_all": False,
 }
 
 
@@ -186,6 +188,9 @@ class Handler(BaseHTTPRequestHandler):
             if object_id in config["reject"]:
                 record["status"] = 422
                 return 422, {}, False
+            if config["not_found_all"]:
+                record["status"] = 404
+                return 404, {}, False
             if object_id in config["redirect"]:
                 record["status"] = 307
                 return 307, {"Location": config["redirect"][object_id]}, False

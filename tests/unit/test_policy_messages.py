@@ -27,6 +27,7 @@ REMOTE = {
 }
 KNOWN = (
     "schedule, start_date, retain_days, postgres_conn_id, table, key_column, timestamp_column, "
+    "timestamp_timezone, "
     "window_rows, batch_rows, pool, pool_slots, tenant_column, window_per_tenant, owner, tags, "
     "description, lock_timeout_ms, statement_timeout_ms, plan_statement_timeout_ms, revision, "
     "audit_days, max_lag_hours, remote, notify"
@@ -123,7 +124,7 @@ IDENTIFIER = "is not a plain SQL identifier (letters, digits, underscores; at mo
             "rate_per_second, burst, pool, method, version_column, idempotency_header, "
             "limiter_scope, max_attempts, request_timeout_seconds, claim_batch, "
             "task_budget_seconds, lease_seconds, recovery_seconds, auth_failure_limit, "
-            "backoff_base_seconds, backoff_max_seconds",
+            "backoff_base_seconds, backoff_max_seconds, not_found_is_deleted, not_found_breaker",
         ),
         (
             {"batch_rows": 2000, "window_rows": 1000},

@@ -6,14 +6,17 @@
   timestamp; 413 too large; 422 unknown policy or object, bad body; a repeated
   ``webhook-id`` is a no-op (200). Nothing is written unless everything is valid.
 - ``GET /retention/operations/{key}``: the evidence record of one operation
-  (the same as ``python -m retention.cli explain KEY``), for authenticated
-  Airflow users.
+  (the same as ``python -m retention.cli explain KEY``), for Airflow users who
+  may read the DAG of the operation's policy (Airflow's auth manager decides);
+  401 without a login, 403 without that permission, 404 for a key that is not
+  a 64-hex operation key or is unknown.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -26,6 +29,9 @@ from retention.airflow.connections import postgres
 from retention.events import hints
 from retention.evidence.explain import UnknownOperation, explain
 from retention.policy import Policy, load_policies
+from retention.policy.model import DAG_ID_PREFIX
+
+OPERATION_KEY = re.compile(r"[0-9a-f]{64}")
 
 log = logging.getLogger(__name__)
 
@@ -48,15 +54,34 @@ def _hint_secret() -> str:
 
 
 def _airflow_user() -> Callable[..., Any]:
-    from airflow.api_fastapi.core_api.security import requires_authenticated
+    """Airflow's own dependency: the logged-in user (401 without a token, 403 for a bad one)."""
+    from airflow.api_fastapi.core_api.security import get_user
 
-    return requires_authenticated()
+    return get_user
 
 
-def create_app(*, airflow_auth: bool = True) -> FastAPI:
-    """The app; ``airflow_auth=False`` only where no Airflow auth manager runs (tests)."""
+def _may_read_dag(user: Any, dag_id: str) -> bool:
+    """What Airflow's auth manager says: may this user read this DAG?"""
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.auth.managers.models.resource_details import DagDetails
+
+    return bool(
+        get_auth_manager().is_authorized_dag(method="GET", details=DagDetails(id=dag_id), user=user)
+    )
+
+
+def _no_user() -> None:
+    return None
+
+
+def create_app(
+    *, airflow_auth: bool = True, authorize: Callable[[Any, str], bool] | None = None
+) -> FastAPI:
+    """The app. ``airflow_auth=False`` only where no Airflow auth manager runs (tests), where
+    ``authorize(user, dag_id)`` stands in for the auth manager's DAG permission."""
     app = FastAPI(title="Retention", description=__doc__)
-    evidence_guard = [Depends(_airflow_user())] if airflow_auth else []
+    user_dependency = _airflow_user() if airflow_auth else _no_user
+    may_read = authorize or (_may_read_dag if airflow_auth else lambda _user, _dag: True)
 
     @app.post("/hints", status_code=202)
     async def post_hints(request: Request) -> JSONResponse:
@@ -77,18 +102,25 @@ def create_app(*, airflow_auth: bool = True) -> FastAPI:
             raise HTTPException(rejected.status, str(rejected)) from rejected
         return JSONResponse(result, status_code=200 if result["duplicate"] else 202)
 
-    @app.get("/operations/{key}", dependencies=evidence_guard)
-    def get_operation(key: str) -> dict[str, Any]:
+    @app.get("/operations/{key}")
+    def get_operation(key: str, user: Any = Depends(user_dependency)) -> dict[str, Any]:  # noqa: B008
+        if not OPERATION_KEY.fullmatch(key):
+            raise HTTPException(404, f"no operation with key {key[:80]!r}")
         unreachable: list[str] = []
         for conn_id in sorted({p.postgres_conn_id for p in _policies().values() if p.remote}):
             try:
                 with postgres(conn_id) as conn:
-                    return explain(conn, key)
+                    record = explain(conn, key)
             except UnknownOperation:
                 continue
             except psycopg.Error as failed:  # no ledger there yet, or the database is down
                 log.warning("evidence lookup in %s failed: %s", conn_id, failed)
                 unreachable.append(conn_id)
+                continue
+            dag_id = f"{DAG_ID_PREFIX}{record['selected']['policy']}"
+            if not may_read(user, dag_id):
+                raise HTTPException(403, f"you may not read the DAG {dag_id!r}")
+            return record
         if unreachable:
             raise HTTPException(
                 503,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import psycopg
 
 from retention.db.connection import Connection, configure
+from retention.events.outbox import NotifyConfigError
 from retention.queue.http import HttpSender
 
 
@@ -23,16 +24,50 @@ def postgres(conn_id: str) -> Connection:
     return configure(raw)
 
 
+SIGNING_SECRET_EXTRA = "signing_secret"
+
+
 def http_sender(conn_id: str, timeout_seconds: float) -> HttpSender:
-    """A sender over the provider's HttpHook session (host, scheme, auth, extra headers)."""
+    """A sender over the provider's HttpHook session (host, scheme, auth, extra headers).
+
+    The HttpHook turns a connection's extra fields into request headers; the
+    signing secret is never one of them.
+    """
     from airflow.providers.http.hooks.http import HttpHook
 
     hook = HttpHook(http_conn_id=conn_id)
-    return HttpSender(hook.get_conn(), hook.url_from_endpoint, timeout_seconds)
+    session = hook.get_conn()
+    for header in list(session.headers):
+        if header.lower() == SIGNING_SECRET_EXTRA:
+            del session.headers[header]
+    return HttpSender(session, hook.url_from_endpoint, timeout_seconds)
 
 
 def signing_secret(conn_id: str) -> str:
-    """The receiver's ``whsec_`` signing secret: the connection's password."""
+    """The receiver's ``whsec_`` signing secret, from one documented place.
+
+    The connection's extra ``signing_secret``, else its password when the
+    connection has no login. A connection with a login and a ``whsec_``
+    password is refused: the HttpHook would send that password to the receiver
+    as Basic auth on every delivery.
+    """
     from airflow.sdk import BaseHook
 
-    return BaseHook.get_connection(conn_id).password or ""
+    conn = BaseHook.get_connection(conn_id)
+    secret = (conn.extra_dejson or {}).get(SIGNING_SECRET_EXTRA)
+    if secret:
+        return str(secret)
+    password = conn.password or ""
+    if conn.login and password.startswith("whsec_"):
+        raise NotifyConfigError(
+            f"connection {conn_id!r}: the password is a whsec_ signing secret and the "
+            "connection has a login, so it would be sent to the receiver as a Basic-auth "
+            f"password; put the secret in the connection's extra {SIGNING_SECRET_EXTRA!r} "
+            "(and keep login/password for the receiver's own auth), or remove the login"
+        )
+    if conn.login:
+        raise NotifyConfigError(
+            f"connection {conn_id!r}: no signing secret; set the extra "
+            f"{SIGNING_SECRET_EXTRA!r} to the receiver's whsec_ secret"
+        )
+    return password

@@ -27,7 +27,7 @@ from retention.airflow.steps import (
     reconcile_step,
 )
 from retention.evidence.reconcile import RetentionIncomplete
-from retention.objects.operations import CredentialFailure
+from retention.objects.operations import CredentialFailure, EndpointSuspect
 from retention.policy.loader import PolicyProblem, PolicySet
 from retention.policy.model import BATCH_ROWS_BOUNDS, WINDOW_ROWS_BOUNDS, Policy
 from retention.policy.params import run_settings
@@ -113,8 +113,18 @@ def policy_doc(policy: Policy, warnings: list[str]) -> str:
     )
 
 
-def build_dag(policy: Policy, warnings: list[str] | None = None, **dag_kwargs: Any) -> DAG:
-    """Wire one policy's tasks; ``dag_kwargs`` go to ``DAG()`` (``auto_register`` for checks)."""
+def build_dag(
+    policy: Policy,
+    warnings: list[str] | None = None,
+    siblings: list[Policy] | None = None,
+    **dag_kwargs: Any,
+) -> DAG:
+    """Wire one policy's tasks; ``dag_kwargs`` go to ``DAG()`` (``auto_register`` for checks).
+
+    ``siblings`` are all the policies of the file: the audit purge keeps their
+    evidence and purges that of policies no longer there.
+    """
+    current = siblings or [policy]
     deleter = deleter_for(policy)
     window_pool = policy.remote.pool if policy.remote else policy.pool
     with DAG(
@@ -197,14 +207,14 @@ def build_dag(policy: Policy, warnings: list[str] | None = None, **dag_kwargs: A
                     window=window,
                     settings=run_settings(policy, context["params"]),
                 )
-            except CredentialFailure as refused:
+            except (CredentialFailure, EndpointSuspect) as refused:
                 raise AirflowFailException(str(refused)) from refused
 
         @task
         def purge_audit() -> dict[str, Any]:
             if run_settings(policy, get_current_context()["params"]).dry_run:
                 return {"skipped": "dry run: nothing is purged"}
-            return purge_audit_step(policy)
+            return purge_audit_step(policy, current)
 
         @task(trigger_rule=TriggerRule.ALL_DONE)
         def reconcile() -> dict[str, Any]:
@@ -226,7 +236,10 @@ def build_dag(policy: Policy, warnings: list[str] | None = None, **dag_kwargs: A
                     return {"skipped": "dry run: no remote call"}
                 try:
                     return drain_operations_step(policy)
-                except CredentialFailure as refused:  # a retry minutes later cannot fix it
+                except (
+                    CredentialFailure,
+                    EndpointSuspect,
+                ) as refused:  # a retry minutes later cannot fix it
                     raise AirflowFailException(str(refused)) from refused
 
             plan >> drain_operations() >> deletes
@@ -234,17 +247,18 @@ def build_dag(policy: Policy, warnings: list[str] | None = None, **dag_kwargs: A
 
             @task(pool=policy.notify.pool, trigger_rule=TriggerRule.ALL_DONE)
             def deliver_events() -> dict[str, Any]:
-                if run_settings(policy, get_current_context()["params"]).dry_run:
-                    return {"skipped": "dry run: nothing is delivered"}
+                context = get_current_context()
+                dry_run = run_settings(policy, context["params"]).dry_run
                 try:
-                    return deliver_events_step(policy)
+                    return deliver_events_step(policy, context["run_id"], dry_run=dry_run)
                 except DeliveryIncomplete as incomplete:  # retrying cannot revive dead events
                     raise AirflowFailException(str(incomplete)) from incomplete
 
-            # A leaf of its own: a failed delivery fails the run instead of hiding
-            # behind reconcile's result.
-            deletes >> deliver_events()
-        deletes >> reconcile()
+            # Reconcile runs after the delivery, so the events in its summary are final,
+            # and it makes the run dirty when the delivery failed or never ran.
+            deletes >> deliver_events() >> reconcile()
+        else:
+            deletes >> reconcile()
     return dag
 
 
@@ -261,7 +275,7 @@ def build_policy_dags(
     extra: dict[str, Any] = {} if register else {"auto_register": False}
     for policy in loaded.policies:
         try:
-            dag = build_dag(policy, loaded.warnings.get(policy.name), **extra)
+            dag = build_dag(policy, loaded.warnings.get(policy.name), loaded.policies, **extra)
             dag.validate()  # what the DagBag would reject later, reported with the policy
             dags[policy.dag_id] = dag
         except Exception as failed:  # reported by name; the other policies still load

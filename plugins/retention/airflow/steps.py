@@ -7,6 +7,7 @@ connection through the policy's Airflow connection and closes it again.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 from contextlib import closing
 from functools import partial
@@ -14,12 +15,13 @@ from typing import Any
 
 from retention.airflow.connections import http_sender, postgres, signing_secret
 from retention.db.migrate import migrate
+from retention.db.sqlfiles import query
 from retention.events.outbox import Signer, deliver_events
-from retention.evidence.audit import purge_audit
+from retention.evidence.audit import purge_audit, purge_removed_policies
 from retention.evidence.reconcile import raise_if_dirty, reconcile_run
 from retention.objects.deleter import ObjectDeleter, work_operations
 from retention.objects.operations import OperationsKind
-from retention.policy.model import Policy
+from retention.policy.model import NotifySpec, Policy
 from retention.policy.params import RunSettings
 from retention.rows.cutoff import run_cutoff
 from retention.rows.deleter import RowDeleter
@@ -148,14 +150,33 @@ class DeliveryIncomplete(RuntimeError):
     """Events went dead, or the receiver is disabled: the run must not look green."""
 
 
-def deliver_events_step(policy: Policy) -> dict[str, Any]:
+def deliver_events_step(policy: Policy, run_id: str, *, dry_run: bool) -> dict[str, Any]:
     """Deliver the policy's pending retention.deleted events (signed webhooks).
 
     Fails (without retries, which cannot help) when events went dead in this
-    pass or the receiver is disabled by a 410, naming what to do.
+    pass or the receiver is disabled by a 410, naming what to do. What happened
+    (figures or the error) is written to the run's row for reconcile, which
+    runs next and makes the run dirty when delivery failed.
     """
     assert policy.notify is not None
     notify = policy.notify
+    outcome: dict[str, Any] = {"skipped": "dry run: nothing is delivered"} if dry_run else {}
+    try:
+        if not dry_run:
+            outcome = _deliver(policy, notify)
+        return outcome
+    except Exception as failed:
+        outcome = {"error": f"{type(failed).__name__}: {failed}"}
+        raise
+    finally:
+        with postgres(policy.postgres_conn_id) as conn:
+            conn.execute(
+                query("run_record_delivery"),
+                {"policy": policy.name, "run_id": run_id, "delivery": json.dumps(outcome)},
+            )
+
+
+def _deliver(policy: Policy, notify: NotifySpec) -> dict[str, Any]:
     signer = Signer(signing_secret(notify.http_conn_id), notify.http_conn_id)
     with (
         postgres(policy.postgres_conn_id) as conn,
@@ -178,10 +199,15 @@ def deliver_events_step(policy: Policy) -> dict[str, Any]:
     return stats.as_dict()
 
 
-def purge_audit_step(policy: Policy) -> dict[str, Any]:
-    """Purge the policy's evidence older than ``audit_days`` (bounded batches)."""
+def purge_audit_step(policy: Policy, current: list[Policy]) -> dict[str, Any]:
+    """Purge the policy's evidence older than ``audit_days`` (bounded batches), and that of
+    policies removed from the file (kept as long as the longest current ``audit_days``)."""
     with postgres(policy.postgres_conn_id) as conn:
-        return purge_audit(conn, policy.name, policy.audit_days)
+        purged: dict[str, Any] = purge_audit(conn, policy.name, policy.audit_days)
+        longest = max(p.audit_days for p in [policy, *current])
+        known = {p.name for p in current} | {policy.name}
+        purged["removed_policies"] = purge_removed_policies(conn, known, longest)
+    return purged
 
 
 def reconcile_step(policy: Policy, *, run_id: str) -> dict[str, Any]:

@@ -34,10 +34,16 @@ Connection = psycopg.Connection[dict[str, Any]]
 
 
 def configure(raw: psycopg.Connection[Any]) -> Connection:
-    """Put a fresh psycopg 3 connection into the mode this package expects."""
+    """Put a fresh psycopg 3 connection into the mode this package expects.
+
+    The session's TimeZone is UTC whatever the server or database default is:
+    a column without a time zone is only ever compared inside :func:`bounded`,
+    which sets the policy's ``timestamp_timezone`` for that transaction.
+    """
     raw.autocommit = True
     raw.prepare_threshold = None  # custom plans: key-range bounds change every batch
     raw.row_factory = dict_row  # type: ignore[assignment]
+    raw.execute("SET TimeZone TO 'UTC'")
     return raw  # type: ignore[return-value]
 
 
@@ -47,14 +53,20 @@ def connect_dsn(dsn: str) -> Connection:
 
 
 def set_local(
-    conn: Connection, *, statement_ms: int, lock_ms: int, synchronous_commit: bool = True
+    conn: Connection,
+    *,
+    statement_ms: int,
+    lock_ms: int,
+    synchronous_commit: bool = True,
+    timezone: str = "UTC",
 ) -> None:
     """Bound the current transaction (``SET LOCAL``: it lasts until commit)."""
     conn.execute(
         "SELECT set_config('statement_timeout', %s, true),"
         " set_config('lock_timeout', %s, true),"
-        " set_config('synchronous_commit', %s, true)",
-        (f"{statement_ms}ms", f"{lock_ms}ms", "on" if synchronous_commit else "off"),
+        " set_config('synchronous_commit', %s, true),"
+        " set_config('TimeZone', %s, true)",
+        (f"{statement_ms}ms", f"{lock_ms}ms", "on" if synchronous_commit else "off", timezone),
     )
 
 
@@ -65,11 +77,14 @@ def bounded(
     *,
     reads: bool = False,
     synchronous_commit: bool = True,
+    timezone: str = "UTC",
 ) -> Iterator[None]:
     """One transaction bounded by the policy's timeouts.
 
     ``reads=True`` uses ``plan_statement_ms`` (planning and counting statements
-    that may read many rows); otherwise ``statement_ms``.
+    that may read many rows); otherwise ``statement_ms``. ``timezone`` is the
+    zone a timestamp column without a time zone is read in: comparing it with
+    the cutoff (a ``timestamptz``) converts it in the session's TimeZone.
     """
     with conn.transaction():
         set_local(
@@ -77,6 +92,7 @@ def bounded(
             statement_ms=timeouts.plan_statement_ms if reads else timeouts.statement_ms,
             lock_ms=timeouts.lock_ms,
             synchronous_commit=synchronous_commit,
+            timezone=timezone,
         )
         yield
 

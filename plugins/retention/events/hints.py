@@ -23,6 +23,8 @@ from retention.rows.target import TargetTable
 
 MAX_BODY_BYTES = 256 * 1024
 MAX_OBJECTS = 1000
+MAX_DEPTH = 32
+MAX_OFFSET = dt.timedelta(hours=14)  # the widest offset of any real time zone
 
 
 class HintRejected(ValueError):
@@ -46,14 +48,21 @@ def verify(body: bytes, headers: dict[str, str], secret: str) -> None:
         Webhook(secret).verify(body, headers, json_parse=False)
     except WebhookVerificationError as bad:
         raise HintRejected(401, f"signature check failed: {bad}") from bad
+    except Exception as bad:  # a malformed header or a body that is not UTF-8, not our bug
+        raise HintRejected(
+            401, f"signature check failed: malformed signature or body ({type(bad).__name__})"
+        ) from bad
 
 
 def parse(body: bytes, headers: dict[str, str], policies: dict[str, Policy]) -> Hint:
     """Validate the body ``{policy, objects: [{key, due_at?}]}``; 422 names what is wrong."""
     try:
         document = json.loads(body)
-    except ValueError as bad:
-        raise HintRejected(422, f"body is not JSON: {bad}") from bad
+    except (ValueError, RecursionError) as bad:
+        raise HintRejected(422, f"body is not JSON: {str(bad)[:200]}") from bad
+    problem = _hostile(document)
+    if problem:
+        raise HintRejected(422, problem)
     if not isinstance(document, dict) or set(document) - {"policy", "objects"}:
         raise HintRejected(422, "body must be an object with 'policy' and 'objects' only")
     name = document.get("policy")
@@ -79,8 +88,15 @@ def parse(body: bytes, headers: dict[str, str], policies: dict[str, Policy]) -> 
                 due = dt.datetime.fromisoformat(str(due))
             except ValueError as bad:
                 raise HintRejected(422, f"objects[{index}].due_at is not ISO 8601") from bad
-            if due.tzinfo is None:
+            offset = due.utcoffset()
+            if offset is None:
                 raise HintRejected(422, f"objects[{index}].due_at needs a time zone")
+            if offset % dt.timedelta(minutes=1) or abs(offset) > MAX_OFFSET:
+                raise HintRejected(
+                    422,
+                    f"objects[{index}].due_at has the offset {offset}; use whole minutes "
+                    "within ±14:00",
+                )
         parsed.append((str(key), due))
     return Hint(headers.get("webhook-id", ""), policy, earliest_per_key(parsed))
 
@@ -129,3 +145,20 @@ def apply(conn: Connection, hint: Hint) -> dict[str, Any]:
         "webhook_id": hint.webhook_id,
         "operations": sorted(r["operation_key"] for r in rows),
     }
+
+
+def _hostile(document: Any) -> str | None:
+    """What makes a parsed body unusable: NUL characters, or nesting deeper than MAX_DEPTH."""
+    stack: list[tuple[Any, int]] = [(document, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            return f"JSON nested deeper than {MAX_DEPTH} levels"
+        if isinstance(value, str) and "\x00" in value:
+            return "NUL characters are not allowed"
+        if isinstance(value, dict):
+            stack.extend((key, depth + 1) for key in value)
+            stack.extend((item, depth + 1) for item in value.values())
+        elif isinstance(value, list):
+            stack.extend((item, depth + 1) for item in value)
+    return None

@@ -115,6 +115,7 @@ class EventsKind:
         self.queue = LeasedQueue(EVENTS, policy, notify.lease)
         self.claim_batch = notify.claim_batch
         self.call_timeout_seconds = notify.timeout_seconds
+        self.adjusted: dict[str, Finish] = {}  # the generic completer never changes outcomes
 
     def job(self, row: dict[str, Any]) -> Event:
         return Event(row["event_id"], row["payload"], row["attempts"])

@@ -30,7 +30,7 @@ def purge_audit(
     batch_rows: int = PURGE_BATCH_ROWS,
     max_batches: int = 1000,
 ) -> dict[str, object]:
-    """Purge everything past the policy's audit horizon; returns counts per kind."""
+    """Purge everything of ``policy`` past its audit horizon; returns counts per kind."""
     horizon = (now or dt.datetime.now(dt.UTC)) - dt.timedelta(days=audit_days)
     params = {"policy": policy, "horizon": horizon, "batch_rows": batch_rows}
     purged: Counter[str] = Counter()
@@ -41,10 +41,33 @@ def purge_audit(
             purged.update({k: int(v) for k, v in row.items()})
             if not any(row.values()):
                 break
-    for _ in range(max_batches):
-        gone = conn.execute(query("purge_hint_receipts"), params).rowcount
-        purged["hint_receipts"] += gone
-        if not gone:
-            break
+    for name, kind in (("purge_hint_receipts", "hint_receipts"), ("purge_replays", "replays")):
+        for _ in range(max_batches):
+            gone = conn.execute(query(name), params).rowcount
+            purged[kind] += gone
+            if not gone:
+                break
     log.info("policy %s: purged evidence older than %s: %s", policy, horizon, dict(purged))
     return {"horizon": horizon.isoformat(), **purged}
+
+
+def purge_removed_policies(
+    conn: Connection,
+    known: set[str],
+    audit_days: int,
+    *,
+    now: dt.datetime | None = None,
+    batch_rows: int = PURGE_BATCH_ROWS,
+) -> dict[str, dict[str, object]]:
+    """Purge, past ``audit_days``, the evidence of policies no longer in the policies file.
+
+    A policy that was removed or renamed has no DAG left to purge its rows;
+    every policy DAG's ``purge_audit`` does it for them, with the longest
+    ``audit_days`` of the current policies, so evidence is never purged sooner
+    than any current policy would keep its own.
+    """
+    names = [row["policy"] for row in conn.execute(query("ledger_policies"))]
+    return {
+        name: purge_audit(conn, name, audit_days, now=now, batch_rows=batch_rows)
+        for name in sorted(set(names) - known)
+    }

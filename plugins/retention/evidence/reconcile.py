@@ -13,6 +13,7 @@ import datetime as dt
 import json
 import time
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from retention.db.connection import Connection, bounded
 from retention.db.sqlfiles import query
@@ -51,7 +52,7 @@ def reconcile_run(conn: Connection, policy: Policy, run_id: str) -> dict[str, An
                 {"window_key": window.window_key, "label": window.label, "rows_remaining": left}
             )
     target = TargetTable.of(policy.table_spec)
-    with bounded(conn, policy.timeouts, reads=True):
+    with bounded(conn, policy.timeouts, reads=True, timezone=policy.timestamp_timezone):
         total_row = conn.execute(target.query("count_eligible"), {"cutoff": cutoff}).fetchone()
     total_remaining = int(total_row["n"]) if total_row else 0
     in_windows = sum(w["rows_remaining"] for w in remaining_by_window)
@@ -109,13 +110,10 @@ def reconcile_run(conn: Connection, policy: Policy, run_id: str) -> dict[str, An
         summary["remote"] = remote
         summary["max_lag_hours"] = policy.max_lag_hours
     if policy.notify is not None:
-        events = conn.execute(query("outbox_stats"), {"policy": policy.name}).fetchone()
-        assert events is not None
-        disabled = events["endpoint_disabled_at"]
-        summary["events"] = {
-            "by_state": dict(events["events_by_state"]),
-            "endpoint_disabled_at": disabled.isoformat() if disabled else None,
-        }
+        summary["events"] = events = explain_events(conn, policy, run["events_delivery"])
+        if events["problems"] and not dry_run:
+            status = "dirty"
+            summary["status"] = status
     conn.execute(
         query("run_record_summary"),
         {
@@ -161,6 +159,9 @@ def raise_if_dirty(summary: dict[str, Any]) -> None:
             "(rows written with old timestamps after planning, or keys beyond the plan); "
             "the next run plans them."
         )
+    events = summary.get("events") or {}
+    if events.get("problems"):
+        parts.append("Event delivery: " + "; ".join(events["problems"]) + ".")
     remote = summary.get("remote")
     if remote:
         if remote["unexplained_rows"]:
@@ -178,6 +179,43 @@ def raise_if_dirty(summary: dict[str, Any]) -> None:
     raise RetentionIncomplete(" ".join(parts))
 
 
+def explain_events(
+    conn: Connection, policy: Policy, delivery: dict[str, Any] | None
+) -> dict[str, Any]:
+    """The policy's events by state, and what makes their delivery a problem.
+
+    Dead events, events pending longer than ``max_lag_hours``, a receiver
+    disabled by a 410, and this run's ``deliver_events`` failing or never
+    running each make the run dirty: deletions that nobody hears of are not done.
+    """
+    lag = policy.max_lag_hours or 72.0
+    row = conn.execute(query("outbox_stats"), {"policy": policy.name, "lag_hours": lag}).fetchone()
+    assert row is not None
+    by_state = dict(row["events_by_state"])
+    disabled = row["endpoint_disabled_at"]
+    problems: list[str] = []
+    if by_state.get("dead"):
+        problems.append(
+            f"{by_state['dead']} dead event(s): list them in retention.dead_events and replay "
+            "them with retention__replay (kind: events)"
+        )
+    if row["overdue"]:
+        problems.append(f"{row['overdue']} event(s) pending for more than {lag:g} hours")
+    if disabled:
+        problems.append(f"the receiver is disabled since {disabled.isoformat()} (410 Gone)")
+    if delivery is None:
+        problems.append("deliver_events did not run in this run")
+    elif delivery.get("error"):
+        problems.append(f"deliver_events failed: {delivery['error'][:300]}")
+    return {
+        "by_state": by_state,
+        "overdue": int(row["overdue"]),
+        "endpoint_disabled_at": disabled.isoformat() if disabled else None,
+        "delivery": delivery,
+        "problems": problems,
+    }
+
+
 def explain_remote(
     conn: Connection, policy: Policy, cutoff: dt.datetime, since: dt.datetime
 ) -> dict[str, Any]:
@@ -190,10 +228,10 @@ def explain_remote(
         "table_name": policy.table,
         "cutoff": cutoff,
     }
-    with bounded(conn, policy.timeouts, reads=True):
+    with bounded(conn, policy.timeouts, reads=True, timezone=policy.timestamp_timezone):
         rows = conn.execute(target.query("ops_reconcile"), params).fetchall()
     by_state = {row["state"]: int(row["n"]) for row in rows}
-    oldest = min((as_aware(row["oldest"]) for row in rows), default=None)
+    oldest = min((as_aware(row["oldest"], policy.timestamp_timezone) for row in rows), default=None)
     overdue = None
     if oldest is not None:
         became_eligible = oldest + dt.timedelta(days=policy.retain_days)
@@ -218,11 +256,11 @@ def explain_remote(
     }
 
 
-def as_aware(value: dt.datetime | dt.date) -> dt.datetime:
-    """Timestamps without a time zone (and dates) are read as UTC."""
+def as_aware(value: dt.datetime | dt.date, timezone: str = "UTC") -> dt.datetime:
+    """Timestamps without a time zone (and dates) are read in the policy's timestamp_timezone."""
     if not isinstance(value, dt.datetime):
         value = dt.datetime(value.year, value.month, value.day)
-    return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+    return value if value.tzinfo else value.replace(tzinfo=ZoneInfo(timezone))
 
 
 def _round(value: Any) -> float | None:

@@ -26,7 +26,12 @@ from psycopg import sql
 from retention.db.connection import Connection, bounded
 from retention.db.sqlfiles import query
 from retention.policy.model import Policy, RemoteSpec
-from retention.queue.classify import OPERATION_ANSWERS, Classification, Outcome
+from retention.queue.classify import (
+    OPERATION_ANSWERS,
+    OPERATION_ANSWERS_STRICT,
+    Classification,
+    Outcome,
+)
 from retention.queue.decisions import dead, retried, snoozed
 from retention.queue.http import HttpResult, HttpSender
 from retention.queue.leased import OPERATIONS, Finish, LeasedQueue
@@ -37,10 +42,23 @@ from retention.rows.windows import Window
 log = logging.getLogger(__name__)
 
 AUTH_REFUSALS_BEFORE_DEAD = 3
+LOCAL_DELETE_PENDING = "local_delete_pending"
+LOCAL_DELETE_RETRY_SECONDS = 30.0
+MAX_ID_BYTES = 1024
+# A row that cannot be deleted for good: only these dead-letter a confirmed deletion.
+PERMANENT_DELETE_ERRORS: tuple[type[psycopg.Error], ...] = (
+    psycopg.errors.ForeignKeyViolation,
+    psycopg.errors.RestrictViolation,
+    psycopg.errors.RaiseException,  # a trigger refused it
+)
 
 
 class CredentialFailure(RuntimeError):
     """A streak of 401/403 answers: the credentials are wrong, not the objects."""
+
+
+class EndpointSuspect(RuntimeError):
+    """The first answers were all 404: the endpoint template or connection is wrong."""
 
 
 def operation_key(policy: str, revision: int, table: str, row_key: int, version: str) -> str:
@@ -56,6 +74,41 @@ def endpoint_for(remote: RemoteSpec, object_id: str, tenant: str | None) -> str:
     )
 
 
+def bad_path_value(value: str | None) -> str | None:
+    """Why an object id or tenant cannot be a path segment (None when it can).
+
+    URL-encoding leaves ``.`` and ``..`` as they are, and an empty segment
+    collapses the path: each would send the call to a parent resource, whose
+    404 would then count as a confirmed deletion.
+    """
+    if value is None or value == "":
+        return "is empty"
+    if value in (".", ".."):
+        return f"is the dot segment {value!r}"
+    if any(ord(char) < 32 or ord(char) == 127 for char in value):
+        return "contains control characters"
+    if len(value.encode()) > MAX_ID_BYTES:
+        return f"is longer than {MAX_ID_BYTES} bytes"
+    return None
+
+
+def safe_endpoint(remote: RemoteSpec, op: Operation) -> tuple[str | None, str]:
+    """The endpoint of one operation, or None and why it must not be called."""
+    checks = [("object id", op.object_id)]
+    if "{tenant_id}" in remote.endpoint:
+        checks.append(("tenant", op.tenant))
+    for what, value in checks:
+        problem = bad_path_value(value)
+        if problem:
+            return None, f"the {what} {problem}; no request was made"
+    path = endpoint_for(remote, op.object_id, op.tenant)
+    prefix = remote.endpoint.split("{", 1)[0]
+    shape = endpoint_for(remote, "x", "x")
+    if not path.startswith(prefix) or path.count("/") != shape.count("/"):
+        return None, f"the rendered path {path[:200]!r} leaves the endpoint's shape"
+    return path, ""
+
+
 @dataclass(frozen=True)
 class Operation:
     """An operation this worker holds a lease on."""
@@ -69,10 +122,17 @@ class Operation:
     attempt_count: int
     claim_count: int
     auth_failure_count: int
+    failure_class: str | None = None
+    last_status_code: int | None = None
 
     @property
     def key(self) -> str:
         return self.operation_key
+
+    @property
+    def local_delete_pending(self) -> bool:
+        """The API confirmed; only the local delete is left (it failed for a moment)."""
+        return self.failure_class == LOCAL_DELETE_PENDING
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Operation:
@@ -128,7 +188,7 @@ def enqueue_window(conn: Connection, policy: Policy, window: Window, batch_rows:
             "table_name": policy.table,
             "window_key": window.window_key,
         }
-        with bounded(conn, policy.timeouts):
+        with bounded(conn, policy.timeouts, timezone=policy.timestamp_timezone):
             row = conn.execute(bound, params).fetchone()
             if row is None or not row["keys"]:
                 return inserted
@@ -146,8 +206,6 @@ def _finish_statement(policy: Policy) -> sql.Composed:
 class OperationsKind:
     """The remote-operation job kind: what the shared worker needs to delete objects."""
 
-    table = OPERATION_ANSWERS
-
     def __init__(self, policy: Policy, sender: HttpSender) -> None:
         if policy.remote is None:
             raise ValueError(f"policy {policy.name!r} has no remote section")
@@ -155,49 +213,88 @@ class OperationsKind:
         self.remote: RemoteSpec = policy.remote
         self.sender = sender
         self.queue = LeasedQueue(OPERATIONS, policy.name, self.remote.lease)
-        self.claim_batch = self.remote.claim_batch
+        self.table = (
+            OPERATION_ANSWERS if self.remote.not_found_is_deleted else OPERATION_ANSWERS_STRICT
+        )
+        self.answers: list[int | None] = []  # the first answers, for the not-found breaker
         self.call_timeout_seconds = self.remote.request_timeout_seconds
         self.target = TargetTable.of(policy.table_spec, policy.remote)
         self.auth_streak = 0
         self.transactions: list[tuple[int, float]] = []  # (rows deleted, ms) per finish
+        self.adjusted: dict[str, Finish] = {}  # outcomes the completer changed (see worker)
+
+    @property
+    def claim_batch(self) -> int:
+        """While the breaker still judges the first answers, claim them all in one batch,
+        so that nothing is recorded before it has decided."""
+        if self._judging():
+            return max(self.remote.claim_batch, self.remote.not_found_breaker)
+        return self.remote.claim_batch
+
+    def _judging(self) -> bool:
+        limit = self.remote.not_found_breaker
+        return bool(limit) and len(self.answers) < limit and set(self.answers) <= {404}
 
     def job(self, row: dict[str, Any]) -> Operation:
         return Operation.from_row(row)
 
     def screen(self, conn: Connection, jobs: list[Operation]) -> dict[str, Finish]:
-        """Refuse calls that could delete the wrong thing (no API call is made)."""
-        rows = conn.execute(
-            self.target.query("row_versions"), {"row_keys": [op.row_key for op in jobs]}
-        )
-        versions = {row["row_key"]: row["version"] for row in rows}
+        """Refuse calls that could delete the wrong thing (no API call is made).
+
+        A restored row (new version), a row whose object or tenant changed, or
+        one that is no longer older than its window's cutoff is ``superseded``;
+        an object id or tenant that cannot be a path segment is
+        ``invalid_object_id``; a confirmed deletion whose local delete failed for
+        a moment is completed without calling again.
+        """
+        current = self._rows_now(conn, jobs)
         refused: dict[str, Finish] = {}
         for op in jobs:
-            current = versions.get(op.row_key)
-            if current is not None and current != op.version:
+            row = current.get(op.row_key)
+            if op.local_delete_pending:
                 refused[op.key] = Finish(
-                    "dead",
-                    "not_called",
-                    None,
-                    "superseded",
-                    f"row {op.row_key} is now version {current}, not {op.version} (restored?); "
-                    "the object was not deleted",
+                    "done",
+                    "local_delete_retry",
+                    op.last_status_code,
+                    reason="the API had confirmed; the local delete is retried",
                     attempt_spent=0,
                 )
-            elif "{tenant_id}" in self.remote.endpoint and not op.tenant:
-                refused[op.key] = Finish(
-                    "dead",
-                    "not_called",
-                    None,
-                    "missing_tenant",
-                    "the endpoint needs {tenant_id} but the row has no tenant",
-                    attempt_spent=0,
+            elif row is not None and (changed := _changed(op, row)):
+                refused[op.key] = _not_called("superseded", f"{changed}; the object was kept")
+            elif "{tenant_id}" in self.remote.endpoint and op.tenant is None:
+                refused[op.key] = _not_called(
+                    "missing_tenant", "the endpoint needs {tenant_id} but the row has no tenant"
                 )
+            else:
+                path, why = safe_endpoint(self.remote, op)
+                if path is None:
+                    refused[op.key] = _not_called("invalid_object_id", why)
         return refused
 
+    def _rows_now(self, conn: Connection, jobs: list[Operation]) -> dict[int, dict[str, Any]]:
+        windows = sorted({op.window_key for op in jobs if op.window_key})
+        cutoffs: dict[str, dt.datetime] = {}
+        if windows:
+            rows = conn.execute(query("windows_cutoffs"), {"window_keys": windows})
+            cutoffs = {row["window_key"]: row["cutoff"] for row in rows}
+        with bounded(conn, self.policy.timeouts, timezone=self.policy.timestamp_timezone):
+            rows = conn.execute(
+                self.target.query("ops_screen"),
+                {
+                    "row_keys": [op.row_key for op in jobs],
+                    "cutoffs": [cutoffs.get(op.window_key or "") for op in jobs],
+                },
+                prepare=True,
+            ).fetchall()
+        return {row["row_key"]: row for row in rows}
+
     def send(self, job: Operation) -> HttpResult:
+        path, why = safe_endpoint(self.remote, job)
+        if path is None:  # screen() refuses these; never send one by another route
+            raise ValueError(f"operation {job.key}: {why}")
         return self.sender.send(
             self.remote.method,
-            endpoint_for(self.remote, job.object_id, job.tenant),
+            path,
             headers={self.remote.idempotency_header: job.operation_key},
         )
 
@@ -215,7 +312,24 @@ class OperationsKind:
         return decide_operation(job, c, now, self.remote)
 
     def after(self, conn: Connection, job: Operation, c: Classification) -> Stop | None:
-        """A streak of 401/403 across objects is a credential problem: stop, spend nothing."""
+        """Stop on a credential problem (a 401/403 streak) or a suspect endpoint (only 404s)."""
+        limit = self.remote.not_found_breaker
+        if limit and len(self.answers) < limit:
+            self.answers.append(c.status)
+            if len(self.answers) == limit and set(self.answers) == {404}:
+                return Stop(
+                    "not_found_breaker",
+                    EndpointSuspect(
+                        f"policy {self.policy.name!r}: the first {limit} answers of "
+                        f"{self.remote.method} {self.remote.endpoint} on connection "
+                        f"{self.remote.http_conn_id!r} were all 404 and none was 2xx: the "
+                        "endpoint template or connection is probably wrong. Nothing was "
+                        "deleted on these answers; the operations stay pending. Fix the "
+                        "template or connection, or set remote.not_found_breaker: 0 if the "
+                        "objects are really gone."
+                    ),
+                    hold_confirmations=True,
+                )
         if c.outcome is not Outcome.AUTH:
             self.auth_streak = 0
             return None
@@ -240,33 +354,86 @@ class OperationsKind:
         scope: str | None,
         elapsed_ms: float,
     ) -> dict[str, int]:
-        """The atomic finish of a batch; a row that cannot be deleted goes dead on its own.
+        """The atomic finish of a batch; a row that cannot be deleted never stalls its batch.
 
-        If the batch's statement fails (a row that cannot be deleted: a foreign
-        key, a trigger, a lock held past ``lock_timeout``), each outcome is
-        recorded on its own, and one whose row cannot be deleted goes dead as
-        ``local_delete_failed`` rather than stalling its batch on every run.
+        If the batch's statement fails (a foreign key, a trigger, a lock held
+        past ``lock_timeout``), each outcome is recorded on its own, and one
+        whose local delete fails is handled by :meth:`_local_delete_failed`.
+        A lost connection records nothing: the leases expire and the calls are
+        re-driven with the same keys.
         """
         try:
             return self._finish(conn, owner, attempts, scope)
-        except psycopg.Error:
-            if len(attempts) == 1:
-                failed = attempts[0]
-                if failed.finish.state != "done":
-                    raise
-                dead = Finish(
-                    "dead",
-                    failed.finish.outcome,
-                    failed.finish.status,
-                    "local_delete_failed",
-                    "the API confirmed the deletion but the local row could not be deleted",
-                )
-                retry = Attempt(failed.job, dead, failed.started, failed.finished)
-                return self._finish(conn, owner, [retry], scope)
+        except psycopg.Error as failed:
+            if conn.broken or conn.closed:
+                raise
+            if len(attempts) > 1:
+                return self._one_by_one(conn, owner, attempts, scope, elapsed_ms)
+            permanent = isinstance(failed, PERMANENT_DELETE_ERRORS)
+            return self._local_delete_failed(conn, owner, attempts[0], scope, permanent, failed)
+
+    def _one_by_one(
+        self,
+        conn: Connection,
+        owner: str,
+        attempts: list[Attempt],
+        scope: str | None,
+        elapsed_ms: float,
+    ) -> dict[str, int]:
         recorded: dict[str, int] = {}
         for attempt in attempts:
             recorded.update(self.record(conn, owner, [attempt], scope, elapsed_ms))
         return recorded
+
+    def _local_delete_failed(
+        self,
+        conn: Connection,
+        owner: str,
+        attempt: Attempt,
+        scope: str | None,
+        permanent: bool,
+        error: psycopg.Error,
+    ) -> dict[str, int]:
+        """A confirmed deletion whose local delete failed: dead for good, or retried.
+
+        A foreign key or a trigger refusing the delete will refuse it again:
+        the operation goes dead as ``local_delete_failed``. Anything else (a lock
+        timeout, a deadlock, a serialization failure, a cancel) is transient:
+        the operation stays confirmed with ``local_delete_pending`` and the next
+        pass deletes the row without calling the API again.
+        """
+        if attempt.finish.state != "done":
+            raise error
+        what = f"{type(error).__name__}: {error}".strip()[:200]
+        if permanent:
+            change = Finish(
+                "dead",
+                attempt.finish.outcome,
+                attempt.finish.status,
+                "local_delete_failed",
+                f"the API confirmed the deletion but the local row cannot be deleted ({what})",
+            )
+        else:
+            change = Finish(
+                "pending",
+                Outcome.CONFIRMED,
+                attempt.finish.status,
+                LOCAL_DELETE_PENDING,
+                f"the API confirmed the deletion; the local delete failed for now ({what}) "
+                "and is retried",
+                dt.datetime.now(dt.UTC) + dt.timedelta(seconds=LOCAL_DELETE_RETRY_SECONDS),
+                attempt_spent=1,  # the call that confirmed was a real attempt
+            )
+        log.warning(
+            "operation %s (row %s): local delete %s: %s",
+            attempt.job.key,
+            attempt.job.row_key,
+            "failed for good" if permanent else "failed for now, retried later",
+            what,
+        )
+        retry = Attempt(attempt.job, change, attempt.started, attempt.finished)
+        self.adjusted[attempt.job.key] = change
+        return self._finish(conn, owner, [retry], scope)
 
     def _finish(
         self, conn: Connection, owner: str, attempts: list[Attempt], scope: str | None
@@ -279,7 +446,12 @@ class OperationsKind:
         """
         utc = dt.UTC
         began = time.perf_counter()
-        with bounded(conn, self.policy.timeouts, synchronous_commit=False):
+        with bounded(
+            conn,
+            self.policy.timeouts,
+            synchronous_commit=False,
+            timezone=self.policy.timestamp_timezone,
+        ):
             rows = conn.execute(
                 _finish_statement(self.policy),
                 {
@@ -303,6 +475,15 @@ class OperationsKind:
                 prepare=True,
             ).fetchall()
             recorded = {row["op_key"]: int(row["rows_deleted"]) for row in rows}
+            left_alone = [row["op_key"] for row in rows if row["row_left_alone"]]
+            if left_alone:
+                conn.execute(query("ops_mark_superseded"), {"keys": left_alone})
+                log.warning(
+                    "%d confirmed deletion(s) left their row alone: it changed before its "
+                    "local delete (superseded): %s",
+                    len(left_alone),
+                    left_alone[:5],
+                )
             deleted = sum(recorded.values())
             elapsed_ms = (time.perf_counter() - began) * 1000
             if scope is not None and recorded:
@@ -314,3 +495,20 @@ class OperationsKind:
         if recorded:
             self.transactions.append((deleted, elapsed_ms))
         return recorded
+
+
+def _not_called(failure_class: str, reason: str) -> Finish:
+    return Finish("dead", "not_called", None, failure_class, reason, attempt_spent=0)
+
+
+def _changed(op: Operation, row: dict[str, Any]) -> str | None:
+    """How the row differs from what the operation was made for (None when it does not)."""
+    if row["version"] != op.version:
+        return f"row {op.row_key} is now version {row['version']}, not {op.version} (restored?)"
+    if row["object_id"] != op.object_id:
+        return f"row {op.row_key} now names object {row['object_id']!r}, not {op.object_id!r}"
+    if row["tenant"] != op.tenant:
+        return f"row {op.row_key} now belongs to tenant {row['tenant']!r}, not {op.tenant!r}"
+    if not row["still_eligible"]:
+        return f"row {op.row_key} is no longer older than its window's cutoff"
+    return None

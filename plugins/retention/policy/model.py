@@ -18,6 +18,7 @@ import re
 import string
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterBadCronError, CroniterBadDateError, croniter
 from pydantic import (
@@ -80,6 +81,14 @@ def _policy_name(value: str) -> str:
     return value
 
 
+def _timezone(value: str) -> str:
+    try:
+        ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError) as bad:
+        raise ValueError(f"{value!r} is not an IANA time zone name such as 'UTC'") from bad
+    return value
+
+
 def _schedule(value: str | None) -> str | None:
     """Checked as Airflow checks it: presets by name, anything else by croniter."""
     if value is None:
@@ -125,6 +134,9 @@ def _endpoint(value: str) -> str:
         raise ValueError("must be a path containing {object_id}")
     if not value.startswith("/"):
         raise ValueError("must be a path starting with '/'")
+    rendered = value.format(object_id="SENTINEL-OBJECT", tenant_id="SENTINEL-TENANT")
+    if "SENTINEL-OBJECT" not in rendered.split("?", 1)[0]:
+        raise ValueError("{object_id} must be in the path, not in the query string")
     return value
 
 
@@ -237,6 +249,19 @@ class RemoteSpec(Section):
     backoff_max_seconds: float = Field(
         600.0, gt=0, le=86_400, description="Cap of the exponential backoff."
     )
+    not_found_is_deleted: bool = Field(
+        True,
+        description="A 404 confirms the deletion (the object is already gone); false makes "
+        "it a rejection, dead for review.",
+    )
+    not_found_breaker: int = Field(
+        20,
+        ge=0,
+        le=10_000,
+        description="Stop a task whose first this-many answers are all 404 and none 2xx (the "
+        "endpoint template or connection is probably wrong); nothing is deleted on them. "
+        "0 turns it off.",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -311,6 +336,7 @@ class TableSpec:
     key_column: str
     timestamp_column: str
     tenant_column: str | None
+    timestamp_timezone: str = "UTC"  # how a column without a time zone is read
 
     def __str__(self) -> str:
         return f"{self.schema}.{self.name}"
@@ -356,7 +382,18 @@ class Policy(Section):
         ),
     ] = Field(description="'schema.table' or 'table' (schema public).")
     key_column: Identifier = Field(description="Integer key, unique and indexed.")
-    timestamp_column: Identifier = Field(description="timestamptz (or timestamp read as UTC).")
+    timestamp_column: Identifier = Field(
+        description="timestamptz, or timestamp / date read in timestamp_timezone."
+    )
+    timestamp_timezone: Annotated[
+        str,
+        AfterValidator(_timezone),
+        WithJsonSchema({"type": "string", "examples": ["UTC", "Europe/Berlin"]}),
+    ] = Field(
+        "UTC",
+        description="IANA time zone in which a timestamp or date column without a time zone "
+        "is read (its wall-clock values are in this zone).",
+    )
     window_rows: int = Field(
         gt=WINDOW_ROWS_BOUNDS[0] - 1,
         le=WINDOW_ROWS_BOUNDS[1],
@@ -449,7 +486,14 @@ class Policy(Section):
     @property
     def table_spec(self) -> TableSpec:
         schema, name = self.table.split(".")
-        return TableSpec(schema, name, self.key_column, self.timestamp_column, self.tenant_column)
+        return TableSpec(
+            schema,
+            name,
+            self.key_column,
+            self.timestamp_column,
+            self.tenant_column,
+            self.timestamp_timezone,
+        )
 
     @property
     def timeouts(self) -> Timeouts:

@@ -73,6 +73,13 @@ OPERATION_ANSWERS = ClassificationTable(
     default=Outcome.REJECTED,
 )
 
+# The same, for APIs whose 404 does not prove a deletion (``not_found_is_deleted: false``).
+OPERATION_ANSWERS_STRICT = ClassificationTable(
+    "operations (404 is not a deletion)",
+    ((range(404, 405), Outcome.REJECTED), *OPERATION_ANSWERS.rows),
+    default=Outcome.REJECTED,
+)
+
 # Event deliveries: only 2xx delivers; 410 turns the receiver off; the rest is retried.
 EVENT_ANSWERS = ClassificationTable(
     "events",

@@ -83,6 +83,10 @@ class TokenBucket:
             self.waited_seconds += pause
             self.sleep(pause)
 
+    def pause(self, seconds: float) -> None:
+        """Close the scope for ``seconds`` without lowering its rate (the API is down)."""
+        self.conn.execute(query("limiter_pause"), {"scope": self.scope, "seconds": seconds})
+
     def throttle(self, retry_after_seconds: float) -> float:
         """Report a 429: close the scope for ``retry_after_seconds``; returns the new rate."""
         row = self.conn.execute(

@@ -23,7 +23,7 @@ import datetime as dt
 import logging
 import time
 import uuid
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
@@ -57,10 +57,19 @@ class Attempt:
 
 @dataclass(frozen=True)
 class Stop:
-    """A kind's request to stop working: why, and an error to raise once the batch is recorded."""
+    """A kind's request to stop working: why, and an error to raise once the batch is recorded.
+
+    ``hold_confirmations`` turns the batch's confirmations into snoozes before
+    they are recorded (nothing is deleted on answers the kind no longer trusts).
+    """
 
     reason: str
     error: Exception | None = None
+    hold_confirmations: bool = False
+
+
+OUTAGE_WINDOW = 5  # recent answers looked at to tell an outage from one bad object
+OUTAGE_MAX_PAUSE_SECONDS = 60.0
 
 
 class JobKind(Protocol[J]):
@@ -70,6 +79,7 @@ class JobKind(Protocol[J]):
     table: ClassificationTable
     claim_batch: int
     call_timeout_seconds: float
+    adjusted: dict[str, Finish]  # outcomes its completer recorded differently (reported so)
 
     def job(self, row: dict[str, Any]) -> J:
         """The job of a claimed row."""
@@ -120,6 +130,8 @@ class WorkerStats:
     out_of_time: bool = False
     stopped: str | None = None
     waited_for_tokens_seconds: float = 0.0
+    outage_pauses: int = 0
+    failure_classes: Counter[str] = field(default_factory=Counter)
     batches: list[tuple[int, float]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
@@ -140,6 +152,8 @@ class WorkerStats:
             "stopped": self.stopped,
             "batches": len(self.batches),
             "waited_for_tokens_seconds": round(self.waited_for_tokens_seconds, 3),
+            "outage_pauses": self.outage_pauses,
+            "failure_classes": dict(self.failure_classes),
         }
 
 
@@ -165,6 +179,7 @@ class Worker:
         self.now = now
         self.deadline = clock() + budget_seconds
         self.stats = WorkerStats(kind=kind.queue.table.kind, owner=self.owner)
+        self.recent_answers: deque[bool] = deque(maxlen=OUTAGE_WINDOW)
 
     def run(self, scope: str | None = None) -> WorkerStats:
         """One bounded pass: work every job that is due now (of one scope, if given)."""
@@ -205,7 +220,10 @@ class Worker:
         sent: set[str] = set()  # a job whose call began is never "unstarted"
         began = time.perf_counter()
         try:
-            return self._send_each(batch, attempts, held, sent)
+            stop = self._send_each(batch, attempts, held, sent)
+            if stop is not None and stop.hold_confirmations:
+                attempts[:] = [_held(attempt, stop.reason) for attempt in attempts]
+            return stop
         finally:
             self._record(attempts, scope, (time.perf_counter() - began) * 1000)
             done = sent | {attempt.job.key for attempt in attempts}
@@ -250,6 +268,13 @@ class Worker:
             self.stats.statuses[str(result.status or result.error)] += 1
             if c.outcome is Outcome.RATE_LIMITED and self.limiter is not None:
                 self.limiter.throttle(c.retry_after_seconds or 1.0)
+            outage = result.status is None and not any(self.recent_answers)
+            self.recent_answers.append(result.status is not None)
+            if outage:  # nothing answered lately: the API is down, not this object
+                attempts.append(Attempt(job, self._outage(c), result.started, result.finished))
+                if self.limiter is None:
+                    return Stop("unreachable")
+                continue
             attempts.append(
                 Attempt(job, self.kind.decide(job, c, self.now()), result.started, result.finished)
             )
@@ -257,6 +282,36 @@ class Worker:
             if stop is not None:
                 return stop
         return None
+
+    def _outage(self, c: Classification) -> Finish:
+        """No answer, and none of the recent calls got one either: an outage of the scope.
+
+        The job is snoozed without spending an attempt, and the whole scope
+        pauses with a growing backoff (as on a 429), logged once per pause; the
+        pass goes on waiting within its budget, then hands back what is left.
+        """
+        self.stats.outage_pauses += 1
+        pause = min(OUTAGE_MAX_PAUSE_SECONDS, 2.0 ** min(self.stats.outage_pauses - 1, 10))
+        log.warning(
+            "%s: no answer from the API (%s) and none of the last %d calls got one; "
+            "pausing the scope for %.0f s (outage pause %d); no attempt is spent",
+            self.stats.kind,
+            c.reason,
+            OUTAGE_WINDOW,
+            pause,
+            self.stats.outage_pauses,
+        )
+        if self.limiter is not None:
+            self.limiter.pause(pause)
+        return Finish(
+            "pending",
+            "outage",
+            None,
+            "api_unreachable",
+            c.reason,
+            self.now() + dt.timedelta(seconds=pause),
+            attempt_spent=0,
+        )
 
     def _wait_for_token(self, keep_leases: Callable[[], None]) -> bool:
         if self.limiter is None:
@@ -273,7 +328,9 @@ class Worker:
         self.stats.rows_deleted += deleted
         self.stats.batches.append((deleted, elapsed_ms))
         for attempt in attempts:
-            finish = attempt.finish
+            finish = self.kind.adjusted.pop(attempt.job.key, attempt.finish)
+            if attempt.job.key in recorded and finish.failure_class and finish.state != "done":
+                self.stats.failure_classes[finish.failure_class] += 1
             if attempt.job.key not in recorded:
                 self.stats.stale += 1
             elif finish.state == "dead":
@@ -292,3 +349,19 @@ class Worker:
             return
         released = self.kind.queue.release(self.conn, self.owner, [j.key for j in jobs])
         self.stats.released += len(released)
+
+
+def _held(attempt: Attempt, why: str) -> Attempt:
+    """A confirmation not to be trusted: snoozed instead, no attempt spent, nothing deleted."""
+    finish = attempt.finish
+    if finish.state not in ("done", "delivered"):
+        return attempt
+    held = Finish(
+        "pending",
+        finish.outcome,
+        finish.status,
+        why,
+        f"held back: {why}; {finish.reason}".strip("; "),
+        attempt_spent=0,
+    )
+    return Attempt(attempt.job, held, attempt.started, attempt.finished)

@@ -21,6 +21,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import psycopg
 
@@ -76,12 +77,19 @@ class RowDeleter(WindowDeleter):
     def delete(
         self, conn: Connection, window: Window, batch_rows: int, result: WindowResult
     ) -> None:
+        """Delete the window batch by batch; a row that stays locked is skipped, not waited on.
+
+        Once the rest of the window is done, skipped rows fail the task with
+        their keys named (reconcile reports them as rows left in the window),
+        so one locked row never holds back the rows after it.
+        """
         target = TargetTable.of(self.table)
         bound_statement = target.query("batch_bound", window.tenant_scope)
         delete_statement = target.query("delete_batch", window.tenant_scope)
         sizer = BatchSizer(cap=batch_rows, fast_ms=self.timeouts.statement_ms / 4)
         after = window.first_id - 1
         timeouts_at_one = 0
+        skipped: list[int] = []
         while True:
             size = sizer.size
             params = {
@@ -93,10 +101,15 @@ class RowDeleter(WindowDeleter):
             }
             began = time.perf_counter()
             try:
-                with bounded(conn, self.timeouts, synchronous_commit=False):
+                with bounded(
+                    conn,
+                    self.timeouts,
+                    synchronous_commit=False,
+                    timezone=self.table.timestamp_timezone,
+                ):
                     bound = conn.execute(bound_statement, params).fetchone()
                     if bound is None or not bound["keys"]:
-                        return
+                        break
                     deleted = conn.execute(
                         delete_statement, {**params, "upto": bound["upto"]}
                     ).rowcount
@@ -113,12 +126,18 @@ class RowDeleter(WindowDeleter):
                 if size == 1:
                     timeouts_at_one += 1
                     if timeouts_at_one >= MAX_TIMEOUTS_AT_ONE_ROW:
-                        raise WindowDeleteError(
-                            f"window {window.label} ({window.window_key}): the row after key "
-                            f"{after} timed out {timeouts_at_one} times even alone "
-                            f"({type(exc).__name__}); it is locked or too slow to delete. "
-                            "The window is left for a retry; nothing was lost."
-                        ) from exc
+                        key = self._next_key(conn, bound_statement, params)
+                        skipped.append(key)
+                        log.warning(
+                            "%s: row %s timed out %d times even alone (%s); skipping it and "
+                            "going on with the rest of the window",
+                            window.label,
+                            key,
+                            timeouts_at_one,
+                            type(exc).__name__,
+                        )
+                        after, timeouts_at_one = key, 0
+                        continue
                     self.sleep(min(30.0, 0.5 * 2**timeouts_at_one))
                 log.warning(
                     "%s: batch of %d timed out (%s); retrying with %d",
@@ -134,8 +153,22 @@ class RowDeleter(WindowDeleter):
             result.add_batch(deleted, batch_ms)
             sizer.succeeded(batch_ms)
             if bound["keys"] < size:
-                return
+                break
             after = bound["upto"]
+        if skipped:
+            raise WindowDeleteError(
+                f"window {window.label} ({window.window_key}): {len(skipped)} row(s) stayed "
+                f"locked or too slow to delete even alone and were skipped: keys "
+                f"{skipped[:20]}; the rest of the window was deleted. Clear the task to "
+                "retry them once the lock is gone; nothing was lost."
+            )
+
+    def _next_key(self, conn: Connection, bound_statement: Any, params: dict[str, Any]) -> int:
+        """The key of the next row of the window after ``params['after']`` (read-only)."""
+        with bounded(conn, self.timeouts, timezone=self.table.timestamp_timezone):
+            row = conn.execute(bound_statement, {**params, "batch_rows": 1}).fetchone()
+        assert row is not None
+        return int(row["upto"])
 
 
 def delete_window(

@@ -125,7 +125,7 @@ def close_window(
 def count_window(conn: Connection, table: TableSpec, timeouts: Timeouts, window: Window) -> int:
     """Eligible rows still inside the window's bounds (read-only)."""
     target = TargetTable.of(table)
-    with bounded(conn, timeouts, reads=True):
+    with bounded(conn, timeouts, reads=True, timezone=table.timestamp_timezone):
         row = conn.execute(
             target.query("count_window", window.tenant_scope),
             {

@@ -124,7 +124,7 @@ def tenant_groups(
     """The tenant scopes to plan: one per tenant (plus NULL), or all at once if too many."""
     if target.tenant is None or not policy.window_per_tenant:
         return [("all", None)]
-    with bounded(conn, policy.timeouts, reads=True):
+    with bounded(conn, policy.timeouts, reads=True, timezone=policy.timestamp_timezone):
         tenants = [
             row["tenant"]
             for row in conn.execute(target.query("list_tenants"), {"max_tenants": max_windows})
@@ -165,7 +165,7 @@ def walk_group(
             "window_rows": request.window_rows,
             "tenant": tenant,
         }
-        with bounded(conn, timeouts, reads=True):
+        with bounded(conn, timeouts, reads=True, timezone=policy.timestamp_timezone):
             row = conn.execute(statement, params).fetchone()
         if row is None or not row["expected_rows"]:
             return windows
