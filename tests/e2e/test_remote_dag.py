@@ -232,18 +232,25 @@ def test_replay_dag_moves_chosen_dead_operations_back(
 
 
 def test_dry_run_of_a_remote_policy_calls_nothing(
-    db, unique_name, sandbox, tmp_path, monkeypatch
+    db, unique_name, sandbox, receiver, tmp_path, monkeypatch
 ) -> None:
     media(db, unique_name, 20)
     policy = remote_policy(unique_name)
     for window in plan_windows(db, request(policy, run_id="earlier", cutoff=CUTOFF)):
         enqueue_window(db, policy, window, 100)  # pending work a drain step would pick up
-    dag = remote_dag(unique_name, tmp_path, monkeypatch)
+    db.execute(  # and an event left undelivered by an earlier run
+        "INSERT INTO retention.outbox (event_id, policy, operation_key, event_type, payload) "
+        "VALUES (%s, %s, 'k', 'retention.deleted', '{}')",
+        (f"evt_{unique_name}", unique_name),
+    )
+    dag = remote_dag(unique_name, tmp_path, monkeypatch, notify=NOTIFY)
     run = dag.test(logical_date=LOGICAL_DATE, run_conf={"dry_run": True})
     assert run.state == "success"
     assert sandbox.state.stats()["requests"] == [], "a dry run deletes nothing, remotely either"
+    assert receiver.received == [], "and delivers nothing"
     result = summary_of(db, unique_name, run.run_id)
     assert result["status"] == "dry_run"
+    assert result["summary"]["events"]["delivery"] == {"skipped": "dry run: nothing is delivered"}
     assert result["summary"]["rows_counted"] == 20
     assert count(db, f"SELECT count(*) FROM public.{unique_name}") == 20  # noqa: S608
 

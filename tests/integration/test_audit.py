@@ -80,3 +80,58 @@ def test_evidence_is_kept_for_audit_days_then_purged(db, unique_name, sandbox, t
     assert result["hint_receipts"] == 1
     again = purge_audit(db, policy.name, policy.audit_days, now=now)
     assert again["operations"] == 0
+
+
+def test_evidence_of_removed_policies_and_old_replays_is_purged(db, unique_name) -> None:
+    from retention.evidence.audit import purge_removed_policies
+
+    gone = f"{unique_name}_removed"
+    now = dt.datetime.now(dt.UTC)
+    old, recent = now - dt.timedelta(days=500), now - dt.timedelta(days=5)
+    for key, state, done_at in (
+        ("old", "done", old),
+        ("new", "done", recent),
+        ("dead", "dead", None),
+    ):
+        db.execute(
+            "INSERT INTO retention.operations (operation_key, policy, policy_revision, table_name, "
+            "row_key, object_id, version, state, done_at, updated_at) "
+            "VALUES (%s, %s, 1, 't', 1, 'o', '1', %s, %s, %s)",
+            (f"{gone}-{key}", gone, state, done_at, done_at or old),
+        )
+    for when in (old, recent):
+        db.execute(
+            "INSERT INTO retention.replays (policy, requested_by, filters, operation_keys, "
+            "replayed_at) VALUES (%s, 'ops', '{}', ARRAY[]::text[], %s)",
+            (gone, when),
+        )
+    purged = purge_removed_policies(db, {unique_name}, audit_days=400, now=now)
+    assert purged[gone]["operations"] == 1
+    assert purged[gone]["replays"] == 1
+    left = db.execute(
+        "SELECT operation_key FROM retention.operations WHERE policy = %s ORDER BY 1", (gone,)
+    )
+    assert [r["operation_key"] for r in left] == [f"{gone}-dead", f"{gone}-new"]
+    assert count(db, "SELECT count(*) FROM retention.replays WHERE policy = %s", gone) == 1
+    kept = purge_removed_policies(db, {unique_name, gone}, audit_days=400, now=now)
+    assert gone not in kept, "a policy still in the file is never purged as removed"
+
+
+def test_events_pending_too_long_make_the_run_dirty(db, unique_name) -> None:
+    from retention.evidence.reconcile import explain_events
+
+    policy = remote_policy(unique_name, notify={"http_conn_id": "e", "endpoint": "/e"}).model_copy(
+        update={"max_lag_hours": 2}
+    )
+    db.execute(
+        "INSERT INTO retention.outbox (event_id, policy, operation_key, event_type, payload, "
+        "created_at) VALUES (%s, %s, 'k', 'retention.deleted', '{}', now() - interval '3 hours'),"
+        " (%s, %s, 'k2', 'retention.deleted', '{}', now())",
+        (f"evt_{unique_name}_1", policy.name, f"evt_{unique_name}_2", policy.name),
+    )
+    events = explain_events(db, policy, {"done": 0})
+    assert events["overdue"] == 1
+    assert events["problems"] == ["1 event(s) pending for more than 2 hours"]
+    assert explain_events(db, policy, None)["problems"][-1] == (
+        "deliver_events did not run in this run"
+    )

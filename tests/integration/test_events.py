@@ -10,7 +10,7 @@ from svix.webhooks import Webhook as SvixWebhook
 from svix.webhooks import WebhookVerificationError
 
 from retention.db.connection import Connection, connect_dsn
-from retention.events.outbox import EventsKind, Signer, event_id_for
+from retention.events.outbox import EventsKind, Signer, deliver_events, event_id_for
 from retention.evidence.replay import replay_dead_events
 from retention.objects.operations import enqueue_window
 from retention.queue.http import plain_sender
@@ -448,3 +448,66 @@ def test_a_receiver_that_asks_to_slow_down_pauses_the_whole_pass(
         ("delivered", 1, 1),
         ("pending", 0, 3),
     ], "the 429 spent no attempt"
+
+
+def test_the_signing_secret_is_never_sent_to_the_receiver(
+    db, unique_name, sandbox, receiver, test_dsn, monkeypatch
+) -> None:
+    """The secret lives in the connection's extra; the HttpHook would turn extras into
+    headers and a password with a login into Basic auth: neither carries the secret."""
+    import base64
+
+    from retention.airflow.connections import http_sender, signing_secret
+
+    port = receiver.server_address[1]
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SIGNED_RECEIVER",
+        json.dumps(
+            {
+                "conn_type": "http",
+                "host": "127.0.0.1",
+                "port": port,
+                "login": "retention",
+                "password": "receiver-basic-auth",
+                "extra": {"signing_secret": receiver.secret, "X-Team": "data-platform"},
+            }
+        ),
+    )
+    policy = notifying_policy(unique_name, http_conn_id="signed_receiver")
+    delete_remotely(db, test_dsn, policy, 2, sandbox)
+    secret = signing_secret("signed_receiver")
+    assert secret == receiver.secret
+    sender = http_sender("signed_receiver", 2)
+    try:
+        with connect_dsn(test_dsn) as conn:
+            stats = deliver_events(
+                conn, policy.name, policy.notify, sender, Signer(secret, "signed_receiver")
+            )
+    finally:
+        sender.close()
+    assert stats.done == 2
+    raw_secret = receiver.secret.removeprefix("whsec_")
+    for request in receiver.received:
+        headers = request["headers"]
+        assert "signing_secret" not in headers
+        assert headers["x-team"] == "data-platform", "other extras still become headers"
+        basic = base64.b64decode(headers["authorization"].split()[1]).decode()
+        assert basic == "retention:receiver-basic-auth"
+        assert all(raw_secret not in value for value in headers.values())
+
+
+def test_a_connection_that_would_send_the_secret_as_a_password_is_refused(monkeypatch) -> None:
+    from retention.airflow.connections import signing_secret
+    from retention.events.outbox import NotifyConfigError
+
+    secret = new_secret()
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_LEAKY",
+        json.dumps({"conn_type": "http", "host": "h", "login": "me", "password": secret}),
+    )
+    with pytest.raises(NotifyConfigError, match="would be sent to the receiver as a Basic-auth"):
+        signing_secret("leaky")
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_NO_LOGIN", json.dumps({"conn_type": "http", "host": "h", "password": secret})
+    )
+    assert signing_secret("no_login") == secret

@@ -174,3 +174,114 @@ def test_a_key_named_twice_is_one_operation_due_at_the_earliest(db, api) -> None
         "SELECT not_before FROM retention.operations WHERE policy = %s", (policy,)
     ).fetchone()
     assert row["not_before"] == dt.datetime.fromisoformat(early)
+
+
+def signed_headers(api: dict, data: bytes, *, signature: str | None = None) -> dict[str, str]:
+    msg_id = f"msg_{uuid.uuid4().hex}"
+    when = dt.datetime.now(dt.UTC)
+    if signature is None:
+        signature = Webhook(api["secret"]).sign(msg_id, when, data.decode("utf-8", "replace"))
+    return {
+        "webhook-id": msg_id,
+        "webhook-timestamp": str(int(when.timestamp())),
+        "webhook-signature": signature,
+        "content-type": "application/json",
+    }
+
+
+@pytest.mark.parametrize(
+    ("case", "signature"),
+    [
+        ("no comma", "v1"),
+        ("three parts", "v1,abc,def"),
+        ("not base64", "v1,!!!!"),
+        ("empty", ""),
+    ],
+)
+def test_any_malformed_signature_is_a_401(db, api, case: str, signature: str) -> None:
+    data = json.dumps({"policy": api["policy"], "objects": [{"key": "obj-1"}]}).encode()
+    answer = requests.post(
+        f"{api['url']}/hints",
+        data=data,
+        headers=signed_headers(api, data, signature=signature),
+        timeout=10,
+    )
+    assert answer.status_code == 401, (case, answer.text)
+    assert written(db, api["policy"]) == (0, 0)
+
+
+def test_a_body_that_is_not_utf8_is_a_401_not_a_500(db, api) -> None:
+    data = b'{"policy": "\xff\xfe"}'
+    answer = requests.post(
+        f"{api['url']}/hints", data=data, headers=signed_headers(api, data), timeout=10
+    )
+    assert answer.status_code == 401, answer.text
+    assert written(db, api["policy"]) == (0, 0)
+
+
+@pytest.mark.parametrize(
+    ("objects", "words"),
+    [
+        ([{"key": "obj-1\u0000"}], "NUL characters are not allowed"),
+        ([{"key": "obj-1", "due_at": "2026-12-01T00:00:00+05:30:30"}], "whole minutes"),
+        ([{"key": "obj-1", "due_at": "2026-12-01T00:00:00+15:00"}], "within ±14:00"),
+        ([{"key": "obj-1", "due_at": "2026-12-01T00:00:00"}], "needs a time zone"),
+        ([{"key": "obj-1", "due_at": "tomorrow"}], "is not ISO 8601"),
+    ],
+)
+def test_hostile_payloads_are_a_422_that_names_the_problem(db, api, objects, words) -> None:
+    answer = post_hint(api, {"policy": api["policy"], "objects": objects})
+    assert answer.status_code == 422, answer.text
+    assert words in answer.json()["detail"]
+    assert written(db, api["policy"]) == (0, 0)
+
+
+def test_json_nested_too_deep_is_a_422(db, api) -> None:
+    deep: object = "x"
+    for _ in range(40):
+        deep = [deep]
+    answer = post_hint(api, {"policy": api["policy"], "objects": [{"key": "obj-1"}], "x": deep})
+    assert answer.status_code == 422
+    assert "nested deeper than 32 levels" in answer.json()["detail"]
+    very_deep = b"[" * 100_000 + b"]" * 100_000
+    answer = post_hint(api, very_deep)
+    assert answer.status_code in (413, 422), answer.text
+    assert written(db, api["policy"]) == (0, 0)
+
+
+@pytest.mark.parametrize("key", ["%00", "abc", "0" * 63, "Z" * 64, "../etc"])
+def test_evidence_keys_that_are_not_operation_keys_are_404(api, key: str) -> None:
+    answer = requests.get(f"{api['url']}/operations/{key}", timeout=10)
+    assert answer.status_code == 404, answer.text
+
+
+def test_evidence_needs_the_permission_to_read_the_policy_dag(
+    db, api, tmp_path, monkeypatch
+) -> None:
+    """The auth manager's DAG permission decides (stood in for here, without Airflow)."""
+    policy = api["policy"]
+    assert post_hint(api, {"policy": policy, "objects": [{"key": "obj-1"}]}).status_code == 202
+    key = operation_key(policy, 1, f"public.{policy}", 1, "1")
+    asked: list[str] = []
+
+    def deny(user, dag_id: str) -> bool:
+        asked.append(dag_id)
+        return False
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(airflow_auth=False, authorize=deny), log_level="error")
+    )
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: server.started, 30, "the app starting", step=0.02)
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}/operations/{key}"
+        answer = requests.get(url, timeout=10)
+        assert answer.status_code == 403
+        assert asked == [f"retention__{policy}"]
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from retention.db.connection import Connection, connect_dsn
 from retention.db.migrate import migrate
@@ -81,3 +82,31 @@ def sandbox(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     )
     yield server
     server.stop()
+
+
+@pytest.fixture
+def fresh_database(test_dsn: str) -> Iterator[Callable[..., str]]:
+    """Make databases of their own (dropped afterwards); returns their DSNs.
+
+    ``settings`` become ``ALTER DATABASE … SET`` defaults (a server time zone, say),
+    which the package's own sessions must not depend on.
+    """
+    made: list[str] = []
+
+    def make(**settings: str) -> str:
+        name = f"retention_t_{uuid.uuid4().hex[:8]}"
+        with connect_dsn(test_dsn) as admin:
+            admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+            for key, value in settings.items():
+                admin.execute(
+                    sql.SQL("ALTER DATABASE {} SET {} = {}").format(
+                        sql.Identifier(name), sql.Identifier(key), sql.Literal(value)
+                    )
+                )
+        made.append(name)
+        return make_conninfo(**{**conninfo_to_dict(test_dsn), "dbname": name})
+
+    yield make
+    with connect_dsn(test_dsn) as admin:
+        for name in made:
+            admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))

@@ -9,9 +9,12 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
-from contextlib import closing
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
 from functools import partial
 from typing import Any
+
+import psycopg
 
 from retention.airflow.connections import http_sender, postgres, signing_secret
 from retention.db.migrate import migrate
@@ -30,6 +33,24 @@ from retention.rows.planner import PlanRequest, plan_id_for, plan_windows
 from retention.rows.windows import Window
 
 log = logging.getLogger(__name__)
+
+
+class DatabaseLost(RuntimeError):
+    """The connection to the policy's database broke in the middle of a task."""
+
+
+@contextmanager
+def database_loss_explained(conn_id: str, what: str) -> Iterator[None]:
+    """Turn a broken connection into a message that says what happened and what comes next."""
+    try:
+        yield
+    except psycopg.OperationalError as lost:
+        raise DatabaseLost(
+            f"the connection {conn_id!r} to the database was lost during {what} ({lost}). "
+            "Committed batches stay deleted and counted, an uncommitted one is rolled back, "
+            "and leased operations are re-driven with the same keys once their leases expire. "
+            "Airflow retries this task, which resumes where it stopped."
+        ) from lost
 
 
 def deleter_for(policy: Policy) -> WindowDeleter:
@@ -125,13 +146,9 @@ def delete_window_step(
     conn_id: str, deleter: WindowDeleter, *, window: dict[str, Any], settings: RunSettings
 ) -> dict[str, Any]:
     """Delete (or count, in a dry run) one window with the policy's strategy."""
-    with postgres(conn_id) as conn:
-        result = deleter.run(
-            conn,
-            Window.from_xcom(window),
-            batch_rows=settings.batch_rows,
-            dry_run=settings.dry_run,
-        )
+    chosen = Window.from_xcom(window)
+    with database_loss_explained(conn_id, f"window {chosen.label}"), postgres(conn_id) as conn:
+        result = deleter.run(conn, chosen, batch_rows=settings.batch_rows, dry_run=settings.dry_run)
     return result.as_dict()
 
 
@@ -140,6 +157,7 @@ def drain_operations_step(policy: Policy) -> dict[str, Any]:
     assert policy.remote is not None
     remote = policy.remote
     with (
+        database_loss_explained(policy.postgres_conn_id, "the drain step"),
         postgres(policy.postgres_conn_id) as conn,
         closing(http_sender(remote.http_conn_id, remote.request_timeout_seconds)) as sender,
     ):
