@@ -103,6 +103,38 @@ def test_policy_that_does_not_fit_the_table_is_named(
     create_table(db, unique_name, [(1, 1, old())])
     with pytest.raises(PlanError, match=words):
         plan_windows(db, request(make_policy(unique_name, **overrides)))
+    written = db.execute(
+        "SELECT (SELECT count(*) FROM retention.runs WHERE policy = %(p)s) + "
+        "(SELECT count(*) FROM retention.windows WHERE policy = %(p)s) AS n",
+        {"p": unique_name},
+    ).fetchone()
+    assert written == {"n": 0}, "a plan that cannot be made writes nothing"
+
+
+def test_rows_without_a_timestamp_are_never_eligible(db: Connection, unique_name: str) -> None:
+    from tests.support.tables import ids_left
+
+    create_table(db, unique_name, [(i, 1, old()) for i in range(1, 6)])
+    db.execute(f"ALTER TABLE public.{unique_name} ALTER COLUMN created_at DROP NOT NULL")
+    db.execute(f"UPDATE public.{unique_name} SET created_at = NULL WHERE id IN (2, 4)")  # noqa: S608
+    policy = make_policy(unique_name, window_rows=100, batch_rows=2)
+    (window,) = plan_windows(db, request(policy))
+    assert window.expected_rows == 3
+    from retention.rows.deleter import delete_window
+
+    delete_window(db, policy, window, batch_rows=2, dry_run=False)
+    assert ids_left(db, unique_name) == [2, 4], "NULL is not older than any cutoff"
+
+
+def test_a_table_without_a_timestamp_index_still_plans(db: Connection, unique_name: str) -> None:
+    create_table(db, unique_name, [(i, 1, old() if i % 2 else new()) for i in range(1, 21)])
+    for row in db.execute(
+        "SELECT indexname FROM pg_indexes WHERE tablename = %s AND indexdef LIKE %s",
+        (unique_name, "%(created_at)%"),
+    ).fetchall():
+        db.execute(f'DROP INDEX public."{row["indexname"]}"')
+    windows = plan_windows(db, request(make_policy(unique_name, window_rows=100, batch_rows=5)))
+    assert sum(w.expected_rows for w in windows) == 10
 
 
 def test_plan_id_changes_with_the_dag_run_lifetime() -> None:
