@@ -40,7 +40,7 @@ ROLES = ("metadata", "demo", "test", "test_metadata")
 def database_names() -> dict[str, str]:
     """Database names of this checkout: remembered in ``.local/databases.json`` once chosen.
 
-    They are derived from the checkout's path (``retention_<role>_<6 hex>``), so two
+    They are derived from the checkout's path (``retention_<6 hex>_<role>``), so two
     checkouts sharing one server never overwrite each other's data; set
     ``RETENTION_DB_PREFIX`` before the first ``make`` to choose the prefix yourself.
     """

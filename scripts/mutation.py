@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections import Counter
 import shutil
 import subprocess
 import sys
@@ -57,21 +58,14 @@ def stage() -> None:
 
 
 def counts() -> dict[str, int]:
-    """Mutant outcomes from mutmut's result files (exit code of the test run per mutant)."""
-    found = {"killed": 0, "survived": 0, "timeout": 0, "no_tests": 0, "other": 0}
+    """Mutant outcomes from mutmut's result files, read with mutmut's own status table."""
+    from mutmut.stats import status_by_exit_code
+
+    found: Counter[str] = Counter()
     for meta in (STAGE / "mutants").rglob("*.meta"):
         for code in json.loads(meta.read_text()).get("exit_code_by_key", {}).values():
-            if code == 1:
-                found["killed"] += 1
-            elif code == 0:
-                found["survived"] += 1
-            elif code == 33:
-                found["no_tests"] += 1
-            elif code in (36, 24, 152, 255, -24):
-                found["timeout"] += 1
-            else:
-                found["other"] += 1
-    return found
+            found[status_by_exit_code[code]] += 1
+    return dict(found)
 
 
 def main() -> None:
@@ -85,7 +79,7 @@ def main() -> None:
     )
     found = counts()
     total = sum(found.values())
-    score = found["killed"] / total if total else 0.0
+    score = found.get("killed", 0) / total if total else 0.0
     print(f"\nmutants: {total}; " + ", ".join(f"{k} {v}" for k, v in found.items()))
     print(f"mutation score (killed / all): {score:.1%} (target >= 85%)")
     survivors = subprocess.run(

@@ -4,10 +4,12 @@
 -- gone do not come back (the object may still exist: it is called).
 -- Read-only; one index probe per row key. The caller sets the transaction's
 -- TimeZone to the policy's timestamp_timezone.
-SELECT {key} AS row_key,
+SELECT c.c_position AS position,
+       {key} AS row_key,
        {version_expr} AS version,
        {object_id}::text AS object_id,
        {tenant_text} AS tenant,
        (c.c_cutoff IS NULL OR {ts} < c.c_cutoff) AS still_eligible
-FROM unnest(%(row_keys)s::bigint[], %(cutoffs)s::timestamptz[]) AS c(c_key, c_cutoff)
+FROM unnest(%(row_keys)s::bigint[], %(cutoffs)s::timestamptz[])
+     WITH ORDINALITY AS c(c_key, c_cutoff, c_position)
 JOIN {table} ON {key} = c.c_key

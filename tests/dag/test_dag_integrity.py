@@ -140,10 +140,10 @@ def test_a_policy_whose_dag_cannot_be_built_is_named_and_the_others_load(
 
     real_build = dag_factory.build_dag
 
-    def build_or_fail(policy, warnings=None, siblings=None, **kwargs):
+    def build_or_fail(policy, warnings=None, siblings=None, also_named=None, **kwargs):
         if policy.name == "odd":
             raise ValueError("schedule '0 0 30 2 *' never fires")
-        return real_build(policy, warnings, siblings, **kwargs)
+        return real_build(policy, warnings, siblings, also_named, **kwargs)
 
     monkeypatch.setattr(dag_factory, "build_dag", build_or_fail)
     path = write_policies(

@@ -6,7 +6,6 @@ from __future__ import annotations
 import shutil
 import tempfile
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from retention.objects.deleter import work_operations
 from retention.objects.operations import OperationsKind
 from retention.queue.http import plain_sender
 from retention.rows.deleter import delete_window
+from tests.support.airflow_services import wait_for
 from tests.support.pg_cluster import ScratchCluster
 from tests.support.policies import make_policy, remote_policy
 from tests.support.remote import enqueue_all
@@ -42,6 +42,17 @@ def cluster() -> Iterator[ScratchCluster]:
             server.stop()
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def wait_until(cluster: ScratchCluster, progress: str) -> None:
+    """Poll (with a deadline) until the running work has made some progress, so the restart
+    lands in the middle of it however busy the machine is."""
+
+    def started() -> bool:
+        with connect_dsn(cluster.dsn) as conn:
+            return conn.execute(progress).fetchone()["n"] > 0  # type: ignore[index]
+
+    wait_for(started, 60, "the work making progress", step=0.05)
 
 
 def run_in_thread(target) -> tuple[threading.Thread, list[BaseException]]:
@@ -70,7 +81,7 @@ def test_a_restart_during_a_window_fails_it_clearly_and_a_retry_finishes(cluster
             delete_window(conn, policy, window, batch_rows=500, dry_run=False)
 
     thread, errors = run_in_thread(delete)
-    time.sleep(0.5)
+    wait_until(cluster, "SELECT coalesce(sum(rows_deleted), 0) AS n FROM retention.windows")
     cluster.restart("fast")
     thread.join(60)
     assert len(errors) == 1
@@ -101,7 +112,7 @@ def test_a_crash_during_a_remote_pass_repeats_no_effect(cluster, sandbox) -> Non
             work_operations(conn, OperationsKind(policy, plain_sender(sandbox.url, 2)))
 
     thread, errors = run_in_thread(work)
-    time.sleep(0.8)
+    wait_until(cluster, "SELECT count(*) AS n FROM retention.operations WHERE state = 'done'")
     cluster.restart("immediate")  # a crash: asynchronous commits of the last moment are lost
     thread.join(60)
     assert errors, "the pass lost its connection"

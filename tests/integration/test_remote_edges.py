@@ -94,30 +94,59 @@ def test_the_host_never_changes(db, unique_name, sandbox, test_dsn, object_id: s
 def test_an_endpoint_that_only_finds_nothing_trips_the_breaker_and_deletes_nothing(
     db, unique_name, sandbox, test_dsn
 ) -> None:
-    create_media_table(db, unique_name, 25)
+    create_media_table(db, unique_name, 28)
+    for key in (2, 9, 17):  # refused before any call, between the 404s
+        db.execute(f"UPDATE public.{unique_name} SET object_key = '' WHERE id = %s", (key,))  # noqa: S608
     sandbox.state.configure(not_found_all=True)
     policy = remote_policy(unique_name, not_found_breaker=20, claim_batch=5)
     enqueue_all(db, policy)
     with pytest.raises(EndpointSuspect, match="endpoint template or connection is probably wrong"):
         work_pass(test_dsn, policy, sandbox)
-    assert len(sandbox.state.stats()["requests"]) == 20, "it stopped at the 20th answer"
-    assert count(db, f"SELECT count(*) FROM public.{unique_name}") == 25  # noqa: S608
-    states = {r["state"] for r in ops(db, policy).values()}
+    assert len(sandbox.state.stats()["requests"]) == 20, "it stopped at the 20th 404"
+    assert count(db, f"SELECT count(*) FROM public.{unique_name}") == 28  # noqa: S608
+    states = {
+        r["state"] for r in ops(db, policy).values() if r["failure_class"] != "invalid_object_id"
+    }
     assert states == {"pending"}, "nothing deleted, nothing dead"
     held = [r for r in ops(db, policy).values() if r["failure_class"] == "not_found_breaker"]
     assert len(held) == 20
     assert all(r["attempt_count"] == 0 for r in held)
 
 
-def test_a_few_404s_and_a_success_confirm_as_usual(db, unique_name, sandbox, test_dsn) -> None:
+def test_404s_count_only_once_the_endpoint_has_answered_2xx(
+    db, unique_name, sandbox, test_dsn
+) -> None:
     create_media_table(db, unique_name, 3)
     with sandbox.state.lock:
         sandbox.state.deleted.update({"obj-1", "obj-2"})  # already gone: 404
     policy = remote_policy(unique_name, not_found_breaker=20)
     enqueue_all(db, policy)
-    stats = work_pass(test_dsn, policy, sandbox)
-    assert stats.done == 3
+    first = work_pass(test_dsn, policy, sandbox)
+    assert (first.done, first.snoozed) == (1, 2), "the 404s before the first 2xx are held"
+    held = ops(db, policy)
+    assert (held["obj-1"]["state"], held["obj-1"]["failure_class"]) == (
+        "pending",
+        "not_found_breaker",
+    )
+    assert held["obj-1"]["attempt_count"] == 0
+    make_due(db, policy)
+    second = work_pass(test_dsn, policy, sandbox)  # the 2xx of the first pass verifies it
+    assert second.done == 2
     assert count(db, f"SELECT count(*) FROM public.{unique_name}") == 0  # noqa: S608
+
+
+def test_a_small_window_of_404s_deletes_nothing_until_the_endpoint_is_proven(
+    db, unique_name, sandbox, test_dsn
+) -> None:
+    create_media_table(db, unique_name, 5)
+    db.execute(f"UPDATE public.{unique_name} SET object_key = '..' WHERE id = 1")  # noqa: S608
+    sandbox.state.configure(not_found_all=True)
+    policy = remote_policy(unique_name, not_found_breaker=20)
+    enqueue_all(db, policy)
+    stats = work_pass(test_dsn, policy, sandbox)  # 4 answers, all 404: below the breaker
+    assert stats.done == 0
+    assert count(db, f"SELECT count(*) FROM public.{unique_name}") == 5, "nothing deleted"  # noqa: S608
+    assert stats.failure_classes == {"invalid_object_id": 1, "not_found_breaker": 4}
 
 
 def test_not_found_is_not_a_deletion_when_the_policy_says_so(
@@ -294,3 +323,30 @@ def test_an_outage_of_a_real_server_that_comes_back(db, unique_name, test_dsn) -
         again.stop()
     assert {r["state"] for r in ops(db, policy).values()} == {"done"}
     assert set(again.state.stats()["effects"].values()) == {1}
+
+
+def test_an_outage_after_answers_spends_no_attempts(db, unique_name, test_dsn) -> None:
+    """The API answers, then goes down: the calls without an answer spend nothing."""
+    create_media_table(db, unique_name, 10)
+    policy = remote_policy(unique_name, claim_batch=10)
+    enqueue_all(db, policy)
+    server = SandboxServer(0).start()
+
+    class GoesDownAfterThree(OperationsKind):
+        calls = 0
+
+        def send(self, job):
+            GoesDownAfterThree.calls += 1
+            if GoesDownAfterThree.calls == 4:
+                server.stop()
+                self.sender.session.close()  # no kept-alive connection to the old server
+            return super().send(job)
+
+    with connect_dsn(test_dsn) as conn:
+        stats = work_operations(
+            conn, GoesDownAfterThree(policy, sandbox_sender(server, 0.5)), budget_seconds=3
+        )
+    rows = ops(db, policy)
+    assert stats.done == 3
+    assert stats.outage_pauses >= 1
+    assert {r["attempt_count"] for r in rows.values() if r["state"] == "pending"} == {0}

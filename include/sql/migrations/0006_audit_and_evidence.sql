@@ -4,6 +4,8 @@
 CREATE INDEX IF NOT EXISTS operations_done
     ON retention.operations (policy, done_at) WHERE state = 'done';
 CREATE INDEX IF NOT EXISTS operations_window ON retention.operations (window_key);
+CREATE INDEX IF NOT EXISTS operations_policy ON retention.operations (policy);
+CREATE INDEX IF NOT EXISTS outbox_policy ON retention.outbox (policy);
 CREATE INDEX IF NOT EXISTS runs_planned ON retention.runs (policy, planned_at);
 CREATE INDEX IF NOT EXISTS replays_policy ON retention.replays (policy, replayed_at);
 

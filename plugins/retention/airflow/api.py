@@ -24,6 +24,7 @@ import psycopg
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
+from standardwebhooks.webhooks import Webhook
 
 from retention.airflow.connections import postgres
 from retention.events import hints
@@ -50,6 +51,12 @@ def _hint_secret() -> str:
         raise HTTPException(503, f"hints are not configured: connection {conn_id!r}") from missing
     if not secret.startswith("whsec_"):
         raise HTTPException(503, f"connection {conn_id!r}: password must be a whsec_ secret")
+    try:
+        Webhook(secret)
+    except Exception as broken:  # not base64 after the prefix: our configuration, not theirs
+        raise HTTPException(
+            503, f"connection {conn_id!r}: the whsec_ secret is malformed"
+        ) from broken
     return secret
 
 

@@ -55,8 +55,6 @@ def signing_secret(conn_id: str) -> str:
 
     conn = BaseHook.get_connection(conn_id)
     secret = (conn.extra_dejson or {}).get(SIGNING_SECRET_EXTRA)
-    if secret:
-        return str(secret)
     password = conn.password or ""
     if conn.login and password.startswith("whsec_"):
         raise NotifyConfigError(
@@ -65,6 +63,8 @@ def signing_secret(conn_id: str) -> str:
             f"password; put the secret in the connection's extra {SIGNING_SECRET_EXTRA!r} "
             "(and keep login/password for the receiver's own auth), or remove the login"
         )
+    if secret:
+        return str(secret)
     if conn.login:
         raise NotifyConfigError(
             f"connection {conn_id!r}: no signing secret; set the extra "

@@ -117,6 +117,7 @@ def build_dag(
     policy: Policy,
     warnings: list[str] | None = None,
     siblings: list[Policy] | None = None,
+    also_named: set[str] | None = None,
     **dag_kwargs: Any,
 ) -> DAG:
     """Wire one policy's tasks; ``dag_kwargs`` go to ``DAG()`` (``auto_register`` for checks).
@@ -125,6 +126,7 @@ def build_dag(
     evidence and purges that of policies no longer there.
     """
     current = siblings or [policy]
+    named = {p.name for p in current} | set(also_named or ())
     deleter = deleter_for(policy)
     window_pool = policy.remote.pool if policy.remote else policy.pool
     with DAG(
@@ -214,7 +216,7 @@ def build_dag(
         def purge_audit() -> dict[str, Any]:
             if run_settings(policy, get_current_context()["params"]).dry_run:
                 return {"skipped": "dry run: nothing is purged"}
-            return purge_audit_step(policy, current)
+            return purge_audit_step(policy, current, named)
 
         @task(trigger_rule=TriggerRule.ALL_DONE)
         def reconcile() -> dict[str, Any]:
@@ -275,7 +277,13 @@ def build_policy_dags(
     extra: dict[str, Any] = {} if register else {"auto_register": False}
     for policy in loaded.policies:
         try:
-            dag = build_dag(policy, loaded.warnings.get(policy.name), loaded.policies, **extra)
+            dag = build_dag(
+                policy,
+                loaded.warnings.get(policy.name),
+                loaded.policies,
+                {problem.policy for problem in loaded.problems},
+                **extra,
+            )
             dag.validate()  # what the DagBag would reject later, reported with the policy
             dags[policy.dag_id] = dag
         except Exception as failed:  # reported by name; the other policies still load

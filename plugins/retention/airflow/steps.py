@@ -34,6 +34,8 @@ from retention.rows.windows import Window
 
 log = logging.getLogger(__name__)
 
+DEFAULT_AUDIT_DAYS = Policy.model_fields["audit_days"].default
+
 
 class DatabaseLost(RuntimeError):
     """The connection to the policy's database broke in the middle of a task."""
@@ -187,11 +189,14 @@ def deliver_events_step(policy: Policy, run_id: str, *, dry_run: bool) -> dict[s
         outcome = {"error": f"{type(failed).__name__}: {failed}"}
         raise
     finally:
-        with postgres(policy.postgres_conn_id) as conn:
-            conn.execute(
-                query("run_record_delivery"),
-                {"policy": policy.name, "run_id": run_id, "delivery": json.dumps(outcome)},
-            )
+        try:
+            with postgres(policy.postgres_conn_id) as conn:
+                conn.execute(
+                    query("run_record_delivery"),
+                    {"policy": policy.name, "run_id": run_id, "delivery": json.dumps(outcome)},
+                )
+        except psycopg.Error:  # never hide the delivery's own error behind this one
+            log.exception("policy %s: could not record what deliver_events did", policy.name)
 
 
 def _deliver(policy: Policy, notify: NotifySpec) -> dict[str, Any]:
@@ -208,6 +213,12 @@ def _deliver(policy: Policy, notify: NotifySpec) -> dict[str, Any]:
             "Re-enable it once the receiver is back: delete the policy's row of "
             "retention.notify_endpoints."
         )
+    if stats.stopped == "unreachable":
+        raise DeliveryIncomplete(
+            f"policy {policy.name!r}: the event receiver of connection "
+            f"{notify.http_conn_id!r} did not answer; no attempt was spent and the events "
+            "stay pending for the next run."
+        )
     if stats.dead:
         raise DeliveryIncomplete(
             f"policy {policy.name!r}: {stats.dead} retention.deleted event(s) went dead after "
@@ -217,13 +228,13 @@ def _deliver(policy: Policy, notify: NotifySpec) -> dict[str, Any]:
     return stats.as_dict()
 
 
-def purge_audit_step(policy: Policy, current: list[Policy]) -> dict[str, Any]:
+def purge_audit_step(policy: Policy, current: list[Policy], named: set[str]) -> dict[str, Any]:
     """Purge the policy's evidence older than ``audit_days`` (bounded batches), and that of
-    policies removed from the file (kept as long as the longest current ``audit_days``)."""
+    policies no longer named in the file (kept at least as long as any current policy's)."""
     with postgres(policy.postgres_conn_id) as conn:
         purged: dict[str, Any] = purge_audit(conn, policy.name, policy.audit_days)
-        longest = max(p.audit_days for p in [policy, *current])
-        known = {p.name for p in current} | {policy.name}
+        longest = max(DEFAULT_AUDIT_DAYS, *(p.audit_days for p in [policy, *current]))
+        known = named | {p.name for p in current} | {policy.name}
         purged["removed_policies"] = purge_removed_policies(conn, known, longest)
     return purged
 

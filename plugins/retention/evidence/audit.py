@@ -62,11 +62,14 @@ def purge_removed_policies(
     """Purge, past ``audit_days``, the evidence of policies no longer in the policies file.
 
     A policy that was removed or renamed has no DAG left to purge its rows;
-    every policy DAG's ``purge_audit`` does it for them, with the longest
-    ``audit_days`` of the current policies, so evidence is never purged sooner
-    than any current policy would keep its own.
+    every policy DAG's ``purge_audit`` does it for them. ``known`` holds every
+    name in the policies file, valid or not (a policy with a typo is not
+    removed), and ``audit_days`` is the longest of the current policies' and
+    the default, so evidence is never purged sooner than it would have been.
     """
-    names = [row["policy"] for row in conn.execute(query("ledger_policies"))]
+    with conn.transaction():
+        conn.execute("SET LOCAL statement_timeout = '120s'")
+        names = [row["policy"] for row in conn.execute(query("ledger_policies"))]
     return {
         name: purge_audit(conn, name, audit_days, now=now, batch_rows=batch_rows)
         for name in sorted(set(names) - known)

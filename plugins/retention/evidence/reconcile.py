@@ -138,9 +138,14 @@ def raise_if_dirty(summary: dict[str, Any]) -> None:
     """Fail loudly, naming the windows and counts, when rows remain unexplained."""
     if summary["status"] != "dirty":
         return
+    left = summary["rows_remaining"]
     parts = [
-        f"{summary['dag_id']}: {summary['rows_remaining']} rows older than cutoff "
-        f"{summary['cutoff']} remain in {summary['table']} after run {summary['run_id']}."
+        f"{summary['dag_id']} run {summary['run_id']} is dirty: "
+        + (
+            f"{left} rows older than cutoff {summary['cutoff']} remain in {summary['table']}."
+            if left
+            else f"no rows older than cutoff {summary['cutoff']} remain in {summary['table']}, but:"
+        )
     ]
     if summary.get("windows_unfinished"):
         parts.append(

@@ -44,12 +44,21 @@ log = logging.getLogger(__name__)
 AUTH_REFUSALS_BEFORE_DEAD = 3
 LOCAL_DELETE_PENDING = "local_delete_pending"
 LOCAL_DELETE_RETRY_SECONDS = 30.0
+NOT_FOUND_HOLD_SECONDS = 60.0
 MAX_ID_BYTES = 1024
 # A row that cannot be deleted for good: only these dead-letter a confirmed deletion.
 PERMANENT_DELETE_ERRORS: tuple[type[psycopg.Error], ...] = (
     psycopg.errors.ForeignKeyViolation,
     psycopg.errors.RestrictViolation,
     psycopg.errors.RaiseException,  # a trigger refused it
+)
+# A delete that may work a moment later: the confirmation is kept and the delete retried.
+TRANSIENT_DELETE_ERRORS: tuple[type[psycopg.Error], ...] = (
+    psycopg.errors.LockNotAvailable,
+    psycopg.errors.DeadlockDetected,
+    psycopg.errors.SerializationFailure,
+    psycopg.errors.QueryCanceled,
+    psycopg.errors.OperationalError,
 )
 
 
@@ -150,6 +159,17 @@ def decide_operation(
     (``c.credentials_proven``), which shows the credentials are fine.
     """
     attempts = op.attempt_count + 1
+    if c.outcome is Outcome.CONFIRMED and c.endpoint_unverified:
+        return Finish(
+            "pending",
+            "not_found_unverified",
+            c.status,
+            "not_found_breaker",
+            "404 held back until the endpoint has answered 2xx (the endpoint template or "
+            "connection may be wrong); no attempt spent",
+            now + dt.timedelta(seconds=NOT_FOUND_HOLD_SECONDS),
+            attempt_spent=0,
+        )
     if c.outcome is Outcome.CONFIRMED:
         return Finish("done", c.outcome, c.status, reason=c.reason)
     if c.outcome is Outcome.RATE_LIMITED:
@@ -216,7 +236,8 @@ class OperationsKind:
         self.table = (
             OPERATION_ANSWERS if self.remote.not_found_is_deleted else OPERATION_ANSWERS_STRICT
         )
-        self.answers: list[int | None] = []  # the first answers, for the not-found breaker
+        self.endpoint_verified: bool | None = None  # a 2xx seen (this task, or the last day)
+        self.held_404s = 0
         self.call_timeout_seconds = self.remote.request_timeout_seconds
         self.target = TargetTable.of(policy.table_spec, policy.remote)
         self.auth_streak = 0
@@ -225,15 +246,7 @@ class OperationsKind:
 
     @property
     def claim_batch(self) -> int:
-        """While the breaker still judges the first answers, claim them all in one batch,
-        so that nothing is recorded before it has decided."""
-        if self._judging():
-            return max(self.remote.claim_batch, self.remote.not_found_breaker)
         return self.remote.claim_batch
-
-    def _judging(self) -> bool:
-        limit = self.remote.not_found_breaker
-        return bool(limit) and len(self.answers) < limit and set(self.answers) <= {404}
 
     def job(self, row: dict[str, Any]) -> Operation:
         return Operation.from_row(row)
@@ -250,7 +263,7 @@ class OperationsKind:
         current = self._rows_now(conn, jobs)
         refused: dict[str, Finish] = {}
         for op in jobs:
-            row = current.get(op.row_key)
+            row = current.get(op.key)
             if op.local_delete_pending:
                 refused[op.key] = Finish(
                     "done",
@@ -271,7 +284,8 @@ class OperationsKind:
                     refused[op.key] = _not_called("invalid_object_id", why)
         return refused
 
-    def _rows_now(self, conn: Connection, jobs: list[Operation]) -> dict[int, dict[str, Any]]:
+    def _rows_now(self, conn: Connection, jobs: list[Operation]) -> dict[str, dict[str, Any]]:
+        """Each operation's row as it is now, keyed by operation (two may share a row)."""
         windows = sorted({op.window_key for op in jobs if op.window_key})
         cutoffs: dict[str, dt.datetime] = {}
         if windows:
@@ -286,7 +300,7 @@ class OperationsKind:
                 },
                 prepare=True,
             ).fetchall()
-        return {row["row_key"]: row for row in rows}
+        return {jobs[row["position"] - 1].key: row for row in rows}
 
     def send(self, job: Operation) -> HttpResult:
         path, why = safe_endpoint(self.remote, job)
@@ -299,7 +313,20 @@ class OperationsKind:
         )
 
     def refine(self, conn: Connection, c: Classification, stats: WorkerStats) -> Classification:
-        """For 401/403: did this worker, or the policy within the hour, get confirmations?"""
+        """Add what the ledger knows: is a 404 trustworthy, are the credentials proven?
+
+        A 404 counts as a deletion only once the endpoint has answered 2xx (in
+        this task, or for this policy within the last day); before that it is
+        held back, because a wrong template or host answers 404 to everything.
+        """
+        if c.status is not None and 200 <= c.status < 300:
+            self.endpoint_verified = True
+        if c.status == 404 and c.outcome is Outcome.CONFIRMED and self.remote.not_found_breaker:
+            if self.endpoint_verified is None:
+                row = conn.execute(query("recent_success"), {"policy": self.policy.name})
+                self.endpoint_verified = bool(row.fetchone()["verified"])  # type: ignore[index]
+            if not self.endpoint_verified:
+                return replace(c, endpoint_unverified=True)
         if c.outcome is not Outcome.AUTH:
             return c
         proven = bool(stats.outcomes[Outcome.CONFIRMED.value])
@@ -313,22 +340,21 @@ class OperationsKind:
 
     def after(self, conn: Connection, job: Operation, c: Classification) -> Stop | None:
         """Stop on a credential problem (a 401/403 streak) or a suspect endpoint (only 404s)."""
-        limit = self.remote.not_found_breaker
-        if limit and len(self.answers) < limit:
-            self.answers.append(c.status)
-            if len(self.answers) == limit and set(self.answers) == {404}:
+        if c.endpoint_unverified:
+            self.held_404s += 1
+            limit = self.remote.not_found_breaker
+            if self.held_404s >= limit:
                 return Stop(
                     "not_found_breaker",
                     EndpointSuspect(
-                        f"policy {self.policy.name!r}: the first {limit} answers of "
+                        f"policy {self.policy.name!r}: {limit} answers of "
                         f"{self.remote.method} {self.remote.endpoint} on connection "
-                        f"{self.remote.http_conn_id!r} were all 404 and none was 2xx: the "
-                        "endpoint template or connection is probably wrong. Nothing was "
-                        "deleted on these answers; the operations stay pending. Fix the "
-                        "template or connection, or set remote.not_found_breaker: 0 if the "
-                        "objects are really gone."
+                        f"{self.remote.http_conn_id!r} were 404, and the API has not answered "
+                        "2xx in this task or the last day: the endpoint template or connection "
+                        "is probably wrong. Nothing was deleted on these answers; the "
+                        "operations stay pending. Fix the template or connection, or set "
+                        "remote.not_found_breaker: 0 if the objects are really gone."
                     ),
-                    hold_confirmations=True,
                 )
         if c.outcome is not Outcome.AUTH:
             self.auth_streak = 0
@@ -369,6 +395,8 @@ class OperationsKind:
                 raise
             if len(attempts) > 1:
                 return self._one_by_one(conn, owner, attempts, scope, elapsed_ms)
+            if not isinstance(failed, PERMANENT_DELETE_ERRORS + TRANSIENT_DELETE_ERRORS):
+                raise  # a setup problem (privileges, a dropped column): fail loudly, keep nothing
             permanent = isinstance(failed, PERMANENT_DELETE_ERRORS)
             return self._local_delete_failed(conn, owner, attempts[0], scope, permanent, failed)
 
@@ -397,10 +425,13 @@ class OperationsKind:
         """A confirmed deletion whose local delete failed: dead for good, or retried.
 
         A foreign key or a trigger refusing the delete will refuse it again:
-        the operation goes dead as ``local_delete_failed``. Anything else (a lock
-        timeout, a deadlock, a serialization failure, a cancel) is transient:
-        the operation stays confirmed with ``local_delete_pending`` and the next
-        pass deletes the row without calling the API again.
+        the operation goes dead as ``local_delete_failed``. A lock timeout, a
+        deadlock, a serialization failure or a cancel is transient: the operation
+        stays confirmed with ``local_delete_pending`` and the next pass deletes
+        the row without calling the API again. Any other error (privileges, a
+        changed schema) fails the task instead. A lost connection records
+        nothing at all: the lease expires and the call is re-driven with the
+        same key, which the API answers as already done.
         """
         if attempt.finish.state != "done":
             raise error

@@ -192,6 +192,7 @@ def _problem(name: str, error: Any) -> PolicyProblem:
         "float_type": f"must be a number, got {value!r}",
         "finite_number": f"must be a finite number, got {value!r}",
         "greater_than": f"must be greater than {ctx.get('gt')}, got {value!r}",
+        "greater_than_equal": f"must be at least {ctx.get('ge')}, got {value!r}",
         "less_than_equal": f"must be at most {ctx.get('le')}, got {value!r}",
         "bool_type": f"must be true or false, got {value!r}",
         "string_type": f"must be a string, got {value!r}",

@@ -135,8 +135,8 @@ def _endpoint(value: str) -> str:
     if not value.startswith("/"):
         raise ValueError("must be a path starting with '/'")
     rendered = value.format(object_id="SENTINEL-OBJECT", tenant_id="SENTINEL-TENANT")
-    if "SENTINEL-OBJECT" not in rendered.split("?", 1)[0]:
-        raise ValueError("{object_id} must be in the path, not in the query string")
+    if "SENTINEL-OBJECT" not in rendered.split("?", 1)[0].split("#", 1)[0]:
+        raise ValueError("{object_id} must be in the path, not in the query or fragment")
     return value
 
 

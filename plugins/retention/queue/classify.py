@@ -42,6 +42,7 @@ class Classification:
     retry_after_seconds: float | None = None
     reason: str = ""
     credentials_proven: bool = False  # for AUTH: other calls with these credentials succeed
+    endpoint_unverified: bool = False  # a 404 before the endpoint ever answered 2xx
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ import datetime as dt
 import logging
 import time
 import uuid
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
@@ -57,18 +57,12 @@ class Attempt:
 
 @dataclass(frozen=True)
 class Stop:
-    """A kind's request to stop working: why, and an error to raise once the batch is recorded.
-
-    ``hold_confirmations`` turns the batch's confirmations into snoozes before
-    they are recorded (nothing is deleted on answers the kind no longer trusts).
-    """
+    """A kind's request to stop working: why, and an error to raise once the batch is recorded."""
 
     reason: str
     error: Exception | None = None
-    hold_confirmations: bool = False
 
 
-OUTAGE_WINDOW = 5  # recent answers looked at to tell an outage from one bad object
 OUTAGE_MAX_PAUSE_SECONDS = 60.0
 
 
@@ -179,7 +173,11 @@ class Worker:
         self.now = now
         self.deadline = clock() + budget_seconds
         self.stats = WorkerStats(kind=kind.queue.table.kind, owner=self.owner)
-        self.recent_answers: deque[bool] = deque(maxlen=OUTAGE_WINDOW)
+        # Outage detection: a call without an answer is about its object only when the
+        # calls around it answered; two in a row, or none answered at all, is an outage.
+        self.tentative: tuple[int, Classification] | None = None
+        self.answered = False  # any answer in this pass
+        self.in_outage = False  # since the last answer
 
     def run(self, scope: str | None = None) -> WorkerStats:
         """One bounded pass: work every job that is due now (of one scope, if given)."""
@@ -220,11 +218,9 @@ class Worker:
         sent: set[str] = set()  # a job whose call began is never "unstarted"
         began = time.perf_counter()
         try:
-            stop = self._send_each(batch, attempts, held, sent)
-            if stop is not None and stop.hold_confirmations:
-                attempts[:] = [_held(attempt, stop.reason) for attempt in attempts]
-            return stop
+            return self._send_each(batch, attempts, held, sent)
         finally:
+            self._settle(attempts)
             self._record(attempts, scope, (time.perf_counter() - began) * 1000)
             done = sent | {attempt.job.key for attempt in attempts}
             self._give_back([job for job in batch if job.key in held - done])
@@ -268,13 +264,17 @@ class Worker:
             self.stats.statuses[str(result.status or result.error)] += 1
             if c.outcome is Outcome.RATE_LIMITED and self.limiter is not None:
                 self.limiter.throttle(c.retry_after_seconds or 1.0)
-            outage = result.status is None and not any(self.recent_answers)
-            self.recent_answers.append(result.status is not None)
-            if outage:  # nothing answered lately: the API is down, not this object
+            if result.status is None and self._is_outage(attempts, c):
                 attempts.append(Attempt(job, self._outage(c), result.started, result.finished))
                 if self.limiter is None:
                     return Stop("unreachable")
                 continue
+            if result.status is None:  # maybe this object only: decided if the next one answers
+                self.tentative = (len(attempts), c)
+            else:
+                self.tentative = None
+                self.answered = True
+                self.in_outage = False
             attempts.append(
                 Attempt(job, self.kind.decide(job, c, self.now()), result.started, result.finished)
             )
@@ -283,21 +283,48 @@ class Worker:
                 return stop
         return None
 
+    def _is_outage(self, attempts: list[Attempt], c: Classification) -> bool:
+        """No answer: an outage if the call before got none either (that one becomes part of
+        the outage, spending no attempt), or if nothing has answered in this pass."""
+        if self.tentative is not None:
+            index, earlier = self.tentative
+            self.tentative = None
+            if index < len(attempts):
+                before = attempts[index]
+                attempts[index] = Attempt(
+                    before.job, self._outage(earlier), before.started, before.finished
+                )
+            self.in_outage = True
+            return True
+        return self.in_outage
+
+    def _settle(self, attempts: list[Attempt]) -> None:
+        """At the end of a batch: a lone unanswered call in a pass where nothing answered is
+        an outage too (a single-object failure needs other calls to answer around it)."""
+        if self.tentative is not None and not self.answered:
+            index, earlier = self.tentative
+            if index < len(attempts):
+                before = attempts[index]
+                attempts[index] = Attempt(
+                    before.job, self._outage(earlier), before.started, before.finished
+                )
+        self.tentative = None  # indexes are per batch; a lone failure among answers stays its own
+
     def _outage(self, c: Classification) -> Finish:
         """No answer, and none of the recent calls got one either: an outage of the scope.
 
         The job is snoozed without spending an attempt, and the whole scope
-        pauses with a growing backoff (as on a 429), logged once per pause; the
-        pass goes on waiting within its budget, then hands back what is left.
+        pauses with a growing backoff (as on a 429, without lowering the rate),
+        logged once per pause; the pass goes on waiting within its budget, then
+        hands back what is left.
         """
         self.stats.outage_pauses += 1
         pause = min(OUTAGE_MAX_PAUSE_SECONDS, 2.0 ** min(self.stats.outage_pauses - 1, 10))
         log.warning(
-            "%s: no answer from the API (%s) and none of the last %d calls got one; "
+            "%s: no answer from the API (%s), and the call before got none either; "
             "pausing the scope for %.0f s (outage pause %d); no attempt is spent",
             self.stats.kind,
             c.reason,
-            OUTAGE_WINDOW,
             pause,
             self.stats.outage_pauses,
         )
@@ -349,19 +376,3 @@ class Worker:
             return
         released = self.kind.queue.release(self.conn, self.owner, [j.key for j in jobs])
         self.stats.released += len(released)
-
-
-def _held(attempt: Attempt, why: str) -> Attempt:
-    """A confirmation not to be trusted: snoozed instead, no attempt spent, nothing deleted."""
-    finish = attempt.finish
-    if finish.state not in ("done", "delivered"):
-        return attempt
-    held = Finish(
-        "pending",
-        finish.outcome,
-        finish.status,
-        why,
-        f"held back: {why}; {finish.reason}".strip("; "),
-        attempt_spent=0,
-    )
-    return Attempt(attempt.job, held, attempt.started, attempt.finished)

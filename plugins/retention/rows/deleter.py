@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 
 GROW_AFTER_FAST_BATCHES = 4
 MAX_TIMEOUTS_AT_ONE_ROW = 5
+MAX_SKIPPED_ROWS = 20  # more locked rows than this: a bulk lock, not a stray one; stop
 
 
 class WindowDeleteError(RuntimeError):
@@ -126,8 +127,16 @@ class RowDeleter(WindowDeleter):
                 if size == 1:
                     timeouts_at_one += 1
                     if timeouts_at_one >= MAX_TIMEOUTS_AT_ONE_ROW:
-                        key = self._next_key(conn, bound_statement, params)
+                        key = self._next_key(conn, bound_statement, params, window)
                         skipped.append(key)
+                        if len(skipped) > MAX_SKIPPED_ROWS:
+                            raise WindowDeleteError(
+                                f"window {window.label} ({window.window_key}): more than "
+                                f"{MAX_SKIPPED_ROWS} rows stayed locked (keys {skipped[:10]}…): "
+                                "another session holds many of them. Stopped instead of "
+                                "skipping them one by one; rows before key "
+                                f"{skipped[0]} are deleted. Retry once the locks are gone."
+                            ) from exc
                         log.warning(
                             "%s: row %s timed out %d times even alone (%s); skipping it and "
                             "going on with the rest of the window",
@@ -163,10 +172,19 @@ class RowDeleter(WindowDeleter):
                 "retry them once the lock is gone; nothing was lost."
             )
 
-    def _next_key(self, conn: Connection, bound_statement: Any, params: dict[str, Any]) -> int:
+    def _next_key(
+        self, conn: Connection, bound_statement: Any, params: dict[str, Any], window: Window
+    ) -> int:
         """The key of the next row of the window after ``params['after']`` (read-only)."""
-        with bounded(conn, self.timeouts, timezone=self.table.timestamp_timezone):
-            row = conn.execute(bound_statement, {**params, "batch_rows": 1}).fetchone()
+        try:
+            with bounded(conn, self.timeouts, timezone=self.table.timestamp_timezone):
+                row = conn.execute(bound_statement, {**params, "batch_rows": 1}).fetchone()
+        except psycopg.errors.QueryCanceled as slow:
+            raise WindowDeleteError(
+                f"window {window.label} ({window.window_key}): even reading the next key after "
+                f"{params['after']} timed out; the table or its key index is under heavy "
+                "load. Retry later; nothing was lost."
+            ) from slow
         assert row is not None
         return int(row["upto"])
 
