@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections import Counter
 import shutil
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 from benchlib import ROOT, record
