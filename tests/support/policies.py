@@ -8,6 +8,15 @@ from retention.policy import Policy, parse_policy
 
 TEST_CONN_ID = "retention_test"
 HTTP_CONN_ID = "sandbox_api"
+# Only the required fields of a remote section, so that every default applies.
+REQUIRED_REMOTE: dict[str, Any] = {
+    "http_conn_id": "api",
+    "endpoint": "/v1/{object_id}",
+    "object_id_column": "object_key",
+    "rate_per_second": 5,
+    "burst": 5,
+    "pool": "api_pool",
+}
 
 
 def policy_fields(name: str, **overrides: Any) -> dict[str, Any]:

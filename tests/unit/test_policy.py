@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from retention.policy import load_policies, parse_policy
+from tests.support.policies import REQUIRED_REMOTE as REMOTE
 from tests.support.policies import policy_fields
 
 
@@ -104,30 +105,13 @@ def test_defaults_are_stated_once_and_remote_policies_get_a_lag_limit() -> None:
     assert plain is not None
     assert plain.max_lag_hours is None
     assert (plain.timeouts.lock_ms, plain.timeouts.statement_ms) == (1000, 10_000)
-    remote = {
-        "http_conn_id": "api",
-        "endpoint": "/v1/{object_id}",
-        "object_id_column": "object_key",
-        "rate_per_second": 5,
-        "burst": 5,
-        "pool": "api_pool",
-    }
+    remote = dict(REMOTE)
     policy, problems = parse_policy("r", policy_fields("r", remote=remote))
     assert problems == []
     assert policy is not None
     assert policy.max_lag_hours == 72
     assert policy.remote is not None
     assert (policy.remote.scope, policy.remote.max_attempts, policy.remote.lease) == ("api", 8, 60)
-
-
-REMOTE = {
-    "http_conn_id": "api",
-    "endpoint": "/v1/{object_id}",
-    "object_id_column": "object_key",
-    "rate_per_second": 5,
-    "burst": 5,
-    "pool": "api_pool",
-}
 
 
 @pytest.mark.parametrize(

@@ -15,16 +15,9 @@ import yaml
 
 from retention.policy import load_policies, parse_policy
 from retention.policy.loader import duplicate_keys, pool_warnings
+from tests.support.policies import REQUIRED_REMOTE as REMOTE
 from tests.support.policies import policy_fields
 
-REMOTE = {
-    "http_conn_id": "api",
-    "endpoint": "/v1/{object_id}",
-    "object_id_column": "object_key",
-    "rate_per_second": 5,
-    "burst": 5,
-    "pool": "api_pool",
-}
 KNOWN = (
     "schedule, start_date, retain_days, postgres_conn_id, table, key_column, timestamp_column, "
     "timestamp_timezone, "
@@ -111,6 +104,31 @@ IDENTIFIER = "is not a plain SQL identifier (letters, digits, underscores; at mo
             {"remote": {**REMOTE, "endpoint": "/v1/{tenant_id}"}},
             "remote.endpoint",
             "must be a path containing {object_id}",
+        ),
+        (
+            {"remote": {**REMOTE, "endpoint": "/v1/objects?id={object_id}"}},
+            "remote.endpoint",
+            "{object_id} must be in the path, not in the query or fragment",
+        ),
+        (
+            {"remote": {**REMOTE, "endpoint": "/v1/objects#{object_id}"}},
+            "remote.endpoint",
+            "{object_id} must be in the path, not in the query or fragment",
+        ),
+        (
+            {"remote": {**REMOTE, "endpoint": "/v1/{tenant_id}?o={object_id}&t={tenant_id}"}},
+            "remote.endpoint",
+            "{object_id} must be in the path, not in the query or fragment",
+        ),
+        (
+            {"timestamp_timezone": "Mars/Olympus"},
+            "timestamp_timezone",
+            "'Mars/Olympus' is not an IANA time zone name such as 'UTC'",
+        ),
+        (
+            {"timestamp_timezone": "../etc"},
+            "timestamp_timezone",
+            "'../etc' is not an IANA time zone name such as 'UTC'",
         ),
         (
             {"remote": {**REMOTE, "idempotency_header": "Idem Key"}},
@@ -280,3 +298,33 @@ def test_pool_warnings_are_worded_exactly(tmp_path: Path) -> None:
             "`remote.pool` (`api_pool`)."
         ]
     }
+
+
+@pytest.mark.parametrize(
+    "endpoint",
+    ["/v1/{object_id}?force=true", "/v1/{tenant_id}/{object_id}#x", "/v1/{object_id}?a=1&b=2#f"],
+)
+def test_a_query_or_fragment_after_the_object_id_is_fine(endpoint: str) -> None:
+    policy, problems = parse_policy(
+        "m", policy_fields("m", remote={**REMOTE, "endpoint": endpoint})
+    )
+    assert problems == []
+    assert policy is not None
+    assert policy.remote is not None
+    assert policy.remote.endpoint == endpoint
+
+
+def test_a_time_zone_name_is_kept_as_given() -> None:
+    policy, problems = parse_policy("m", policy_fields("m", timestamp_timezone="Asia/Tokyo"))
+    assert problems == []
+    assert policy is not None
+    assert policy.timestamp_timezone == "Asia/Tokyo"
+
+
+def test_a_policy_name_that_is_not_a_dag_id_part_is_refused() -> None:
+    policy, problems = parse_policy("bad-name", policy_fields("m"))
+    assert policy is None
+    assert [str(p) for p in problems] == [
+        "policy 'bad-name', field 'name': "
+        "use letters, digits and underscores only (it becomes the DAG id)"
+    ]

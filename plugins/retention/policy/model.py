@@ -18,6 +18,7 @@ import re
 import string
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterBadCronError, CroniterBadDateError, croniter
@@ -135,7 +136,7 @@ def _endpoint(value: str) -> str:
     if not value.startswith("/"):
         raise ValueError("must be a path starting with '/'")
     rendered = value.format(object_id="SENTINEL-OBJECT", tenant_id="SENTINEL-TENANT")
-    if "SENTINEL-OBJECT" not in rendered.split("?", 1)[0].split("#", 1)[0]:
+    if "SENTINEL-OBJECT" not in urlsplit(rendered).path:
         raise ValueError("{object_id} must be in the path, not in the query or fragment")
     return value
 
