@@ -34,7 +34,7 @@ def test_window_deletes_only_its_eligible_rows(db: Connection, unique_name: str)
     rows = [(i, 1 + i % 2, old(i) if i % 3 else new(i)) for i in range(1, 61)]
     rows.append((61, 1, CUTOFF))
     create_table(db, unique_name, rows)
-    policy = make_policy(unique_name, window_rows=10, batch_rows=3)
+    policy = make_policy(unique_name, window_rows=10, batch_rows=3, window_per_tenant=True)
     windows = plan_windows(db, request(policy))
     target = windows[0]
     result = delete_window(db, policy, target, batch_rows=3, dry_run=False)
@@ -43,7 +43,7 @@ def test_window_deletes_only_its_eligible_rows(db: Connection, unique_name: str)
         for i, tenant, ts in rows
         if target.first_id <= i <= target.last_id and tenant == int(target.tenant) and ts < CUTOFF
     }
-    assert result.rows_deleted == len(expected_gone) == target.expected_rows
+    assert result.rows_deleted == len(expected_gone) > 0
     assert set(ids_left(db, unique_name)) == {r[0] for r in rows} - expected_gone
     row = ledger(db, target.window_key)
     assert (row["state"], row["rows_deleted"], row["attempts"]) == ("done", len(expected_gone), 1)
@@ -136,3 +136,33 @@ def test_rows_at_the_cutoff_inside_a_window_are_kept(
     result = delete_window(db, policy, window, batch_rows=3, dry_run=False)
     assert result.rows_deleted == 4
     assert ids_left(db, unique_name) == BOUNDARY_KEPT
+
+
+def test_batches_converge_to_the_target_time_under_a_slow_trigger(
+    db: Connection, unique_name: str
+) -> None:
+    create_table(db, unique_name, [(i, 1, old(i)) for i in range(1, 4001)])
+    db.execute(
+        "CREATE FUNCTION pg_temp.slow_row() RETURNS trigger LANGUAGE plpgsql AS "
+        "$$ BEGIN PERFORM pg_sleep(0.0005); RETURN OLD; END $$"
+    )
+    db.execute(
+        f"CREATE TRIGGER slow BEFORE DELETE ON public.{unique_name} "
+        "FOR EACH ROW EXECUTE FUNCTION pg_temp.slow_row()"
+    )
+    policy = make_policy(
+        unique_name,
+        window_rows=100_000,
+        batch_rows=500,
+        target_batch_ms=20,
+        statement_timeout_ms=5000,
+    )
+    (window,) = plan_windows(db, request(policy))
+    result = delete_window(db, policy, window, batch_rows=500, dry_run=False)
+    assert result.rows_deleted == 4000
+    # 0.5 ms a row and 20 ms a batch: about 40 rows a batch once converged (500 at first)
+    assert result.batch_ms[0] > 200
+    settled = sorted(result.batch_ms[20:-1])
+    assert len(settled) >= 20
+    assert 10 <= settled[len(settled) // 2] <= 40, settled
+    assert ids_left(db, unique_name) == []

@@ -42,11 +42,16 @@ Enforces one retention policy from `include/retention_policies.yaml` on a Postgr
 1. `compute_cutoff`: `cutoff = anchor − retain_days`; the anchor is `data_interval_end`,
    else `logical_date`, else `run_after`, so reruns and backfills of a date delete the
    same rows. A cutoff in the future is refused.
-2. `plan_windows`: walks the key index into immutable windows of about `window_rows`
-   eligible rows (per tenant), recorded in `retention.windows`.
-3. `delete_window`: one mapped task per window; deletes in sub-batches of `batch_rows`,
-   each its own short transaction with `lock_timeout` and `statement_timeout`; a
-   timed-out batch is split and retried, never skipped.
+2. `plan_windows`: finds the eligible key range with a few index probes (never a walk
+   of the rows) and cuts it into immutable windows, recorded in `retention.windows`.
+   Each window carries about `target_window_seconds` of work at the rate earlier
+   windows measured (or `window_rows` rows when set); `expected_rows` is the
+   statistics' estimate, and the delete still filters on the timestamp. Without an
+   index on the timestamp column, windows cover the whole key range (the run's
+   `plan_notes` say so).
+3. `delete_window`: one mapped task per window; deletes in batches, each its own short
+   transaction with `lock_timeout` and `statement_timeout`, sized to take about
+   `target_batch_ms`; a timed-out batch is split and retried, never skipped.
 4. `reconcile`: counts rows still older than the cutoff, writes `retention.runs`,
    returns the summary, and fails if any remain.
 
@@ -76,7 +81,15 @@ def policy_doc(policy: Policy, warnings: list[str]) -> str:
         f"timestamp `{policy.timestamp_column}`, tenant {tenant}) |",
         f"| retain_days | {policy.retain_days} |",
         f"| connection | `{policy.postgres_conn_id}` |",
-        f"| window_rows / batch_rows | {policy.window_rows} / {policy.batch_rows} |",
+        "| window size | "
+        + (
+            f"{policy.window_rows} rows (window_rows)"
+            if policy.window_rows
+            else f"about {policy.target_window_seconds:g} s of work (target_window_seconds)"
+        )
+        + " |",
+        f"| batches | start at {policy.batch_rows} rows, sized to {policy.target_batch_ms:g} ms "
+        f"within [{policy.min_batch_rows}, {policy.max_batch_rows}] |",
         f"| owner | {policy.owner} |",
     ]
     if policy.remote is None:
@@ -118,17 +131,21 @@ def build_dag(
     warnings: list[str] | None = None,
     siblings: list[Policy] | None = None,
     also_named: set[str] | None = None,
+    pool_slots: dict[str, int] | None = None,
     **dag_kwargs: Any,
 ) -> DAG:
     """Wire one policy's tasks; ``dag_kwargs`` go to ``DAG()`` (``auto_register`` for checks).
 
     ``siblings`` are all the policies of the file: the audit purge keeps their
-    evidence and purges that of policies no longer there.
+    evidence and purges that of policies no longer there.  ``pool_slots`` (from
+    ``airflow_settings.yaml``) sets the fewest windows a plan makes, so that a
+    large enough run keeps every slot of the window pool busy.
     """
     current = siblings or [policy]
     named = {p.name for p in current} | set(also_named or ())
     deleter = deleter_for(policy)
     window_pool = policy.remote.pool if policy.remote else policy.pool
+    min_windows = max(1, (pool_slots or {}).get(window_pool, 0) // policy.pool_slots)
     with DAG(
         dag_id=policy.dag_id,
         schedule=policy.schedule,
@@ -154,14 +171,17 @@ def build_dag(
                 type=["null", "integer"],
                 minimum=WINDOW_ROWS_BOUNDS[0],
                 maximum=WINDOW_ROWS_BOUNDS[1],
-                description=f"Eligible rows per window (policy: {policy.window_rows}).",
+                description="Eligible rows per window (an estimate); empty: sized to "
+                f"about {policy.target_window_seconds:g} s of work each"
+                + (f" (policy: {policy.window_rows})." if policy.window_rows else "."),
             ),
             "batch_rows": Param(
                 None,
                 type=["null", "integer"],
                 minimum=BATCH_ROWS_BOUNDS[0],
                 maximum=BATCH_ROWS_BOUNDS[1],
-                description=f"Rows per delete transaction (policy: {policy.batch_rows}).",
+                description="Rows in the first delete transaction of each window; later ones "
+                f"are sized to {policy.target_batch_ms:g} ms (policy: {policy.batch_rows}).",
             ),
         },
         **dag_kwargs,
@@ -192,6 +212,7 @@ def build_dag(
                 cutoff=cutoff,
                 settings=run_settings(policy, context["params"]),
                 max_windows=conf.getint("core", "max_map_length"),
+                min_windows=min_windows,
             )
 
         @task(
@@ -282,6 +303,7 @@ def build_policy_dags(
                 loaded.warnings.get(policy.name),
                 loaded.policies,
                 {problem.policy for problem in loaded.problems},
+                pool_slots=loaded.pool_slots,
                 **extra,
             )
             dag.validate()  # what the DagBag would reject later, reported with the policy

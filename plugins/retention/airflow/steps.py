@@ -58,7 +58,7 @@ def database_loss_explained(conn_id: str, what: str) -> Iterator[None]:
 def deleter_for(policy: Policy) -> WindowDeleter:
     """The window strategy of a policy, chosen once when its DAG is built."""
     if policy.remote is None:
-        return RowDeleter(policy.table_spec, policy.timeouts)
+        return RowDeleter(policy.table_spec, policy.timeouts, policy.batch_timing)
     remote = policy.remote
     return ObjectDeleter(
         policy.table_spec,
@@ -111,6 +111,7 @@ def plan_windows_step(
     cutoff: dict[str, Any],
     settings: RunSettings,
     max_windows: int,
+    min_windows: int = 1,
 ) -> list[dict[str, Any]]:
     """Plan (or reload) the run's windows; one kwargs dict per window."""
     with postgres(policy.postgres_conn_id) as conn:
@@ -131,14 +132,15 @@ def plan_windows_step(
                 batch_rows=settings.batch_rows,
                 max_windows=max_windows,
                 dry_run=settings.dry_run,
+                min_windows=min_windows,
             ),
         )
     log.info(
-        "policy %s: %d windows, %d eligible rows planned (window_rows=%d, dry_run=%s)",
+        "policy %s: %d windows, about %d eligible rows (an estimate; window_rows=%s, dry_run=%s)",
         policy.name,
         len(windows),
         sum(w.expected_rows for w in windows),
-        settings.window_rows,
+        settings.window_rows or "sized by time",
         settings.dry_run,
     )
     return [{"window": w.to_xcom()} for w in windows]

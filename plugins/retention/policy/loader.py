@@ -46,6 +46,7 @@ class PolicySet:
     policies: list[Policy] = field(default_factory=list)
     problems: list[PolicyProblem] = field(default_factory=list)
     warnings: dict[str, list[str]] = field(default_factory=dict)
+    pool_slots: dict[str, int] = field(default_factory=dict)  # from airflow_settings.yaml
     file_error: str | None = None
 
     def error_report(self, extra: list[PolicyProblem] | None = None) -> str:
@@ -111,6 +112,7 @@ def load_policies(path: Path | None = None, settings: Path | None = None) -> Pol
     bad = {p.policy for p in conflicts}
     result.policies = [p for p in result.policies if p.name not in bad]
     result.warnings = pool_warnings(result.policies, settings or AIRFLOW_SETTINGS_PATH)
+    result.pool_slots = declared_pools(settings or AIRFLOW_SETTINGS_PATH) or {}
     return result
 
 
@@ -257,8 +259,9 @@ def _bucket_shape(policy: Policy, owner: Policy) -> list[tuple[str, Any, Any]]:
     ]
 
 
-def declared_pools(settings: Path) -> set[str] | None:
-    """Pool names in ``airflow_settings.yaml`` (None when the file is absent or unreadable)."""
+def declared_pools(settings: Path) -> dict[str, int] | None:
+    """Pools in ``airflow_settings.yaml`` and their slots (0 when not a whole number);
+    None when the file is absent or unreadable."""
     try:
         document = yaml.safe_load(settings.read_text())
     except (OSError, yaml.YAMLError):
@@ -267,7 +270,11 @@ def declared_pools(settings: Path) -> set[str] | None:
     pools = airflow.get("pools") if isinstance(airflow, dict) else None
     if not isinstance(pools, list):
         return None
-    return {str(p.get("pool_name")) for p in pools if isinstance(p, dict)}
+    return {
+        str(p.get("pool_name")): p["pool_slot"] if type(p.get("pool_slot")) is int else 0
+        for p in pools
+        if isinstance(p, dict)
+    }
 
 
 def pool_warnings(policies: list[Policy], settings: Path) -> dict[str, list[str]]:

@@ -352,6 +352,15 @@ class Timeouts:
     plan_statement_ms: int
 
 
+@dataclass(frozen=True)
+class BatchTiming:
+    """How the row deleter sizes its batches: aim at ``target_ms`` within [min_rows, max_rows]."""
+
+    target_ms: float = 100.0
+    min_rows: int = 1
+    max_rows: int = 100_000
+
+
 class Policy(Section):
     """One retention policy; field names are the YAML contract."""
 
@@ -395,15 +404,42 @@ class Policy(Section):
         description="IANA time zone in which a timestamp or date column without a time zone "
         "is read (its wall-clock values are in this zone).",
     )
-    window_rows: int = Field(
+    window_rows: int | None = Field(
+        None,
         gt=WINDOW_ROWS_BOUNDS[0] - 1,
         le=WINDOW_ROWS_BOUNDS[1],
-        description="Eligible rows per window (one mapped task).",
+        description="Override: about this many eligible rows per window (one mapped task). "
+        "Default: as many as the policy's earlier windows deleted in target_window_seconds.",
+    )
+    target_window_seconds: float = Field(
+        30.0,
+        gt=0,
+        le=3600,
+        description="Work each window (one mapped task) should carry, so that Airflow's "
+        "per-task cost stays small beside it.",
     )
     batch_rows: int = Field(
+        1000,
         gt=BATCH_ROWS_BOUNDS[0] - 1,
         le=BATCH_ROWS_BOUNDS[1],
-        description="Keys per delete transaction; at most window_rows.",
+        description="Keys in a window's first delete transaction; later ones are sized "
+        "to target_batch_ms. At most window_rows.",
+    )
+    target_batch_ms: float = Field(
+        100.0,
+        gt=0,
+        le=60_000,
+        description="Time each delete transaction should take; the batch size moves towards "
+        "it after every batch (+10% / -20% at most per step).",
+    )
+    min_batch_rows: int = Field(
+        1, gt=0, le=BATCH_ROWS_BOUNDS[1], description="Smallest batch sized by time."
+    )
+    max_batch_rows: int = Field(
+        BATCH_ROWS_BOUNDS[1],
+        gt=0,
+        le=BATCH_ROWS_BOUNDS[1],
+        description="Largest batch sized by time.",
     )
     pool: NonEmpty = Field(
         "default_pool",
@@ -413,9 +449,10 @@ class Policy(Section):
     pool_slots: int = Field(1, gt=0, le=1000, description="Pool slots each window takes.")
     tenant_column: Identifier | None = Field(None, description="Column naming the tenant.")
     window_per_tenant: bool = Field(
-        True,
-        description="With tenant_column: one group of windows per tenant; false plans key "
-        "ranges across tenants (3–5× faster where tenants' rows interleave).",
+        False,
+        description="With tenant_column: one group of windows per tenant (opt-in: planning and "
+        "deleting read the table once per tenant, 3–5× slower where tenants' rows "
+        "interleave). Default: key ranges across tenants.",
     )
     owner: NonEmpty = Field("data-platform", description="DAG owner.")
     tags: Annotated[tuple[Tag, ...], Field(strict=False, max_length=50)] = Field(
@@ -465,7 +502,13 @@ class Policy(Section):
 
     @model_validator(mode="after")
     def _cross_field_rules(self) -> Policy:
-        if self.batch_rows > self.window_rows:
+        if not self.min_batch_rows <= self.batch_rows <= self.max_batch_rows:
+            raise PolicyRuleError(
+                "batch_rows",
+                f"{self.batch_rows} is outside [min_batch_rows, max_batch_rows] = "
+                f"[{self.min_batch_rows}, {self.max_batch_rows}]",
+            )
+        if self.window_rows is not None and self.batch_rows > self.window_rows:
             raise PolicyRuleError(
                 "batch_rows",
                 f"{self.batch_rows} is larger than window_rows ({self.window_rows}); "
@@ -501,6 +544,10 @@ class Policy(Section):
         return Timeouts(
             self.lock_timeout_ms, self.statement_timeout_ms, self.plan_statement_timeout_ms
         )
+
+    @property
+    def batch_timing(self) -> BatchTiming:
+        return BatchTiming(self.target_batch_ms, self.min_batch_rows, self.max_batch_rows)
 
 
 class PolicyFile(Section):

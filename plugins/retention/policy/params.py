@@ -22,7 +22,7 @@ class RunSettings:
     """What one run does: delete or only count, and its window and batch sizes."""
 
     dry_run: bool
-    window_rows: int
+    window_rows: int | None  # None: windows sized by the policy's target_window_seconds
     batch_rows: int
 
 
@@ -34,11 +34,13 @@ def run_settings(policy: Policy, params: dict[str, Any]) -> RunSettings:
         ("window_rows", window_rows, WINDOW_ROWS_BOUNDS),
         ("batch_rows", batch_rows, BATCH_ROWS_BOUNDS),
     ):
+        if value is None and name == "window_rows":
+            continue
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
             raise ParamError(
                 f"param {name!r} must be a whole number in [{low}, {high}], got {value!r}"
             )
-    if batch_rows > window_rows:
+    if window_rows is not None and batch_rows > window_rows:
         raise ParamError(
             f"param 'batch_rows' ({batch_rows}) is larger than window_rows ({window_rows}) "
             f"for policy {policy.name!r}"

@@ -1,15 +1,16 @@
 """Delete one window in short, bounded, idempotent transactions.
 
-Each sub-batch covers the next ``batch_rows`` keys of the window (found by a
-read of the key index) and deletes the eligible rows in that key range, in its
-own transaction with ``lock_timeout`` and ``statement_timeout`` set, counting
-them in the window ledger inside that same transaction.  Deleting a key range
-rather than a ``LIMIT`` subquery keeps Postgres on one index range scan, which
-is what lets batched deletes keep up with a single big ``DELETE``.  A sub-batch that
-times out is rolled back and retried at half the size; after a run of quick
-batches the size grows back (the adaptive batching of GitLab's batched
-migrations).  Only a single row that keeps timing out fails the window, so a
-green task always means the window is empty.  Re-running a window deletes 0.
+Each sub-batch covers the next keys of the window (found by a read of the key
+index) and deletes the eligible rows in that key range, in its own transaction
+with ``lock_timeout`` and ``statement_timeout`` set, counting them in the
+window ledger inside that same transaction.  Deleting a key range rather than a
+``LIMIT`` subquery keeps Postgres on one index range scan, which is what lets
+batched deletes keep up with a single big ``DELETE``.  The first batch has
+``batch_rows`` keys; later ones are sized to take ``target_batch_ms`` (the
+time-aimed batching of GitLab's batched migrations).  A sub-batch that times
+out is rolled back and retried at half the size.  Only a single row that keeps
+timing out fails the window, so a green task always means the window is empty.
+Re-running a window deletes 0.
 
 This is the row strategy of :class:`~retention.rows.lifecycle.WindowDeleter`;
 the object strategy (``retention.objects.deleter``) deletes through an API first.
@@ -27,14 +28,16 @@ import psycopg
 
 from retention.db.connection import Connection, bounded
 from retention.db.sqlfiles import query
-from retention.policy.model import Policy
+from retention.policy.model import BatchTiming, Policy
 from retention.rows.lifecycle import WindowDeleter, WindowResult
 from retention.rows.target import TargetTable
 from retention.rows.windows import Window
 
 log = logging.getLogger(__name__)
 
-GROW_AFTER_FAST_BATCHES = 4
+MAX_GROWTH = 1.10  # per batch, when batches run faster than the target
+MAX_SHRINK = 0.80  # per batch, when they run slower
+SMOOTHING = 0.3  # weight of the newest batch in the moving average of ms per row
 MAX_TIMEOUTS_AT_ONE_ROW = 5
 MAX_SKIPPED_ROWS = 20  # more locked rows than this: a bulk lock, not a stray one; stop
 
@@ -45,34 +48,45 @@ class WindowDeleteError(RuntimeError):
 
 @dataclass
 class BatchSizer:
-    """Halve on timeout, double back after a streak of fast batches, never above the cap."""
+    """Size batches by time: move towards ``target_ms`` per batch; halve on a timeout.
 
-    cap: int
-    fast_ms: float
+    After each batch the time per row is folded into a moving average and the
+    size moves towards ``target_ms / ms_per_row``, at most +10% or -20% per
+    step (the damping of GitLab's batched migrations), within [low, high].  A
+    timeout halves the size at once and may go below ``low``, down to one row:
+    a locked row must be isolated whatever the timing says.
+    """
+
+    start: int
+    timing: BatchTiming = field(default_factory=BatchTiming)
     size: int = 0
-    fast_streak: int = 0
+    ms_per_row: float | None = None
 
     def __post_init__(self) -> None:
-        self.size = self.size or self.cap
+        self.size = self.size or self.start
 
     def timed_out(self) -> None:
         self.size = max(1, self.size // 2)
-        self.fast_streak = 0
 
-    def succeeded(self, elapsed_ms: float) -> None:
-        if elapsed_ms < self.fast_ms:
-            self.fast_streak += 1
-            if self.fast_streak >= GROW_AFTER_FAST_BATCHES and self.size < self.cap:
-                self.size = min(self.cap, self.size * 2)
-                self.fast_streak = 0
+    def succeeded(self, elapsed_ms: float, keys: int) -> None:
+        per_row = elapsed_ms / max(keys, 1)
+        if self.ms_per_row is None:
+            self.ms_per_row = per_row
         else:
-            self.fast_streak = 0
+            self.ms_per_row += SMOOTHING * (per_row - self.ms_per_row)
+        ideal = self.timing.target_ms / max(self.ms_per_row, 1e-6)
+        step = min(MAX_GROWTH, max(MAX_SHRINK, ideal / self.size))
+        moved = round(self.size * step)
+        if step > 1:
+            moved = max(moved, self.size + 1)  # a size of 1 must be able to grow
+        self.size = min(self.timing.max_rows, max(self.timing.min_rows, moved))
 
 
 @dataclass
 class RowDeleter(WindowDeleter):
     """Deletes a window's eligible rows directly, in bounded key-range batches."""
 
+    timing: BatchTiming = field(default_factory=BatchTiming)
     sleep: Callable[[float], None] = field(default=time.sleep)
 
     def delete(
@@ -87,7 +101,7 @@ class RowDeleter(WindowDeleter):
         target = TargetTable.of(self.table)
         bound_statement = target.query("batch_bound", window.tenant_scope)
         delete_statement = target.query("delete_batch", window.tenant_scope)
-        sizer = BatchSizer(cap=batch_rows, fast_ms=self.timeouts.statement_ms / 4)
+        sizer = BatchSizer(start=batch_rows, timing=self.timing)
         after = window.first_id - 1
         timeouts_at_one = 0
         skipped: list[int] = []
@@ -160,7 +174,7 @@ class RowDeleter(WindowDeleter):
             batch_ms = (time.perf_counter() - began) * 1000
             timeouts_at_one = 0
             result.add_batch(deleted, batch_ms)
-            sizer.succeeded(batch_ms)
+            sizer.succeeded(batch_ms, bound["keys"])
             if bound["keys"] < size:
                 break
             after = bound["upto"]
@@ -199,5 +213,5 @@ def delete_window(
     sleep: Callable[[float], None] = time.sleep,
 ) -> WindowResult:
     """Empty one window of a row policy (or, in a dry run, count it), recording the attempt."""
-    deleter = RowDeleter(policy.table_spec, policy.timeouts, sleep=sleep)
+    deleter = RowDeleter(policy.table_spec, policy.timeouts, policy.batch_timing, sleep=sleep)
     return deleter.run(conn, window, batch_rows=batch_rows, dry_run=dry_run)

@@ -1,10 +1,12 @@
 """Plan a run: split the eligible key space into immutable windows and record them.
 
-Eligible rows are found by walking the key index in steps of ``window_rows``
-(keyset pagination), one short read-only statement per window, so planning
-never runs a ``count(*)`` over the whole table.  The plan is recorded once per
-(policy, run id); a retried planner returns the recorded plan unchanged, which
-is what makes the mapped deletes safe to retry.
+Planning costs a few index probes per window, never a walk of the rows: the
+eligible key range comes from the key and timestamp indexes
+(:mod:`retention.rows.probes`), the row count is the statistics' estimate, and
+the range is cut by the key histogram (:mod:`retention.rows.sizing`) into
+windows sized to carry about ``target_window_seconds`` of work each.  The plan
+is recorded once per (policy, run id); a retried planner returns the recorded
+plan unchanged, which is what makes the mapped deletes safe to retry.
 """
 
 from __future__ import annotations
@@ -16,15 +18,25 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from psycopg.types.json import Jsonb
+
 from retention.db.connection import Connection, bounded
 from retention.db.sqlfiles import query
-from retention.policy.model import Policy, TableSpec, Timeouts
+from retention.policy.model import Policy, TableSpec
+from retention.rows.probes import KeyRange, RangeProbe, TableIndexes, key_histogram
+from retention.rows.sizing import (
+    cut_points,
+    mass_share,
+    rows_per_window,
+    share_windows,
+    window_count,
+)
 from retention.rows.target import TargetTable, TenantScope
 from retention.rows.windows import Window, fit_to_map_limit
 
 log = logging.getLogger(__name__)
 
-MIN_KEY = -(2**63)
+MIN_MEASURED_WINDOW_ROWS = 1_000  # smaller windows measure Airflow's overhead, not deleting
 INTEGER_TYPES = {"smallint", "integer", "bigint"}
 TIMESTAMP_TYPES = {"timestamp with time zone", "timestamp without time zone", "date"}
 
@@ -43,10 +55,11 @@ class PlanRequest:
     cutoff: dt.datetime
     anchor_source: str
     logical_date: dt.datetime | None
-    window_rows: int
+    window_rows: int | None  # None: sized by target_window_seconds
     batch_rows: int
     max_windows: int
     dry_run: bool
+    min_windows: int = 1  # the pool's slots: fewer windows would leave slots idle
 
 
 def plan_id_for(run_id: str, *moments: dt.datetime | None) -> str:
@@ -144,48 +157,58 @@ def tenant_groups(
     return groups
 
 
-def walk_group(
-    conn: Connection,
+def plan_group(
+    probe: RangeProbe,
     request: PlanRequest,
-    target: TargetTable,
-    scope: TenantScope,
-    tenant: Any,
+    key_range: KeyRange,
+    windows: int,
+    histogram: list[int],
     first_window_no: int,
 ) -> list[Window]:
-    """Keyset-walk one tenant scope into windows of up to ``window_rows`` eligible rows."""
-    policy = request.policy
-    timeouts: Timeouts = policy.timeouts
-    statement = target.query("plan_next_window", scope)
-    windows: list[Window] = []
-    after = MIN_KEY
-    while True:
-        params = {
-            "after": after,
-            "cutoff": request.cutoff,
-            "window_rows": request.window_rows,
-            "tenant": tenant,
-        }
-        with bounded(conn, timeouts, reads=True, timezone=policy.timestamp_timezone):
-            row = conn.execute(statement, params).fetchone()
-        if row is None or not row["expected_rows"]:
-            return windows
-        windows.append(
+    """Cut one scope's eligible key range into about ``windows`` contiguous windows.
+
+    Cut points come from the histogram (equal shares of rows); each window's
+    first key is snapped to a real key by one index probe, so no window starts
+    in an empty stretch.  Windows are contiguous, so together they cover every
+    key of the range, including keys inserted after planning.
+    """
+    first, last = key_range.first_id, key_range.last_id
+    starts: list[int] = []
+    cuts = cut_points(first, last, windows, histogram)
+    for i, cut in enumerate(cuts):
+        upto = cuts[i + 1] - 1 if i + 1 < len(cuts) else last
+        snapped = first if i == 0 else probe.snap(key_range.scope, key_range.tenant, cut, upto)
+        if snapped is not None and (not starts or snapped > starts[-1]):
+            starts.append(snapped)
+    planned: list[Window] = []
+    for i, start in enumerate(starts):
+        end = starts[i + 1] - 1 if i + 1 < len(starts) else last
+        share = mass_share(first, last, histogram, start, end)
+        planned.append(
             Window(
-                policy=policy.name,
+                policy=request.policy.name,
                 run_id=request.run_id,
                 plan_id=request.plan_id,
-                window_no=first_window_no + len(windows),
-                tenant_scope=scope,
-                tenant=None if tenant is None else str(tenant),
+                window_no=first_window_no + i,
+                tenant_scope=key_range.scope,
+                tenant=None if key_range.tenant is None else str(key_range.tenant),
                 cutoff=request.cutoff,
-                first_id=row["first_id"],
-                last_id=row["last_id"],
-                expected_rows=row["expected_rows"],
+                first_id=start,
+                last_id=end,
+                expected_rows=max(1, round(key_range.estimated_rows * share)),
             )
         )
-        if row["expected_rows"] < request.window_rows:
-            return windows
-        after = row["last_id"]
+    return planned
+
+
+def measured_rows_per_second(conn: Connection, policy: str) -> float | None:
+    """Rows/s of this policy's recent finished windows (None before it has any)."""
+    row = conn.execute(
+        query("window_throughput"), {"policy": policy, "min_rows": MIN_MEASURED_WINDOW_ROWS}
+    ).fetchone()
+    if not row or not row["windows"] or not row["seconds"]:
+        return None
+    return float(row["rows"]) / float(row["seconds"])
 
 
 def plan_windows(conn: Connection, request: PlanRequest) -> list[Window]:
@@ -212,9 +235,30 @@ def plan_windows(conn: Connection, request: PlanRequest) -> list[Window]:
     started = time.perf_counter()
     check_table(conn, policy.name, policy.table_spec)
     target = TargetTable.of(policy.table_spec)
+    indexes = TableIndexes.read(conn, policy.table_spec)
+    notes: list[str] = []
+    if not indexes.key:
+        notes.append(
+            f"no index on {policy.table_spec.key_column}: every probe and every batch "
+            "reads the table; create one"
+        )
+    probe = RangeProbe(conn, policy, target, indexes, request.cutoff)
+    groups = tenant_groups(conn, policy, target, request.cutoff, request.max_windows)
+    ranges = [r for r in (probe.eligible_range(s, t) for s, t in groups) if r is not None]
+    notes += sorted({r.note for r in ranges if r.note})
+    per_window = rows_per_window(
+        request.window_rows,
+        None if request.window_rows else measured_rows_per_second(conn, policy.name),
+        policy.target_window_seconds,
+    )
+    estimates = [r.estimated_rows for r in ranges]
+    counts = [window_count(e, per_window, request.max_windows) for e in estimates]
+    if sum(counts) < request.min_windows:  # spread over the pool's slots when rows allow
+        counts = share_windows(estimates, min(request.min_windows, sum(estimates)))
+    histogram = key_histogram(conn, policy.table_spec)
     windows: list[Window] = []
-    for scope, tenant in tenant_groups(conn, policy, target, request.cutoff, request.max_windows):
-        windows += walk_group(conn, request, target, scope, tenant, len(windows))
+    for key_range, count in zip(ranges, counts, strict=True):
+        windows += plan_group(probe, request, key_range, count, histogram, len(windows))
     planned = len(windows)
     windows = fit_to_map_limit(windows, request.max_windows)
     if len(windows) < planned:
@@ -225,13 +269,20 @@ def plan_windows(conn: Connection, request: PlanRequest) -> list[Window]:
             len(windows),
             request.max_windows,
         )
-    record_plan(conn, request, windows, time.perf_counter() - started)
+    for note in notes:
+        log.warning("policy %s: %s", policy.name, note)
+    record_plan(conn, request, windows, time.perf_counter() - started, per_window, notes)
     recorded = load_plan(conn, policy.name, request.run_id)
     return recorded[1] if recorded else []
 
 
 def record_plan(
-    conn: Connection, request: PlanRequest, windows: list[Window], plan_seconds: float
+    conn: Connection,
+    request: PlanRequest,
+    windows: list[Window],
+    plan_seconds: float,
+    per_window: int,
+    notes: list[str],
 ) -> None:
     """Insert the run row and its windows in one transaction (first planner wins)."""
     policy = request.policy
@@ -248,11 +299,12 @@ def record_plan(
                 "anchor_source": request.anchor_source,
                 "cutoff": request.cutoff,
                 "dry_run": request.dry_run,
-                "window_rows": request.window_rows,
+                "window_rows": per_window,
                 "batch_rows": request.batch_rows,
                 "windows": len(windows),
                 "rows_planned": sum(w.expected_rows for w in windows),
                 "plan_seconds": plan_seconds,
+                "plan_notes": Jsonb(notes) if notes else None,
             },
         )
         with conn.cursor() as cur:
