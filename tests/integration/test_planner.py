@@ -15,6 +15,7 @@ import pytest
 from psycopg import sql
 
 from retention.db.connection import Connection
+from retention.evidence.reconcile import reconcile_run
 from retention.rows import probes
 from retention.rows.deleter import delete_window
 from retention.rows.planner import PlanError, load_plan, plan_id_for, plan_windows
@@ -305,7 +306,7 @@ def test_keys_uncorrelated_with_time_plan_the_whole_key_range(
     assert len(ids_left(db, unique_name)) == 2_500
 
 
-def test_an_old_row_far_past_the_probes_is_left_for_reconcile_to_report(
+def test_an_old_row_far_past_the_probes_is_reported_and_the_next_run_reaches_it(
     db: Connection, unique_name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(probes, "TAIL_PROBE_ROWS", 100)
@@ -313,9 +314,26 @@ def test_an_old_row_far_past_the_probes_is_left_for_reconcile_to_report(
     rows += [(i, 1, new(i)) for i in range(1001, 3001) if i != 2500]
     rows += [(2500, 1, old(9000))]  # back-filled: an old timestamp on a new key
     create_table(db, unique_name, rows)
-    windows = plan_windows(db, request(make_policy(unique_name, window_rows=400)))
+    policy = make_policy(unique_name, window_rows=400)
+    windows = plan_windows(db, request(policy))
     assert windows[-1].last_id == 1000
-    assert 2500 in eligible_keys(db, unique_name), "documented: the next run's range reaches it"
+    delete_all(db, policy, windows)
+    summary = reconcile_run(db, policy, "run-1")
+    assert (summary["status"], summary["rows_outside_windows"]) == ("dirty", 1)
+    again = plan_windows(db, request(policy, run_id="run-2"))
+    assert again[-1].last_id == 3000, "the next run plans the whole key range"
+    notes = db.execute(
+        "SELECT plan_notes FROM retention.runs WHERE policy = %s AND run_id = 'run-2'",
+        (unique_name,),
+    ).fetchone()["plan_notes"]
+    assert notes == [
+        "the last run found 1 old row(s) outside its windows: windows cover the key range "
+        "up to 3000"
+    ]
+    delete_all(db, policy, again)
+    assert reconcile_run(db, policy, "run-2")["status"] == "clean"
+    again_clean = plan_windows(db, request(policy, run_id="run-3"))
+    assert again_clean == [], "nothing old is left to plan"
 
 
 def test_one_tenant_with_95_percent_of_the_rows_gets_no_special_treatment_by_default(

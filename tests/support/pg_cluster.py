@@ -79,6 +79,35 @@ class ScratchCluster:
         )
         return self
 
+    def start_standby_of(self, primary: ScratchCluster) -> ScratchCluster:
+        """A streaming standby of ``primary`` (pg_basebackup -R), reporting back every second."""
+        self._run(
+            "pg_basebackup",
+            "-D",
+            str(self.data),
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(primary.port),
+            "-U",
+            primary.user,
+            "-R",
+            "-X",
+            "stream",
+        )
+        self._run(
+            "pg_ctl",
+            "-D",
+            str(self.data),
+            "-l",
+            str(self.log),
+            "-o",
+            f"{self._options()} -c wal_receiver_status_interval=1",
+            "-w",
+            "start",
+        )
+        return self
+
     def restart(self, mode: str = "fast") -> None:
         """``fast`` is a clean restart; ``immediate`` is a crash (WAL replay on start)."""
         self._run(

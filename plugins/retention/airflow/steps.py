@@ -15,8 +15,10 @@ from functools import partial
 from typing import Any
 
 import psycopg
+from airflow.sdk import Variable
 
 from retention.airflow.connections import http_sender, postgres, signing_secret
+from retention.db.gate import PAUSE_VARIABLE, Gate
 from retention.db.migrate import migrate
 from retention.db.sqlfiles import query
 from retention.events.outbox import Signer, deliver_events
@@ -58,14 +60,26 @@ def database_loss_explained(conn_id: str, what: str) -> Iterator[None]:
 def deleter_for(policy: Policy) -> WindowDeleter:
     """The window strategy of a policy, chosen once when its DAG is built."""
     if policy.remote is None:
-        return RowDeleter(policy.table_spec, policy.timeouts, policy.batch_timing)
+        return RowDeleter(
+            policy.table_spec,
+            policy.timeouts,
+            policy.batch_timing,
+            policy.health,
+            switch=read_pause_switch,
+        )
     remote = policy.remote
     return ObjectDeleter(
         policy.table_spec,
         policy.timeouts,
         policy=policy,
         open_sender=partial(http_sender, remote.http_conn_id, remote.request_timeout_seconds),
+        switch=read_pause_switch,
     )
+
+
+def read_pause_switch() -> str | None:
+    """The Variable ``retention_pause`` now (read at run time, between batches, never at parse)."""
+    return Variable.get(PAUSE_VARIABLE, default=None)
 
 
 def migrate_schema_step(conn_id: str) -> dict[str, Any]:
@@ -165,7 +179,8 @@ def drain_operations_step(policy: Policy) -> dict[str, Any]:
         postgres(policy.postgres_conn_id) as conn,
         closing(http_sender(remote.http_conn_id, remote.request_timeout_seconds)) as sender,
     ):
-        return work_operations(conn, OperationsKind(policy, sender)).as_dict()
+        gate = Gate(policy.name, policy.health, policy.table_spec, read_pause_switch)
+        return work_operations(conn, OperationsKind(policy, sender), gate=gate).as_dict()
 
 
 class DeliveryIncomplete(RuntimeError):

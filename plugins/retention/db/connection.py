@@ -38,12 +38,16 @@ def configure(raw: psycopg.Connection[Any]) -> Connection:
 
     The session's TimeZone is UTC whatever the server or database default is:
     a column without a time zone is only ever compared inside :func:`bounded`,
-    which sets the policy's ``timestamp_timezone`` for that transaction.
+    which sets the policy's ``timestamp_timezone`` for that transaction.  Its
+    ``application_name`` is ``retention``, which is how the health check
+    (:mod:`retention.db.health`) knows which sessions are ours.
     """
     raw.autocommit = True
     raw.prepare_threshold = None  # custom plans: key-range bounds change every batch
     raw.row_factory = dict_row  # type: ignore[assignment]
     raw.execute("SET TimeZone TO 'UTC'")
+    # how the health check tells our sessions (and the locks they hold) from others'
+    raw.execute("SET application_name TO 'retention'")
     return raw  # type: ignore[return-value]
 
 

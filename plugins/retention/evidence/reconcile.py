@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import time
+from collections.abc import Iterable
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -105,6 +106,8 @@ def reconcile_run(conn: Connection, policy: Policy, run_id: str) -> dict[str, An
             max((r["longest_batch_ms"] or 0.0 for r in ledger.values()), default=0.0)
         ),
         "reconcile_seconds": _round(time.perf_counter() - started),
+        "plan_notes": run["plan_notes"] or [],
+        **pause_totals(ledger.values()),
     }
     if remote is not None:
         summary["remote"] = remote
@@ -134,6 +137,22 @@ def reconcile_run(conn: Connection, policy: Policy, run_id: str) -> dict[str, An
     return summary
 
 
+def pause_totals(windows: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """The run's pauses (health and the pause switch), summed over its windows."""
+    reasons: dict[str, float] = {}
+    pauses, seconds = 0, 0.0
+    for window in windows:
+        pauses += int(window["pauses"])
+        seconds += float(window["paused_seconds"])
+        for kind, waited in (window["pause_reasons"] or {}).items():
+            reasons[kind] = reasons.get(kind, 0.0) + float(waited)
+    return {
+        "pauses": pauses,
+        "paused_seconds": round(seconds, 3),
+        "pause_reasons": {k: round(v, 3) for k, v in sorted(reasons.items())},
+    }
+
+
 def raise_if_dirty(summary: dict[str, Any]) -> None:
     """Fail loudly, naming the windows and counts, when rows remain unexplained."""
     if summary["status"] != "dirty":
@@ -161,8 +180,8 @@ def raise_if_dirty(summary: dict[str, Any]) -> None:
     if summary["rows_outside_windows"]:
         parts.append(
             f"{summary['rows_outside_windows']} are outside every planned window "
-            "(rows written with old timestamps after planning, or keys beyond the plan); "
-            "the next run plans them."
+            "(rows written with old timestamps after planning, or old rows with keys beyond "
+            "the probed range); the next run plans the whole key range to reach them."
         )
     events = summary.get("events") or {}
     if events.get("problems"):

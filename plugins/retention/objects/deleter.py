@@ -17,6 +17,7 @@ from contextlib import closing
 from dataclasses import dataclass
 
 from retention.db.connection import Connection
+from retention.db.gate import Gate, PauseSwitch
 from retention.db.sqlfiles import query
 from retention.objects.operations import OperationsKind, enqueue_window
 from retention.policy.model import Policy
@@ -33,14 +34,20 @@ def work_operations(
     *,
     scope: str | None = None,
     budget_seconds: float | None = None,
+    gate: Gate | None = None,
 ) -> WorkerStats:
-    """One bounded pass over a policy's due operations (of one window, if ``scope``)."""
+    """One bounded pass over a policy's due operations (of one window, if ``scope``).
+
+    Without a ``gate`` the policy's own health limits apply (no pause switch).
+    """
     remote = kind.remote
+    policy = kind.policy
     worker = Worker(
         conn,
         kind,
         budget_seconds=budget_seconds or remote.task_budget_seconds,
         limiter=TokenBucket.for_remote(conn, remote),
+        gate=gate or Gate(policy.name, policy.health, policy.table_spec),
     )
     return worker.run(scope)
 
@@ -51,14 +58,18 @@ class ObjectDeleter(WindowDeleter):
 
     policy: Policy
     open_sender: Callable[[], HttpSender]
+    switch: PauseSwitch | None = None
+
+    def gate_for(self, window: Window) -> Gate:
+        return Gate(window.policy, self.policy.health, self.table, self.switch)
 
     def delete(
-        self, conn: Connection, window: Window, batch_rows: int, result: WindowResult
+        self, conn: Connection, window: Window, batch_rows: int, result: WindowResult, gate: Gate
     ) -> None:
         enqueued = enqueue_window(conn, self.policy, window, batch_rows)
         with closing(self.open_sender()) as sender:
             kind = OperationsKind(self.policy, sender)
-            stats = work_operations(conn, kind, scope=window.window_key)
+            stats = work_operations(conn, kind, scope=window.window_key, gate=gate)
         for rows, elapsed_ms in kind.transactions:
             result.add_batch(rows, elapsed_ms)
         row = conn.execute(

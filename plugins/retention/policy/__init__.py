@@ -12,6 +12,7 @@ from retention.policy.loader import (
     policies_path,
 )
 from retention.policy.model import (
+    HealthSpec,
     NotifySpec,
     Policy,
     RemoteSpec,
@@ -20,6 +21,7 @@ from retention.policy.model import (
 )
 
 __all__ = [
+    "HealthSpec",
     "NotifySpec",
     "Policy",
     "PolicyFileError",

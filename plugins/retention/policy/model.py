@@ -259,9 +259,10 @@ class RemoteSpec(Section):
         20,
         ge=0,
         le=10_000,
-        description="Stop a task whose first this-many answers are all 404 and none 2xx (the "
-        "endpoint template or connection is probably wrong); nothing is deleted on them. "
-        "0 turns it off.",
+        description="A 404 counts as a deletion only once the API answered 2xx (in this task "
+        "or the last day); until then 404s are held, and this many stop the task (the "
+        "endpoint template or connection is probably wrong). Nothing is deleted on them. "
+        "0 turns the check off.",
     )
 
     @model_validator(mode="before")
@@ -341,6 +342,60 @@ class TableSpec:
 
     def __str__(self) -> str:
         return f"{self.schema}.{self.name}"
+
+
+class HealthSpec(Section):
+    """``health:``: when the deleters pause (or stop) for the database's sake.
+
+    Checked between batches by the row deleter and before every claim by the
+    remote worker, at most once a second.  A pause waits until the condition
+    clears; past ``max_pause_seconds`` the task fails with the reason and a
+    retry resumes.  An abort threshold fails the task at once (gh-ost's
+    critical load).  A limit left empty is not checked.
+    """
+
+    max_replica_lag_seconds: float | None = Field(
+        30.0, gt=0, le=86_400, description="Pause while a standby replays this far behind."
+    )
+    max_xact_age_seconds: float | None = Field(
+        600.0,
+        gt=0,
+        le=86_400 * 30,
+        description="Pause while another transaction this old holds back vacuum (xmin).",
+    )
+    pause_on_autovacuum: bool = Field(
+        False,
+        description="Pause while a vacuum (autovacuum or manual) works on the table (off by "
+        "default: large deletes start autovacuum on the same table).",
+    )
+    max_blocked_sessions: int | None = Field(
+        0,
+        ge=0,
+        le=10_000,
+        description="Pause while more sessions than this wait on locks held by retention sessions.",
+    )
+    abort_replica_lag_seconds: float | None = Field(
+        600.0, gt=0, le=86_400 * 30, description="Fail the task at once past this replica lag."
+    )
+    abort_xact_age_seconds: float | None = Field(
+        None, gt=0, le=86_400 * 365, description="Fail the task at once past this xmin age."
+    )
+    abort_blocked_sessions: int | None = Field(
+        None, ge=0, le=10_000, description="Fail the task at once past this many blocked sessions."
+    )
+    sleep_ratio: float = Field(
+        0.0,
+        ge=0,
+        le=100,
+        description="Sleep this fraction of each batch's time after it (pt-archiver's "
+        "--sleep-coef).",
+    )
+    max_pause_seconds: float = Field(
+        600.0,
+        gt=0,
+        le=86_400,
+        description="Longest one pause may last before the task fails with its reason.",
+    )
 
 
 @dataclass(frozen=True)
@@ -488,6 +543,10 @@ class Policy(Section):
     )
     notify: NotifySpec | None = Field(
         None, description="Signed retention.deleted events (needs remote)."
+    )
+    health: HealthSpec = Field(
+        default_factory=HealthSpec,
+        description="Database-health pauses and aborts; safe defaults for a production primary.",
     )
 
     @model_validator(mode="before")

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from retention.db.connection import Connection, relaxed_durability
+from retention.db.gate import Gate
 from retention.queue.classify import Classification, ClassificationTable, Outcome, classify
 from retention.queue.http import HttpResult
 from retention.queue.leased import Finish, LeasedQueue
@@ -161,6 +162,7 @@ class Worker:
         *,
         budget_seconds: float,
         limiter: TokenBucket | None = None,
+        gate: Gate | None = None,
         owner: str | None = None,
         clock: Callable[[], float] = time.monotonic,
         now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
@@ -168,6 +170,7 @@ class Worker:
         self.conn = conn
         self.kind = kind
         self.limiter = limiter
+        self.gate = gate
         self.owner = owner or f"{kind.queue.policy}:{kind.queue.table.kind}:{uuid.uuid4().hex[:12]}"
         self.clock = clock
         self.now = now
@@ -184,6 +187,9 @@ class Worker:
         error: Exception | None = None
         with relaxed_durability(self.conn):
             while self.clock() < self.deadline:
+                if self.gate is not None and not self.gate.wait(self.conn, until=self.deadline):
+                    self.stats.stopped = "paused"  # still paused at the budget: all stays pending
+                    break
                 rows = self.kind.queue.claim(self.conn, self.owner, self.kind.claim_batch, scope)
                 if not rows:
                     break

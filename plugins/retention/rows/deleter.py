@@ -27,8 +27,9 @@ from typing import Any
 import psycopg
 
 from retention.db.connection import Connection, bounded
+from retention.db.gate import Gate, PauseSwitch
 from retention.db.sqlfiles import query
-from retention.policy.model import BatchTiming, Policy
+from retention.policy.model import BatchTiming, HealthSpec, Policy
 from retention.rows.lifecycle import WindowDeleter, WindowResult
 from retention.rows.target import TargetTable
 from retention.rows.windows import Window
@@ -87,10 +88,15 @@ class RowDeleter(WindowDeleter):
     """Deletes a window's eligible rows directly, in bounded key-range batches."""
 
     timing: BatchTiming = field(default_factory=BatchTiming)
+    health: HealthSpec = field(default_factory=HealthSpec)
+    switch: PauseSwitch | None = None
     sleep: Callable[[float], None] = field(default=time.sleep)
 
+    def gate_for(self, window: Window) -> Gate:
+        return Gate(window.policy, self.health, self.table, self.switch, sleep=self.sleep)
+
     def delete(
-        self, conn: Connection, window: Window, batch_rows: int, result: WindowResult
+        self, conn: Connection, window: Window, batch_rows: int, result: WindowResult, gate: Gate
     ) -> None:
         """Delete the window batch by batch; a row that stays locked is skipped, not waited on.
 
@@ -106,6 +112,7 @@ class RowDeleter(WindowDeleter):
         timeouts_at_one = 0
         skipped: list[int] = []
         while True:
+            gate.wait(conn)  # the pause switch and the database's health, between batches
             size = sizer.size
             params = {
                 "after": after,
@@ -175,6 +182,7 @@ class RowDeleter(WindowDeleter):
             timeouts_at_one = 0
             result.add_batch(deleted, batch_ms)
             sizer.succeeded(batch_ms, bound["keys"])
+            gate.pace(batch_ms / 1000)
             if bound["keys"] < size:
                 break
             after = bound["upto"]
@@ -211,7 +219,15 @@ def delete_window(
     batch_rows: int,
     dry_run: bool,
     sleep: Callable[[float], None] = time.sleep,
+    switch: PauseSwitch | None = None,
 ) -> WindowResult:
     """Empty one window of a row policy (or, in a dry run, count it), recording the attempt."""
-    deleter = RowDeleter(policy.table_spec, policy.timeouts, policy.batch_timing, sleep=sleep)
+    deleter = RowDeleter(
+        policy.table_spec,
+        policy.timeouts,
+        policy.batch_timing,
+        policy.health,
+        switch,
+        sleep=sleep,
+    )
     return deleter.run(conn, window, batch_rows=batch_rows, dry_run=dry_run)

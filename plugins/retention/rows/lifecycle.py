@@ -18,7 +18,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from psycopg.types.json import Jsonb
+
 from retention.db.connection import Connection, bounded
+from retention.db.gate import Gate
 from retention.db.sqlfiles import query
 from retention.policy.model import TableSpec, Timeouts
 from retention.rows.target import TargetTable
@@ -41,6 +44,7 @@ class WindowResult:
     batch_ms: list[float] = field(default_factory=list)
     note: str | None = None
     details: dict[str, Any] = field(default_factory=dict)
+    pause: dict[str, Any] = field(default_factory=dict)  # the gate's totals
 
     @property
     def longest_batch_ms(self) -> float:
@@ -62,6 +66,7 @@ class WindowResult:
             "seconds": round(self.seconds, 3),
             "longest_batch_ms": round(self.longest_batch_ms, 1),
             "note": self.note,
+            **({"pause": self.pause} if self.pause.get("pauses") else {}),
             **self.details,
         }
 
@@ -118,6 +123,9 @@ def close_window(
                 "timeouts": result.timeouts,
                 "rows_counted": result.rows_counted,
                 "last_error": error,
+                "pauses": result.pause.get("pauses", 0),
+                "paused_seconds": result.pause.get("paused_seconds", 0.0),
+                "pause_reasons": Jsonb(result.pause.get("pause_reasons") or {}),
             },
         )
 
@@ -152,9 +160,17 @@ class WindowDeleter(ABC):
 
     @abstractmethod
     def delete(
-        self, conn: Connection, window: Window, batch_rows: int, result: WindowResult
+        self, conn: Connection, window: Window, batch_rows: int, result: WindowResult, gate: Gate
     ) -> None:
-        """Delete the window's eligible rows (and whatever they name), filling ``result``."""
+        """Delete the window's eligible rows (and whatever they name), filling ``result``.
+
+        ``gate.wait`` goes between batches (or before each claim): it pauses for
+        the pause switch and the database's health.
+        """
+
+    @abstractmethod
+    def gate_for(self, window: Window) -> Gate:
+        """The gate of one window attempt (the policy's health limits and pause switch)."""
 
     def run(
         self, conn: Connection, window: Window, *, batch_rows: int, dry_run: bool
@@ -163,5 +179,9 @@ class WindowDeleter(ABC):
             if dry_run:
                 result.rows_counted = count_window(conn, self.table, self.timeouts, window)
             else:
-                self.delete(conn, window, batch_rows, result)
+                gate = self.gate_for(window)
+                try:
+                    self.delete(conn, window, batch_rows, result, gate)
+                finally:  # recorded with the window, whether it finished or failed
+                    result.pause = gate.totals()
         return result

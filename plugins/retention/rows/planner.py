@@ -242,7 +242,13 @@ def plan_windows(conn: Connection, request: PlanRequest) -> list[Window]:
             f"no index on {policy.table_spec.key_column}: every probe and every batch "
             "reads the table; create one"
         )
-    probe = RangeProbe(conn, policy, target, indexes, request.cutoff)
+    left = conn.execute(query("last_rows_outside_windows"), {"policy": policy.name}).fetchone()
+    whole = (
+        f"the last run found {left['n']} old row(s) outside its windows"
+        if left and left["n"]
+        else None
+    )
+    probe = RangeProbe(conn, policy, target, indexes, request.cutoff, whole)
     groups = tenant_groups(conn, policy, target, request.cutoff, request.max_windows)
     ranges = [r for r in (probe.eligible_range(s, t) for s, t in groups) if r is not None]
     notes += sorted({r.note for r in ranges if r.note})

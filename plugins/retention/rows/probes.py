@@ -80,6 +80,7 @@ class RangeProbe:
     target: TargetTable
     indexes: TableIndexes
     cutoff: dt.datetime
+    whole_range_reason: str | None = None  # set: every scope's range runs to its last key
 
     def _one(self, name: str, scope: TenantScope, tenant: Any, **params: Any) -> dict[str, Any]:
         policy = self.policy
@@ -102,6 +103,11 @@ class RangeProbe:
     def _last_eligible(self, scope: TenantScope, tenant: Any, first: int) -> tuple[int, str | None]:
         column = self.policy.table_spec.timestamp_column
         last_key = int(self._one("plan_last_key", scope, tenant)["k"])
+        if self.whole_range_reason:
+            return (
+                last_key,
+                f"{self.whole_range_reason}: windows cover the key range up to {last_key}",
+            )
         if not self.indexes.timestamp:
             return last_key, (
                 f"no index on {column}: windows cover the whole key range up to {last_key}"

@@ -1,0 +1,35 @@
+-- The database's health as the deleters see it, in one round trip (between
+-- batches, outside any transaction of ours). Read-only; catalog views only.
+-- Seeing other sessions' details needs pg_monitor (or pg_read_all_stats).
+SELECT
+    -- how far the furthest standby is behind in replay (NULL: no standby, or caught up)
+    (SELECT max(extract(epoch FROM replay_lag)) FROM pg_stat_replication) AS replica_lag_seconds,
+    -- the oldest other transaction holding back the xmin horizon
+    oldest.pid AS oldest_xact_pid,
+    oldest.age AS oldest_xact_seconds,
+    -- a vacuum (autovacuum, or one a person started) working on the target table
+    (SELECT min(v.pid)
+     FROM pg_stat_progress_vacuum AS v
+     WHERE v.relid = to_regclass(format('%%I.%%I', %(schema)s::text, %(table)s::text))
+    ) AS autovacuum_pid,
+    -- sessions (not ours) waiting on a lock that a retention session holds
+    (SELECT count(*)
+     FROM pg_stat_activity AS waiting
+     WHERE waiting.wait_event_type = 'Lock'
+       AND waiting.application_name NOT LIKE 'retention%%'
+       AND EXISTS (
+           SELECT 1 FROM pg_stat_activity AS holder
+           WHERE holder.pid = ANY (pg_blocking_pids(waiting.pid))
+             AND holder.application_name LIKE 'retention%%'
+       )) AS blocked_sessions
+FROM (SELECT 1) AS one
+LEFT JOIN LATERAL (
+    SELECT pid, extract(epoch FROM clock_timestamp() - xact_start) AS age
+    FROM pg_stat_activity
+    WHERE backend_xmin IS NOT NULL
+      AND xact_start IS NOT NULL
+      AND backend_type <> 'autovacuum worker'
+      AND pid <> pg_backend_pid()
+    ORDER BY xact_start
+    LIMIT 1
+) AS oldest ON TRUE

@@ -1,0 +1,160 @@
+"""The gate every deleter passes between batches: the pause switch and the database's health.
+
+Operators stop a policy without a deploy through the Airflow Variable
+``retention_pause`` (``all``, or a comma-separated list of policy names); the
+Airflow layer hands the gate a function that reads it, so this layer never
+imports Airflow.  The health limits come from the policy's ``health:`` section
+(:mod:`retention.db.health`).
+
+The gate looks at most once per ``check_every`` seconds.  When it must pause it
+logs the reason once, waits (looking again every ``check_every``) until the
+condition clears, logs how long it waited, and adds the pause to its totals,
+which the window ledger and the run summary show.  A pause longer than
+``max_pause_seconds`` fails the task with the reason; an abort threshold fails
+it at once.  Neither loses anything: a retry resumes where the window stopped.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from retention.db.connection import Connection
+from retention.db.health import CLEAR, HealthReading, Verdict, judge, read_health
+from retention.policy.model import HealthSpec, TableSpec
+
+log = logging.getLogger(__name__)
+
+PAUSE_VARIABLE = "retention_pause"
+PauseSwitch = Callable[[], str | None]  # the Variable's value now (None: not set)
+
+
+class PausedTooLong(RuntimeError):
+    """A pause outlasted ``health.max_pause_seconds``; the task fails, a retry resumes."""
+
+
+class HealthAbort(RuntimeError):
+    """An abort threshold of ``health:`` was crossed; the task fails at once."""
+
+
+def _seconds(value: float) -> str:
+    return f"{value:,.0f}" if value >= 10 else f"{value:.1f}"
+
+
+def switch_pauses(value: str | None, policy: str) -> bool:
+    """Whether the Variable's value pauses this policy: ``all`` or a list naming it."""
+    names = {part.strip() for part in (value or "").split(",")}
+    return "all" in {n.lower() for n in names} or policy in names
+
+
+@dataclass
+class Gate:
+    """Pauses one worker (a window, or a remote pass) while the switch or the database says so."""
+
+    policy: str
+    spec: HealthSpec
+    table: TableSpec
+    switch: PauseSwitch | None = None
+    check_every: float = 1.0
+    clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+    reader: Callable[[Connection, TableSpec], HealthReading] = read_health
+    pauses: int = 0
+    paused_seconds: float = 0.0
+    paced_seconds: float = 0.0
+    reasons: dict[str, float] = field(default_factory=dict)
+    _checked_at: float | None = None
+    _switch_value: str | None = None
+    _switch_failed: bool = False
+
+    def wait(self, conn: Connection, until: float | None = None) -> bool:
+        """Return when the way is clear (True), or at ``until`` while still paused (False).
+
+        Raises :class:`HealthAbort` past an abort threshold and
+        :class:`PausedTooLong` when one pause outlasts ``max_pause_seconds``.
+        """
+        now = self.clock()
+        if self._checked_at is not None and now - self._checked_at < self.check_every:
+            return True
+        verdict = self._look(conn)
+        if verdict.clear:
+            return True
+        started, kind = now, verdict.kind or "unknown"
+        if kind == PAUSE_VARIABLE:
+            log.warning("policy %s: paused by %s", self.policy, PAUSE_VARIABLE)
+        else:
+            log.warning("policy %s: paused: %s", self.policy, verdict.reason)
+        self.pauses += 1
+        try:
+            while not verdict.clear:
+                waited = self.clock() - started
+                if waited >= self.spec.max_pause_seconds:
+                    raise PausedTooLong(
+                        f"policy {self.policy!r}: paused {_seconds(waited)} s: {verdict.reason}. "
+                        "Nothing was lost; a retry resumes where this stopped."
+                    )
+                if until is not None and self.clock() >= until:
+                    log.info(
+                        "policy %s: still paused after %.1f s (%s); this pass ends at its "
+                        "time budget",
+                        self.policy,
+                        waited,
+                        verdict.reason,
+                    )
+                    return False
+                self.sleep(min(self.check_every, self.spec.max_pause_seconds - waited))
+                verdict = self._look(conn)
+            log.info("policy %s: resumed after %.1f s paused", self.policy, self.clock() - started)
+            return True
+        finally:
+            waited = self.clock() - started
+            self.paused_seconds += waited
+            self.reasons[kind] = self.reasons.get(kind, 0.0) + waited
+
+    def pace(self, batch_seconds: float) -> None:
+        """Sleep ``sleep_ratio`` of the last batch's time (pt-archiver's ``--sleep-coef``)."""
+        if self.spec.sleep_ratio > 0 and batch_seconds > 0:
+            pause = batch_seconds * self.spec.sleep_ratio
+            self.sleep(pause)
+            self.paced_seconds += pause
+
+    def totals(self) -> dict[str, object]:
+        """For the window ledger and the run summary."""
+        return {
+            "pauses": self.pauses,
+            "paused_seconds": round(self.paused_seconds, 3),
+            "pause_reasons": {k: round(v, 3) for k, v in sorted(self.reasons.items())},
+            "paced_seconds": round(self.paced_seconds, 3),
+        }
+
+    def _look(self, conn: Connection) -> Verdict:
+        self._checked_at = self.clock()
+        if self._paused_by_switch():
+            return Verdict(PAUSE_VARIABLE, f"the Variable {PAUSE_VARIABLE} names this policy")
+        verdict = judge(self.reader(conn, self.table), self.spec, str(self.table))
+        if verdict.abort:
+            raise HealthAbort(
+                f"policy {self.policy!r}: stopped: {verdict.reason}. Nothing was lost; a retry "
+                "resumes where this stopped."
+            )
+        return verdict if not verdict.clear else CLEAR
+
+    def _paused_by_switch(self) -> bool:
+        if self.switch is None:
+            return False
+        try:
+            self._switch_value = self.switch()
+            self._switch_failed = False
+        except Exception as unreadable:  # keep the last value; say so once
+            if not self._switch_failed:
+                log.warning(
+                    "policy %s: could not read the Variable %s (%s); keeping its last value %r",
+                    self.policy,
+                    PAUSE_VARIABLE,
+                    unreadable,
+                    self._switch_value,
+                )
+            self._switch_failed = True
+        return switch_pauses(self._switch_value, self.policy)

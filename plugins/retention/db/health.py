@@ -1,0 +1,94 @@
+"""Read the database's health and judge it against a policy's ``health:`` limits.
+
+The readings are what the tools operators trust watch (pt-archiver's replica
+lag, gh-ost's pause and critical-load thresholds, GitLab's autovacuum pause):
+how far standbys are behind, the oldest transaction that holds back vacuum,
+autovacuum on the target table, and sessions waiting on our locks.  Reading is
+one statement (``health_check.sql``); judging is pure, so each rule has a unit
+test.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from retention.db.connection import Connection
+from retention.db.sqlfiles import query
+from retention.policy.model import HealthSpec, TableSpec
+
+
+@dataclass(frozen=True)
+class HealthReading:
+    """One look at the database (None: nothing to report for that reading)."""
+
+    replica_lag_seconds: float | None = None
+    oldest_xact_pid: int | None = None
+    oldest_xact_seconds: float | None = None
+    autovacuum_pid: int | None = None
+    blocked_sessions: int = 0
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the deleters must do now: go on, pause (with why), or stop (with why)."""
+
+    kind: str | None = None  # replica_lag, xact_age, autovacuum, blocked_sessions, retention_pause
+    reason: str | None = None
+    abort: bool = False
+
+    @property
+    def clear(self) -> bool:
+        return self.reason is None
+
+
+CLEAR = Verdict()
+
+
+def read_health(conn: Connection, table: TableSpec) -> HealthReading:
+    """Read the health figures (outside any transaction of ours; read-only)."""
+    where = {"schema": table.schema, "table": table.name}
+    row = conn.execute(query("health_check"), where).fetchone() or {}
+    return HealthReading(
+        replica_lag_seconds=_float(row.get("replica_lag_seconds")),
+        oldest_xact_pid=row.get("oldest_xact_pid"),
+        oldest_xact_seconds=_float(row.get("oldest_xact_seconds")),
+        autovacuum_pid=row.get("autovacuum_pid"),
+        blocked_sessions=int(row.get("blocked_sessions") or 0),
+    )
+
+
+def _float(value: object) -> float | None:
+    return None if value is None else float(value)  # type: ignore[arg-type]
+
+
+def judge(reading: HealthReading, spec: HealthSpec, table: str) -> Verdict:
+    """The first abort that applies, else the first pause, else clear (pure)."""
+    lag = reading.replica_lag_seconds
+    age = reading.oldest_xact_seconds
+    blocked = reading.blocked_sessions
+    lag_words = f"a standby replays {lag or 0:,.0f} s behind"
+    age_words = (
+        f"transaction {reading.oldest_xact_pid} open for {age or 0:,.0f} s holds back vacuum"
+    )
+    blocked_words = f"{blocked} session(s) wait on locks held by retention sessions"
+    aborts = [
+        ("replica_lag", lag, spec.abort_replica_lag_seconds, lag_words),
+        ("xact_age", age, spec.abort_xact_age_seconds, age_words),
+        ("blocked_sessions", blocked, spec.abort_blocked_sessions, blocked_words),
+    ]
+    for kind, value, limit, words in aborts:
+        if limit is not None and value is not None and value > limit:
+            return Verdict(kind, f"{words} (abort limit {limit:g})", abort=True)
+    pauses = [
+        ("replica_lag", lag, spec.max_replica_lag_seconds, lag_words),
+        ("xact_age", age, spec.max_xact_age_seconds, age_words),
+        ("blocked_sessions", blocked, spec.max_blocked_sessions, blocked_words),
+    ]
+    for kind, value, limit, words in pauses:
+        if limit is not None and value is not None and value > limit:
+            return Verdict(kind, f"{words} (limit {limit:g})")
+    if spec.pause_on_autovacuum and reading.autovacuum_pid is not None:
+        return Verdict(
+            "autovacuum", f"a vacuum (pid {reading.autovacuum_pid}) is working on {table}"
+        )
+    return CLEAR

@@ -1,0 +1,360 @@
+"""Health pauses and the pause switch under real conditions in the real Postgres.
+
+Each test makes the condition for real (an old transaction in another session,
+a session waiting on a lock a retention session holds, a throttled VACUUM on
+the table, the switch naming the policy), runs a window in a thread, waits
+until the deleter says it paused, checks that nothing was deleted meanwhile,
+clears the condition, and checks that the window then finishes and records
+the pause.  Every wait polls a condition with a deadline; none sleeps a
+guessed time.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from retention.db.connection import Connection, connect_dsn
+from retention.db.gate import Gate, PausedTooLong
+from retention.db.migrate import migrate
+from retention.objects.deleter import work_operations
+from retention.objects.operations import OperationsKind, enqueue_window
+from retention.rows.deleter import RowDeleter, delete_window
+from retention.rows.planner import plan_windows
+from retention.rows.windows import Window
+from tests.support.pg_cluster import ScratchCluster
+from tests.support.policies import make_policy, remote_policy
+from tests.support.remote import sandbox_sender
+from tests.support.tables import create_media_table, create_table, ids_left, old, request
+
+DEADLINE = 30.0
+
+
+def until(condition: Callable[[], Any], what: str) -> Any:
+    """Poll ``condition`` until it is truthy (or fail after DEADLINE seconds)."""
+    deadline = time.monotonic() + DEADLINE
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+class Background:
+    """Runs one window in a thread on its own connection; keeps its result or error."""
+
+    def __init__(self, dsn: str, run: Callable[[Connection], Any]) -> None:
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+        def work() -> None:
+            try:
+                with connect_dsn(dsn) as conn:
+                    self.result = run(conn)
+            except BaseException as exc:
+                self.error = exc
+
+        self.thread = threading.Thread(target=work, daemon=True)
+        self.thread.start()
+
+    def join(self) -> Any:
+        self.thread.join(DEADLINE)
+        assert not self.thread.is_alive(), "the window did not finish"
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
+def paused_with(caplog: pytest.LogCaptureFixture, words: str) -> bool:
+    return any(words in r.getMessage() for r in caplog.records if r.name == "retention.db.gate")
+
+
+def ledger(db: Connection, window: Window) -> dict[str, Any]:
+    row = db.execute(
+        "SELECT state, rows_deleted, pauses, paused_seconds, pause_reasons, last_error "
+        "FROM retention.windows WHERE window_key = %s",
+        (window.window_key,),
+    ).fetchone()
+    assert row is not None
+    return row
+
+
+@contextmanager
+def other_session(dsn: str, **kwargs: Any) -> Iterator[psycopg.Connection[Any]]:
+    """A plain session that is not ours (no ``retention`` application name)."""
+    conn = psycopg.connect(dsn, autocommit=True, application_name="someone_else", **kwargs)
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+def one_window(db: Connection, name: str, rows: int = 300, **health: Any):
+    create_table(db, name, [(i, 1, old(i)) for i in range(1, rows + 1)])
+    policy = make_policy(name, window_rows=100_000, batch_rows=50, health=health)
+    (window,) = plan_windows(db, request(policy))
+    return policy, window
+
+
+def test_an_old_transaction_elsewhere_pauses_the_deleter_until_it_ends(
+    db: Connection, test_dsn: str, unique_name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="retention.db.gate")
+    policy, window = one_window(db, unique_name, max_xact_age_seconds=0.5)
+    with other_session(test_dsn) as other:
+        other.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        other.execute("SELECT count(*) FROM pg_class")  # holds a snapshot: backend_xmin
+        pid = other.info.backend_pid
+        until(
+            lambda: db.execute(
+                "SELECT clock_timestamp() - xact_start > interval '0.6 s' AS old "
+                "FROM pg_stat_activity WHERE pid = %s",
+                (pid,),
+            ).fetchone()["old"],
+            "the other transaction to be older than the limit",
+        )
+        run = Background(
+            test_dsn, lambda c: delete_window(c, policy, window, batch_rows=50, dry_run=False)
+        )
+        until(lambda: paused_with(caplog, f"transaction {pid} open for"), "the pause")
+        assert len(ids_left(db, unique_name)) == 300, "nothing deleted while paused"
+        other.execute("COMMIT")
+        result = run.join()
+    assert result.rows_deleted == 300
+    row = ledger(db, window)
+    assert (row["state"], row["pauses"]) == ("done", 1)
+    assert set(row["pause_reasons"]) == {"xact_age"}
+    assert row["paused_seconds"] > 0
+    assert result.as_dict()["pause"]["pauses"] == 1
+
+
+def test_a_session_waiting_on_a_lock_a_retention_session_holds_pauses_the_deleter(
+    db: Connection, test_dsn: str, unique_name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="retention.db.gate")
+    policy, window = one_window(db, unique_name)
+    db.execute(f"CREATE TABLE public.{unique_name}_other (id int PRIMARY KEY, n int)")
+    db.execute(f"INSERT INTO public.{unique_name}_other VALUES (1, 0)")  # noqa: S608
+    with connect_dsn(test_dsn) as holder, other_session(test_dsn) as victim:
+        holder.execute("BEGIN")
+        holder.execute(f"SELECT * FROM public.{unique_name}_other WHERE id = 1 FOR UPDATE")  # noqa: S608
+        waiter = threading.Thread(
+            target=lambda: victim.execute(
+                f"UPDATE public.{unique_name}_other SET n = n + 1 WHERE id = 1"  # noqa: S608
+            ),
+            daemon=True,
+        )
+        waiter.start()
+        until(
+            lambda: db.execute(
+                "SELECT count(*) AS n FROM pg_stat_activity WHERE application_name = "
+                "'someone_else' AND wait_event_type = 'Lock'"
+            ).fetchone()["n"],
+            "the other session to wait on the lock",
+        )
+        run = Background(
+            test_dsn, lambda c: delete_window(c, policy, window, batch_rows=50, dry_run=False)
+        )
+        until(
+            lambda: paused_with(caplog, "1 session(s) wait on locks held by retention sessions"),
+            "the pause",
+        )
+        assert len(ids_left(db, unique_name)) == 300
+        holder.execute("COMMIT")
+        waiter.join(DEADLINE)
+        result = run.join()
+    assert result.rows_deleted == 300
+    assert set(ledger(db, window)["pause_reasons"]) == {"blocked_sessions"}
+
+
+def test_a_vacuum_on_the_table_pauses_the_deleter_when_asked(
+    db: Connection, test_dsn: str, unique_name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="retention.db.gate")
+    policy, window = one_window(db, unique_name, rows=3000, pause_on_autovacuum=True)
+    db.execute(f"DELETE FROM public.{unique_name} WHERE id > 2900")  # dead rows to vacuum  # noqa: S608
+    with other_session(test_dsn) as vacuumer:
+        # Autovacuum cannot be started on demand; a VACUUM throttled to a crawl is the same
+        # entry in pg_stat_progress_vacuum, which is what the check reads.
+        vacuumer.execute("SET vacuum_cost_delay = 100")
+        vacuumer.execute("SET vacuum_cost_limit = 1")
+        pid = vacuumer.info.backend_pid
+        slow = threading.Thread(
+            target=lambda: _vacuum_until_cancelled(vacuumer, unique_name), daemon=True
+        )
+        slow.start()
+        until(
+            lambda: db.execute(
+                "SELECT count(*) AS n FROM pg_stat_progress_vacuum WHERE pid = %s", (pid,)
+            ).fetchone()["n"],
+            "the VACUUM to start",
+        )
+        run = Background(
+            test_dsn, lambda c: delete_window(c, policy, window, batch_rows=50, dry_run=False)
+        )
+        until(lambda: paused_with(caplog, f"a vacuum (pid {pid}) is working on"), "the pause")
+        assert len(ids_left(db, unique_name)) == 2900
+        db.execute("SELECT pg_cancel_backend(%s)", (pid,))
+        slow.join(DEADLINE)
+        result = run.join()
+    assert result.rows_deleted == 2900
+    assert set(ledger(db, window)["pause_reasons"]) == {"autovacuum"}
+
+
+def _vacuum_until_cancelled(conn: psycopg.Connection[Any], name: str) -> None:
+    with suppress(psycopg.errors.QueryCanceled):
+        conn.execute(f"VACUUM public.{name}")
+
+
+def test_the_pause_switch_stops_deleting_and_clearing_it_lets_the_window_finish(
+    db: Connection, test_dsn: str, unique_name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="retention.db.gate")
+    policy, window = one_window(db, unique_name)
+    switch = {"value": f"other_policy, {unique_name}"}
+    run = Background(
+        test_dsn,
+        lambda c: delete_window(
+            c, policy, window, batch_rows=50, dry_run=False, switch=lambda: switch["value"]
+        ),
+    )
+    until(lambda: paused_with(caplog, "paused by retention_pause"), "the pause")
+    assert len(ids_left(db, unique_name)) == 300
+    switch["value"] = "other_policy"
+    result = run.join()
+    assert result.rows_deleted == 300
+    assert set(ledger(db, window)["pause_reasons"]) == {"retention_pause"}
+
+
+def test_a_switch_left_on_fails_the_window_after_max_pause_and_a_retry_resumes(
+    db: Connection, unique_name: str
+) -> None:
+    create_table(db, unique_name, [(i, 1, old(i)) for i in range(1, 301)])
+    policy = make_policy(
+        unique_name,
+        window_rows=100_000,
+        batch_rows=50,
+        max_batch_rows=50,
+        health={"max_pause_seconds": 0.3},
+    )
+    (window,) = plan_windows(db, request(policy))
+    calls = {"n": 0}
+
+    def switch_on_after_two_batches() -> str:
+        calls["n"] += 1
+        return "all" if calls["n"] > 2 else ""
+
+    class LooksBeforeEveryBatch(RowDeleter):  # so the switch is seen mid-window
+        def gate_for(self, window: Window) -> Gate:
+            gate = super().gate_for(window)
+            gate.check_every = 0.0
+            return gate
+
+    deleter = LooksBeforeEveryBatch(
+        policy.table_spec,
+        policy.timeouts,
+        policy.batch_timing,
+        policy.health,
+        switch_on_after_two_batches,
+    )
+    with pytest.raises(PausedTooLong, match=r"paused 0\.3 s: the Variable retention_pause"):
+        deleter.run(db, window, batch_rows=50, dry_run=False)
+    left = len(ids_left(db, unique_name))
+    assert 0 < left < 300, "it stopped mid-window, after the batches before the switch"
+    failed = ledger(db, window)
+    assert failed["state"] == "failed"
+    assert "retention_pause" in failed["last_error"]
+    assert set(failed["pause_reasons"]) == {"retention_pause"}
+    result = delete_window(db, policy, window, batch_rows=50, dry_run=False, switch=lambda: "")
+    assert result.rows_deleted == left
+    assert ids_left(db, unique_name) == []
+
+
+def test_a_paused_remote_pass_makes_no_call_and_leaves_everything_pending(
+    db: Connection, unique_name: str, sandbox: Any
+) -> None:
+    create_media_table(db, unique_name, 20)
+    policy = remote_policy(unique_name)
+    (window,) = plan_windows(db, request(policy))
+    enqueue_window(db, policy, window, 100)
+    gate = Gate(policy.name, policy.health, policy.table_spec, lambda: "all")
+    stats = work_operations(
+        db, OperationsKind(policy, sandbox_sender(sandbox)), budget_seconds=1.0, gate=gate
+    )
+    assert stats.stopped == "paused"
+    assert stats.claimed == 0
+    assert sandbox.state.stats()["requests"] == []
+    pending = db.execute(
+        "SELECT count(*) AS n FROM retention.operations WHERE policy = %s AND state = 'pending'",
+        (unique_name,),
+    ).fetchone()
+    assert pending == {"n": 20}
+    assert gate.totals()["pause_reasons"] == {"retention_pause": pytest.approx(1.0, abs=0.5)}
+
+
+@pytest.fixture
+def primary_and_standby() -> Iterator[tuple[ScratchCluster, ScratchCluster]]:
+    """A scratch primary and a streaming standby of it (skipped without server binaries)."""
+    # Not under pytest's tmp dir: as root, the servers run as `postgres`, which must reach them.
+    bases = [Path(tempfile.mkdtemp(prefix=f"retention-{role}-")) for role in ("p", "s")]
+    started: list[ScratchCluster] = []
+    try:
+        try:
+            primary = ScratchCluster(bases[0]).start()
+            started.append(primary)
+            standby = ScratchCluster(bases[1]).start_standby_of(primary)
+            started.append(standby)
+        except FileNotFoundError as missing:
+            pytest.skip(str(missing))
+        with connect_dsn(primary.dsn) as conn:
+            migrate(conn)
+        yield primary, standby
+    finally:
+        for server in reversed(started):
+            server.stop()
+        for base in bases:
+            shutil.rmtree(base, ignore_errors=True)
+
+
+def test_replica_lag_from_a_real_standby_pauses_the_deleter_until_it_catches_up(
+    primary_and_standby: tuple[ScratchCluster, ScratchCluster], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="retention.db.gate")
+    primary, standby = primary_and_standby
+    name = "t_replica_lag"
+    with connect_dsn(primary.dsn) as conn, connect_dsn(standby.dsn) as replica:
+        create_table(conn, name, [(i, 1, old(i)) for i in range(1, 301)])
+        policy = make_policy(
+            name, window_rows=100_000, batch_rows=50, health={"max_replica_lag_seconds": 0.5}
+        )
+        (window,) = plan_windows(conn, request(policy))
+        replica.execute("SELECT pg_wal_replay_pause()")
+
+        def lagging() -> bool:
+            conn.execute("SELECT txid_current()")  # some WAL, so the standby reports back
+            row = conn.execute(
+                "SELECT max(extract(epoch FROM replay_lag)) AS lag FROM pg_stat_replication"
+            ).fetchone()
+            return bool(row and row["lag"] and row["lag"] > 1.0)
+
+        until(lagging, "the standby to fall more than 1 s behind")
+        run = Background(
+            primary.dsn, lambda c: delete_window(c, policy, window, batch_rows=50, dry_run=False)
+        )
+        until(lambda: paused_with(caplog, "a standby replays"), "the pause")
+        assert len(ids_left(conn, name)) == 300, "nothing deleted while the standby lags"
+        replica.execute("SELECT pg_wal_replay_resume()")
+        result = run.join()
+        assert result.rows_deleted == 300
+        assert set(ledger(conn, window)["pause_reasons"]) == {"replica_lag"}

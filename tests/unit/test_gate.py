@@ -1,0 +1,229 @@
+"""The gate between batches (pure): health verdicts, the pause switch, waiting and its totals."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from retention.db.gate import Gate, HealthAbort, PausedTooLong, switch_pauses
+from retention.db.health import HealthReading, judge
+from retention.policy.model import HealthSpec, TableSpec
+
+TABLE = TableSpec("public", "events", "id", "created_at", None)
+CONN: Any = object()  # the fake reader never touches it
+
+
+@pytest.mark.parametrize(
+    ("value", "policy", "paused"),
+    [
+        (None, "p", False),
+        ("", "p", False),
+        ("all", "p", True),
+        ("ALL", "p", True),
+        ("p", "p", True),
+        ("a, p ,b", "p", True),
+        ("a,b", "p", False),
+        ("pp", "p", False),
+        ("P", "p", False),
+    ],
+)
+def test_the_switch_names_all_or_a_list_of_policies(value: str, policy: str, paused: bool) -> None:
+    assert switch_pauses(value, policy) is paused
+
+
+@pytest.mark.parametrize(
+    ("reading", "spec", "kind", "abort", "words"),
+    [
+        (HealthReading(), HealthSpec(), None, False, None),
+        (
+            HealthReading(replica_lag_seconds=31),
+            HealthSpec(),
+            "replica_lag",
+            False,
+            "a standby replays 31 s behind (limit 30)",
+        ),
+        (
+            HealthReading(replica_lag_seconds=601),
+            HealthSpec(),
+            "replica_lag",
+            True,
+            "a standby replays 601 s behind (abort limit 600)",
+        ),
+        (
+            HealthReading(oldest_xact_pid=81234, oldest_xact_seconds=1240),
+            HealthSpec(),
+            "xact_age",
+            False,
+            "transaction 81234 open for 1,240 s holds back vacuum (limit 600)",
+        ),
+        (
+            HealthReading(oldest_xact_pid=7, oldest_xact_seconds=1240),
+            HealthSpec(max_xact_age_seconds=None),
+            None,
+            False,
+            None,
+        ),
+        (
+            HealthReading(blocked_sessions=1),
+            HealthSpec(),
+            "blocked_sessions",
+            False,
+            "1 session(s) wait on locks held by retention sessions (limit 0)",
+        ),
+        (
+            HealthReading(blocked_sessions=3),
+            HealthSpec(abort_blocked_sessions=2),
+            "blocked_sessions",
+            True,
+            "3 session(s) wait on locks held by retention sessions (abort limit 2)",
+        ),
+        (HealthReading(autovacuum_pid=55), HealthSpec(), None, False, None),
+        (
+            HealthReading(autovacuum_pid=55),
+            HealthSpec(pause_on_autovacuum=True),
+            "autovacuum",
+            False,
+            "a vacuum (pid 55) is working on public.events",
+        ),
+    ],
+)
+def test_judge(
+    reading: HealthReading, spec: HealthSpec, kind: str | None, abort: bool, words: str | None
+) -> None:
+    verdict = judge(reading, spec, "public.events")
+    assert (verdict.kind, verdict.abort, verdict.reason) == (kind, abort, words)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.slept: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+def readings(*values: HealthReading) -> Iterator[HealthReading]:
+    yield from values
+    while True:
+        yield HealthReading()
+
+
+def gate_with(
+    clock: Clock, spec: HealthSpec, *values: HealthReading, switch: Any = None
+) -> tuple[Gate, list[int]]:
+    source = readings(*values)
+    looks: list[int] = []
+
+    def reader(conn: object, table: TableSpec) -> HealthReading:
+        looks.append(1)
+        return next(source)
+
+    gate = Gate(
+        "p", spec, TABLE, switch, clock=clock, sleep=clock.sleep, reader=reader, check_every=1.0
+    )
+    return gate, looks
+
+
+def test_a_pause_waits_until_clear_logs_once_and_counts(caplog: pytest.LogCaptureFixture) -> None:
+    clock = Clock()
+    lag = HealthReading(replica_lag_seconds=45)
+    gate, looks = gate_with(clock, HealthSpec(), lag, lag, lag)
+    with caplog.at_level(logging.INFO, logger="retention.db.gate"):
+        assert gate.wait(CONN) is True
+    assert clock.now == 3.0
+    assert len(looks) == 4
+    assert gate.totals() == {
+        "pauses": 1,
+        "paused_seconds": 3.0,
+        "pause_reasons": {"replica_lag": 3.0},
+        "paced_seconds": 0.0,
+    }
+    messages = [r.getMessage() for r in caplog.records]
+    assert messages == [
+        "policy p: paused: a standby replays 45 s behind (limit 30)",
+        "policy p: resumed after 3.0 s paused",
+    ]
+
+
+def test_the_gate_looks_at_most_once_per_interval() -> None:
+    clock = Clock()
+    gate, looks = gate_with(clock, HealthSpec())
+    for _ in range(5):
+        gate.wait(CONN)
+    assert len(looks) == 1
+    clock.now += 1.0
+    gate.wait(CONN)
+    assert len(looks) == 2
+
+
+def test_a_pause_past_its_limit_fails_with_the_reason() -> None:
+    clock = Clock()
+    old = HealthReading(oldest_xact_pid=81234, oldest_xact_seconds=1240)
+    gate, _ = gate_with(clock, HealthSpec(max_pause_seconds=5), *[old] * 20)
+    with pytest.raises(PausedTooLong) as failed:
+        gate.wait(CONN)
+    assert str(failed.value) == (
+        "policy 'p': paused 5.0 s: transaction 81234 open for 1,240 s holds back vacuum "
+        "(limit 600). Nothing was lost; a retry resumes where this stopped."
+    )
+    assert gate.totals()["pause_reasons"] == {"xact_age": 5.0}
+
+
+def test_an_abort_threshold_fails_at_once() -> None:
+    clock = Clock()
+    gate, _ = gate_with(clock, HealthSpec(), HealthReading(replica_lag_seconds=700))
+    with pytest.raises(HealthAbort, match=r"stopped: a standby replays 700 s behind"):
+        gate.wait(CONN)
+    assert clock.slept == []
+
+
+def test_a_pause_ends_at_the_deadline_of_a_bounded_pass() -> None:
+    clock = Clock()
+    lag = HealthReading(replica_lag_seconds=45)
+    gate, _ = gate_with(clock, HealthSpec(), *[lag] * 20)
+    assert gate.wait(CONN, until=2.5) is False
+    assert clock.now == 3.0
+    assert gate.totals()["pauses"] == 1
+
+
+def test_the_switch_pauses_and_an_unreadable_switch_keeps_its_last_value(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = Clock()
+    values: list[Any] = ["p", "p", RuntimeError("api down"), RuntimeError("api down"), ""]
+
+    def switch() -> str | None:
+        value = values.pop(0) if values else ""
+        if isinstance(value, Exception):
+            raise value
+        return value
+
+    gate, looks = gate_with(clock, HealthSpec(), switch=switch)
+    with caplog.at_level(logging.WARNING, logger="retention.db.gate"):
+        assert gate.wait(CONN) is True
+    assert clock.now == 4.0, "paused while the switch said p and while it could not be read"
+    assert len(looks) == 1, "the database is only read once the switch is clear"
+    assert gate.totals()["pause_reasons"] == {"retention_pause": 4.0}
+    warnings = [r.getMessage() for r in caplog.records]
+    assert warnings == [
+        "policy p: paused by retention_pause",
+        "policy p: could not read the Variable retention_pause (api down); keeping its last "
+        "value 'p'",
+    ]
+
+
+def test_pacing_sleeps_a_share_of_each_batch() -> None:
+    clock = Clock()
+    gate, _ = gate_with(clock, HealthSpec(sleep_ratio=0.5))
+    gate.pace(0.2)
+    gate.pace(0.0)
+    assert clock.slept == [0.1]
+    assert gate.totals()["paced_seconds"] == 0.1
