@@ -56,7 +56,13 @@ def test_policy_dags_have_the_four_steps_and_params(shipped: DagBag) -> None:
     assert set(policy_dags) == {"retention__event_logs", "retention__media_assets"}
     for dag_id, dag in policy_dags.items():
         assert set(dag.params.keys()) >= {"dry_run", "window_rows", "batch_rows"}, dag_id
-        extra = {"migrate_schema", "drain_operations", "deliver_events", "purge_audit"}
+        extra = {
+            "migrate_schema",
+            "drain_operations",
+            "deliver_events",
+            "purge_audit",
+            "drop_partitions",
+        }
         steps = [t.task_id for t in dag.tasks if t.task_id not in extra]
         assert steps == ["compute_cutoff", "plan_windows", "delete_window", "reconcile"]
     for dag in policy_dags.values():
@@ -65,7 +71,11 @@ def test_policy_dags_have_the_four_steps_and_params(shipped: DagBag) -> None:
         assert migrate.upstream_task_ids == set(), "migrations run first"
         assert migrate.downstream_task_ids == {"compute_cutoff"}
         assert dag.get_task("compute_cutoff").upstream_task_ids == {"migrate_schema"}
+    rows = policy_dags["retention__event_logs"]
+    assert rows.get_task("drop_partitions").upstream_task_ids == {"compute_cutoff"}
+    assert rows.get_task("drop_partitions").downstream_task_ids == {"plan_windows"}
     media = policy_dags["retention__media_assets"]
+    assert "drop_partitions" not in media.task_ids, "remote rows each need their own call"
     assert media.get_task("drain_operations").pool == "media_api"
     assert media.get_task("delete_window").partial_kwargs["pool"] == "media_api"
     assert media.get_task("drain_operations").downstream_task_ids == {"delete_window"}

@@ -22,7 +22,7 @@ KNOWN = (
     "schedule, start_date, retain_days, postgres_conn_id, table, key_column, timestamp_column, "
     "timestamp_timezone, "
     "window_rows, target_window_seconds, batch_rows, target_batch_ms, min_batch_rows, "
-    "max_batch_rows, pool, pool_slots, tenant_column, window_per_tenant, owner, tags, "
+    "max_batch_rows, pool, pool_slots, tenant_column, partitions, window_per_tenant, owner, tags, "
     "description, lock_timeout_ms, statement_timeout_ms, plan_statement_timeout_ms, revision, "
     "audit_days, max_lag_hours, remote, notify, health"
 )

@@ -21,6 +21,7 @@ from retention.airflow.steps import (
     deleter_for,
     deliver_events_step,
     drain_operations_step,
+    drop_partitions_step,
     migrate_schema_step,
     plan_windows_step,
     purge_audit_step,
@@ -42,17 +43,22 @@ Enforces one retention policy from `include/retention_policies.yaml` on a Postgr
 1. `compute_cutoff`: `cutoff = anchor − retain_days`; the anchor is `data_interval_end`,
    else `logical_date`, else `run_after`, so reruns and backfills of a date delete the
    same rows. A cutoff in the future is refused.
-2. `plan_windows`: finds the eligible key range with a few index probes (never a walk
+2. `drop_partitions` (row policies): when the table is range-partitioned on the
+   timestamp column, partitions wholly older than the cutoff are detached
+   (`CONCURRENTLY` when there is no default partition) and dropped, or only detached
+   with `partitions: detach_only`; evidence in `retention.partition_drops`. Otherwise
+   it does nothing.
+3. `plan_windows`: finds the eligible key range with a few index probes (never a walk
    of the rows) and cuts it into immutable windows, recorded in `retention.windows`.
    Each window carries about `target_window_seconds` of work at the rate earlier
    windows measured (or `window_rows` rows when set); `expected_rows` is the
    statistics' estimate, and the delete still filters on the timestamp. Without an
    index on the timestamp column, windows cover the whole key range (the run's
    `plan_notes` say so).
-3. `delete_window`: one mapped task per window; deletes in batches, each its own short
+4. `delete_window`: one mapped task per window; deletes in batches, each its own short
    transaction with `lock_timeout` and `statement_timeout`, sized to take about
    `target_batch_ms`; a timed-out batch is split and retried, never skipped.
-4. `reconcile`: counts rows still older than the cutoff, writes `retention.runs`,
+5. `reconcile`: counts rows still older than the cutoff, writes `retention.runs`,
    returns the summary, and fails if any remain.
 
 Policies with a `remote:` section delete each row's object through the rate-limited
@@ -246,10 +252,22 @@ def build_dag(
             except RetentionIncomplete as dirty:  # retrying cannot clean the table
                 raise AirflowFailException(str(dirty)) from dirty
 
+        @task
+        def drop_partitions(cutoff: dict[str, Any]) -> dict[str, Any]:
+            context = get_current_context()
+            return drop_partitions_step(
+                policy,
+                run_id=context["run_id"],
+                cutoff=cutoff,
+                settings=run_settings(policy, context["params"]),
+            )
+
         cutoff = compute_cutoff()
         migrate_schema() >> cutoff
         cutoff >> purge_audit()
         plan = plan_windows(cutoff)
+        if policy.remote is None:  # remote rows each need their own API call
+            drop_partitions(cutoff) >> plan
         deletes = delete_window.expand_kwargs(plan)
         if policy.remote is not None:
 

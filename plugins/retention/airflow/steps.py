@@ -31,7 +31,8 @@ from retention.policy.params import RunSettings
 from retention.rows.cutoff import run_cutoff
 from retention.rows.deleter import RowDeleter
 from retention.rows.lifecycle import WindowDeleter
-from retention.rows.planner import PlanRequest, plan_id_for, plan_windows
+from retention.rows.partitions import drop_expired_partitions
+from retention.rows.planner import PlanRequest, check_table, plan_id_for, plan_windows
 from retention.rows.windows import Window
 
 log = logging.getLogger(__name__)
@@ -114,6 +115,27 @@ def compute_cutoff_step(
         result["anchor"],
         retain_days,
     )
+    return result
+
+
+def drop_partitions_step(
+    policy: Policy, *, run_id: str, cutoff: dict[str, Any], settings: RunSettings
+) -> dict[str, Any]:
+    """The partition fast path: detach (and drop) partitions wholly older than the cutoff."""
+    with (
+        database_loss_explained(policy.postgres_conn_id, "the partition step"),
+        postgres(policy.postgres_conn_id) as conn,
+    ):
+        types = check_table(conn, policy.name, policy.table_spec)
+        result = drop_expired_partitions(
+            conn,
+            policy,
+            run_id,
+            dt.datetime.fromisoformat(cutoff["cutoff"]),
+            column_type=types[policy.table_spec.timestamp_column],
+            dry_run=settings.dry_run,
+        )
+    log.info("policy %s: partitions: %s", policy.name, result)
     return result
 
 

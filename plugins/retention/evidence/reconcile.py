@@ -107,6 +107,18 @@ def reconcile_run(conn: Connection, policy: Policy, run_id: str) -> dict[str, An
         ),
         "reconcile_seconds": _round(time.perf_counter() - started),
         "plan_notes": run["plan_notes"] or [],
+        "partitions": [
+            {
+                "partition": r["partition_name"],
+                "bounds": r["bounds"],
+                "estimated_rows": int(r["estimated_rows"]),
+                "action": r["action"],
+                "state": r["state"],
+            }
+            for r in conn.execute(
+                query("partition_drops_for_run"), {"policy": policy.name, "run_id": run_id}
+            )
+        ],
         **pause_totals(ledger.values()),
     }
     if remote is not None:

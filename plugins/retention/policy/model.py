@@ -503,6 +503,12 @@ class Policy(Section):
     )
     pool_slots: int = Field(1, gt=0, le=1000, description="Pool slots each window takes.")
     tenant_column: Identifier | None = Field(None, description="Column naming the tenant.")
+    partitions: Literal["drop", "detach_only", "rows"] = Field(
+        "drop",
+        description="When the table is range-partitioned on timestamp_column: partitions "
+        "wholly older than the cutoff are detached and dropped (drop), only detached "
+        "(detach_only), or deleted row by row like the rest (rows). Not for remote policies.",
+    )
     window_per_tenant: bool = Field(
         False,
         description="With tenant_column: one group of windows per tenant (opt-in: planning and "

@@ -97,8 +97,9 @@ def window_from_row(row: dict[str, Any]) -> Window:
     )
 
 
-def check_table(conn: Connection, policy_name: str, table: TableSpec) -> None:
-    """Fail with a message naming the policy and field when the table does not fit it."""
+def check_table(conn: Connection, policy_name: str, table: TableSpec) -> dict[str, str]:
+    """Fail with a message naming the policy and field when the table does not fit it;
+    return the types of its key, timestamp (and tenant) columns."""
     where = {"schema": table.schema, "table": table.name}
     if not conn.execute(query("table_exists"), where).fetchone()["present"]:  # type: ignore[index]
         raise PlanError(
@@ -129,6 +130,7 @@ def check_table(conn: Connection, policy_name: str, table: TableSpec) -> None:
             f"policy {policy_name!r}, field 'timestamp_column': {table.timestamp_column!r} "
             f"is {types[table.timestamp_column]}; expected a timestamp"
         )
+    return types
 
 
 def tenant_groups(
