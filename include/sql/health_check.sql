@@ -4,7 +4,8 @@
 SELECT
     -- how far the furthest standby is behind in replay (NULL: no standby, or caught up)
     (SELECT max(extract(epoch FROM replay_lag)) FROM pg_stat_replication) AS replica_lag_seconds,
-    -- the oldest other transaction holding back the xmin horizon
+    -- the oldest other transaction of this database holding back vacuum: one with a
+    -- snapshot (backend_xmin) or one that has written (backend_xid), idle or not
     oldest.pid AS oldest_xact_pid,
     oldest.age AS oldest_xact_seconds,
     -- a vacuum (autovacuum, or one a person started) working on the target table
@@ -26,7 +27,8 @@ FROM (SELECT 1) AS one
 LEFT JOIN LATERAL (
     SELECT pid, extract(epoch FROM clock_timestamp() - xact_start) AS age
     FROM pg_stat_activity
-    WHERE backend_xmin IS NOT NULL
+    WHERE (backend_xmin IS NOT NULL OR backend_xid IS NOT NULL)
+      AND datid = (SELECT oid FROM pg_database WHERE datname = current_database())
       AND xact_start IS NOT NULL
       AND backend_type <> 'autovacuum worker'
       AND pid <> pg_backend_pid()

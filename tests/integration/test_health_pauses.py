@@ -23,9 +23,11 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg.conninfo import make_conninfo
 
 from retention.db.connection import Connection, connect_dsn
 from retention.db.gate import Gate, PausedTooLong
+from retention.db.health import read_health
 from retention.db.migrate import migrate
 from retention.objects.deleter import work_operations
 from retention.objects.operations import OperationsKind, enqueue_window
@@ -358,3 +360,23 @@ def test_replica_lag_from_a_real_standby_pauses_the_deleter_until_it_catches_up(
         result = run.join()
         assert result.rows_deleted == 300
         assert set(ledger(conn, window)["pause_reasons"]) == {"replica_lag"}
+
+
+def test_the_oldest_transaction_is_an_idle_writer_here_not_a_reader_elsewhere(
+    db: Connection, test_dsn: str, unique_name: str
+) -> None:
+    create_table(db, unique_name, [(1, 1, old())])
+    table = make_policy(unique_name).table_spec
+    elsewhere_dsn = make_conninfo(test_dsn, dbname="postgres")
+    with other_session(elsewhere_dsn) as elsewhere, other_session(test_dsn) as writer:
+        elsewhere.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        elsewhere.execute("SELECT count(*) FROM pg_class")  # a snapshot, in another database
+        assert read_health(db, table).oldest_xact_pid != elsewhere.info.backend_pid
+        writer.execute("BEGIN")
+        writer.execute(f"UPDATE public.{unique_name} SET payload = 'y' WHERE id = 1")  # noqa: S608
+        # now idle in transaction: no snapshot (backend_xmin NULL), but an xid
+        reading = read_health(db, table)
+        assert reading.oldest_xact_pid == writer.info.backend_pid
+        assert reading.oldest_xact_seconds is not None
+        writer.execute("ROLLBACK")
+        elsewhere.execute("ROLLBACK")

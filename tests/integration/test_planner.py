@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import random
+from dataclasses import replace
 
 import pytest
 from psycopg import sql
@@ -18,7 +19,13 @@ from retention.db.connection import Connection
 from retention.evidence.reconcile import reconcile_run
 from retention.rows import probes
 from retention.rows.deleter import delete_window
-from retention.rows.planner import PlanError, load_plan, plan_id_for, plan_windows
+from retention.rows.planner import (
+    PlanError,
+    load_plan,
+    plan_id_for,
+    plan_windows,
+    record_plan,
+)
 from retention.rows.windows import Window
 from tests.support.policies import make_policy
 from tests.support.tables import CUTOFF, create_table, ids_left, new, old, request
@@ -270,6 +277,20 @@ def test_planning_reads_a_small_fraction_of_the_eligible_rows(
     assert sum(w.expected_rows for w in windows) == pytest.approx(100_000, rel=0.1)
 
 
+def test_per_tenant_planning_reads_a_small_fraction_of_the_eligible_rows_too(
+    db: Connection, unique_name: str
+) -> None:
+    bulk_table(db, unique_name, rows=200_000, old_rows=100_000)
+    before = heap_reads(db, unique_name)
+    policy = make_policy(unique_name, window_rows=10_000, window_per_tenant=True)
+    windows = plan_windows(db, request(policy))
+    read = heap_reads(db, unique_name) - before
+    assert read < 15_000, f"per-tenant planning read {read} rows (100,000 eligible, 20 tenants)"
+    assert {w.tenant for w in windows} == {str(t) for t in range(20)}
+    for tenant in range(20):
+        assert_covers(db, unique_name, windows, tenant=tenant)
+
+
 def test_keys_out_of_time_order_near_the_end_are_found_by_the_tail_probe(
     db: Connection, unique_name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -352,14 +373,24 @@ def test_one_tenant_with_95_percent_of_the_rows_gets_no_special_treatment_by_def
     assert ids_left(db, unique_name) == list(range(4001, 4501))
 
 
-def seed_history(db: Connection, policy: str, rows: int, seconds: float) -> None:
+def seed_history(
+    db: Connection, policy: str, rows: int, seconds: float, paused: float = 0.0, no: int = 0
+) -> None:
     """A finished window of an earlier run: the rate the planner sizes windows by."""
     db.execute(
         "INSERT INTO retention.windows (window_key, policy, run_id, plan_id, window_no, "
         "tenant_scope, cutoff, first_id, last_id, expected_rows, state, rows_deleted, seconds, "
-        "finished_at) VALUES (%(k)s, %(p)s, 'earlier', 'earlier@x', 0, 'all', %(c)s, 1, 2, "
-        "%(n)s, 'done', %(n)s, %(s)s, now())",
-        {"k": f"{policy}:earlier@x:w0000", "p": policy, "c": CUTOFF, "n": rows, "s": seconds},
+        "paused_seconds, finished_at) VALUES (%(k)s, %(p)s, 'earlier', 'earlier@x', %(no)s, "
+        "'all', %(c)s, 1, 2, %(n)s, 'done', %(n)s, %(s)s, %(paused)s, now())",
+        {
+            "k": f"{policy}:earlier@x:w{no:04d}",
+            "p": policy,
+            "c": CUTOFF,
+            "n": rows,
+            "s": seconds,
+            "paused": paused,
+            "no": no,
+        },
     )
 
 
@@ -368,7 +399,8 @@ def test_windows_are_sized_by_time_from_the_measured_rate(db: Connection, unique
     policy = make_policy(unique_name, window_rows=None, target_window_seconds=0.5)
     first = plan_windows(db, request(policy, window_rows=None))
     assert len(first) == 1, "before any history: 20,000 rows/s × 0.5 s holds all 6,000 rows"
-    seed_history(db, unique_name, rows=10_000, seconds=10.0)  # 1,000 rows/s
+    # 1,000 rows/s while working; the 590 s it waited paused do not count
+    seed_history(db, unique_name, rows=10_000, seconds=600.0, paused=590.0)
     sized = plan_windows(db, request(policy, window_rows=None, plan_id="run-1@b"))
     assert 10 <= len(sized) <= 14, "6,000 rows at 1,000 rows/s, 0.5 s each: about 12"
     assert_covers(db, unique_name, sized)
@@ -400,3 +432,14 @@ def test_cutoffs_between_eligible_rows(db: Connection, unique_name: str) -> None
     create_table(db, unique_name, [(1, 1, moment), (2, 1, CUTOFF), (3, 1, moment)])
     windows = plan_windows(db, request(make_policy(unique_name)))
     assert covered(windows) == [(1, 3)]
+
+
+def test_a_second_planner_of_the_same_run_adds_no_window_to_the_first_ones_plan(
+    db: Connection, unique_name: str
+) -> None:
+    create_table(db, unique_name, [(i, 1, old()) for i in range(1, 101)])
+    policy = make_policy(unique_name, window_rows=50, batch_rows=10)
+    first = plan_windows(db, request(policy))
+    other = [replace(w, window_no=w.window_no + 10, first_id=w.first_id + 1) for w in first]
+    record_plan(db, request(policy), other, 0.1, 50, [])  # a concurrent planner, same plan id
+    assert load_plan(db, unique_name, "run-1")[1] == first

@@ -52,3 +52,7 @@ def test_size_one_grows_by_at_least_one_row() -> None:
     sizer = BatchSizer(start=1, timing=BatchTiming(target_ms=100))
     sizer.succeeded(elapsed_ms=0.1, keys=1)
     assert sizer.size == 2
+
+
+def test_the_first_batch_never_exceeds_the_maximum() -> None:
+    assert BatchSizer(start=50_000, timing=BatchTiming(max_rows=500)).size == 500

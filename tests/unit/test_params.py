@@ -38,3 +38,22 @@ def test_the_bounds_themselves_are_accepted() -> None:
     assert run_settings(policy, {"window_rows": 1, "batch_rows": 1}).window_rows == 1
     wide = run_settings(policy, {"window_rows": 10_000_000, "batch_rows": 100_000})
     assert (wide.window_rows, wide.batch_rows) == (10_000_000, 100_000)
+
+
+def test_a_first_batch_outside_the_policys_batch_bounds_is_refused() -> None:
+    policy = make_policy("p", batch_rows=100, min_batch_rows=50, max_batch_rows=500)
+    with pytest.raises(ParamError) as refused:
+        run_settings(policy, {"batch_rows": 50_000})
+    assert str(refused.value) == (
+        "param 'batch_rows' (50000) is outside the policy's [min_batch_rows, max_batch_rows] = "
+        "[50, 500] for policy 'p'"
+    )
+    with pytest.raises(ParamError, match=r"param 'batch_rows' \(10\) is outside"):
+        run_settings(policy, {"batch_rows": 10})
+    assert run_settings(policy, {"batch_rows": 500}).batch_rows == 500
+
+
+def test_window_rows_may_be_left_to_the_policys_time_target() -> None:
+    policy = make_policy("p", window_rows=None, batch_rows=100)
+    assert run_settings(policy, {}).window_rows is None
+    assert run_settings(policy, {"window_rows": 5000}).window_rows == 5000

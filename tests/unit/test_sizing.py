@@ -89,3 +89,12 @@ def test_mass_share_splits_the_estimate() -> None:
     assert mass_share(1, 1_001_000, bounds, 1, 1000) == pytest.approx(0.5, abs=0.01)
     # the bucket that straddles the gap spreads its eighth of the rows across it
     assert mass_share(1, 1_001_000, bounds, 2000, 999_999) == pytest.approx(1 / 8, abs=0.01)
+
+
+def test_keys_near_the_bigint_limits_cut_as_well_as_small_ones() -> None:
+    assert cut_points(2**62, 2**62 + 99, 10) == [2**62 + 10 * i for i in range(10)]
+    top = 2**63 - 1
+    starts = cut_points(top - 999, top, 8)
+    assert len(starts) == 8
+    assert starts[-1] == top - 999 + 875
+    assert mass_share(top - 999, top, [], top - 499, top) == pytest.approx(0.5)

@@ -202,7 +202,8 @@ def drain_operations_step(policy: Policy) -> dict[str, Any]:
         closing(http_sender(remote.http_conn_id, remote.request_timeout_seconds)) as sender,
     ):
         gate = Gate(policy.name, policy.health, policy.table_spec, read_pause_switch)
-        return work_operations(conn, OperationsKind(policy, sender), gate=gate).as_dict()
+        stats = work_operations(conn, OperationsKind(policy, sender), gate=gate)
+        return {**stats.as_dict(), "pause": gate.totals()}
 
 
 class DeliveryIncomplete(RuntimeError):

@@ -42,12 +42,17 @@ class Verdict:
 
 
 CLEAR = Verdict()
+HEALTH_CHECK_TIMEOUT_MS = 5_000  # a check that hangs must not outlast max_pause_seconds
 
 
 def read_health(conn: Connection, table: TableSpec) -> HealthReading:
-    """Read the health figures (outside any transaction of ours; read-only)."""
+    """Read the health figures (read-only, bounded by HEALTH_CHECK_TIMEOUT_MS)."""
     where = {"schema": table.schema, "table": table.name}
-    row = conn.execute(query("health_check"), where).fetchone() or {}
+    with conn.transaction():
+        conn.execute(
+            "SELECT set_config('statement_timeout', %s, true)", (f"{HEALTH_CHECK_TIMEOUT_MS}ms",)
+        )
+        row = conn.execute(query("health_check"), where).fetchone() or {}
     return HealthReading(
         replica_lag_seconds=_float(row.get("replica_lag_seconds")),
         oldest_xact_pid=row.get("oldest_xact_pid"),

@@ -94,6 +94,7 @@ def reconcile_run(conn: Connection, policy: Policy, run_id: str) -> dict[str, An
         "windows_unfinished": unfinished[:MAX_LISTED_WINDOWS],
         "windows_failed": failed[:MAX_LISTED_WINDOWS],
         "rows_planned": int(run["rows_planned"]),
+        "rows_planned_is_estimate": True,  # the statistics' estimate, not a count
         "rows_deleted": rows_deleted,
         "rows_counted": sum(counted) if dry_run else None,
         "rows_remaining": total_remaining,

@@ -66,6 +66,7 @@ class ObjectDeleter(WindowDeleter):
     def delete(
         self, conn: Connection, window: Window, batch_rows: int, result: WindowResult, gate: Gate
     ) -> None:
+        gate.wait(conn)  # nothing is enqueued while the policy is paused or the database unwell
         enqueued = enqueue_window(conn, self.policy, window, batch_rows)
         with closing(self.open_sender()) as sender:
             kind = OperationsKind(self.policy, sender)

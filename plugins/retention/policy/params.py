@@ -40,6 +40,12 @@ def run_settings(policy: Policy, params: dict[str, Any]) -> RunSettings:
             raise ParamError(
                 f"param {name!r} must be a whole number in [{low}, {high}], got {value!r}"
             )
+    if not policy.min_batch_rows <= batch_rows <= policy.max_batch_rows:
+        raise ParamError(
+            f"param 'batch_rows' ({batch_rows}) is outside the policy's [min_batch_rows, "
+            f"max_batch_rows] = [{policy.min_batch_rows}, {policy.max_batch_rows}] "
+            f"for policy {policy.name!r}"
+        )
     if window_rows is not None and batch_rows > window_rows:
         raise ParamError(
             f"param 'batch_rows' ({batch_rows}) is larger than window_rows ({window_rows}) "

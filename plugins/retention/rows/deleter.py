@@ -64,7 +64,7 @@ class BatchSizer:
     ms_per_row: float | None = None
 
     def __post_init__(self) -> None:
-        self.size = self.size or self.start
+        self.size = min(self.size or self.start, self.timing.max_rows)
 
     def timed_out(self) -> None:
         self.size = max(1, self.size // 2)

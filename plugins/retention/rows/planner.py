@@ -252,7 +252,11 @@ def plan_windows(conn: Connection, request: PlanRequest) -> list[Window]:
     )
     probe = RangeProbe(conn, policy, target, indexes, request.cutoff, whole)
     groups = tenant_groups(conn, policy, target, request.cutoff, request.max_windows)
-    ranges = [r for r in (probe.eligible_range(s, t) for s, t in groups) if r is not None]
+    whole = probe.eligible_range("all", None)
+    if groups == [("all", None)] or whole is None:
+        ranges = [whole] if whole is not None else []
+    else:  # one range per tenant, each clipped to the table's eligible range
+        ranges = [r for r in (probe.within(whole, s, t) for s, t in groups) if r is not None]
     notes += sorted({r.note for r in ranges if r.note})
     per_window = rows_per_window(
         request.window_rows,
@@ -295,7 +299,7 @@ def record_plan(
     """Insert the run row and its windows in one transaction (first planner wins)."""
     policy = request.policy
     with conn.transaction():
-        conn.execute(
+        recorded = conn.execute(
             query("run_record_plan"),
             {
                 "policy": policy.name,
@@ -315,6 +319,10 @@ def record_plan(
                 "plan_notes": Jsonb(notes) if notes else None,
             },
         )
+        if recorded.rowcount == 0:
+            # another planner of the same DAG run recorded its plan first: keep that one
+            # whole (plans depend on statistics, so two planners may cut differently)
+            return
         with conn.cursor() as cur:
             cur.executemany(
                 query("windows_insert"),

@@ -11,8 +11,9 @@ the last key, and the plan says so.
 The number of eligible rows is the planner's estimate from the table's
 statistics (``EXPLAIN``), never a count: the delete filters on the timestamp,
 so the estimate only sizes windows.  An eligible row with a key beyond the
-range (inserted out of order further than the probes look) stays for a later
-run, and reconcile reports it as a row outside the windows.
+range (inserted out of order further than the probes look) is not deleted by
+this run: reconcile reports it as a row outside the windows, which makes the
+run dirty, and the next run plans the whole key range to reach it.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from retention.db.sqlfiles import query
 from retention.policy.model import Policy, TableSpec
 from retention.rows.target import TargetTable, TenantScope
 
+MAX_KEY = 2**63 - 1
 NEWEST_SAMPLE_ROWS = 1_000
 TAIL_PROBE_ROWS = 10_000
 MAX_TAIL_PROBES = 4
@@ -93,16 +95,27 @@ class RangeProbe:
 
     def eligible_range(self, scope: TenantScope, tenant: Any) -> KeyRange | None:
         """The scope's eligible key range, or None when no row is older than the cutoff."""
-        first = self._one("plan_first_eligible", scope, tenant).get("k")
+        first = self._one("plan_first_eligible", scope, tenant, upto=MAX_KEY).get("k")
         if first is None:
             return None
         last, note = self._last_eligible(scope, tenant, first)
         estimate = self.estimate(scope, tenant)
         return KeyRange(scope, tenant, first, last, max(estimate, 1), note)
 
+    def within(self, whole: KeyRange, scope: TenantScope, tenant: Any) -> KeyRange | None:
+        """One tenant's eligible range, clipped to the table's (``whole``): two probes of
+        the (tenant, key) index, so per-tenant planning never walks a tenant's rows by
+        the timestamp index. None when the tenant has no row older than the cutoff."""
+        first = self._one("plan_first_eligible", scope, tenant, upto=whole.last_id).get("k")
+        if first is None:
+            return None
+        last = self._one("plan_last_key", scope, tenant, upto=whole.last_id)["k"]
+        estimate = self.estimate(scope, tenant)
+        return KeyRange(scope, tenant, int(first), int(last), max(estimate, 1), whole.note)
+
     def _last_eligible(self, scope: TenantScope, tenant: Any, first: int) -> tuple[int, str | None]:
         column = self.policy.table_spec.timestamp_column
-        last_key = int(self._one("plan_last_key", scope, tenant)["k"])
+        last_key = int(self._one("plan_last_key", scope, tenant, upto=MAX_KEY)["k"])
         if self.whole_range_reason:
             return (
                 last_key,

@@ -3,15 +3,18 @@
 A window is one mapped task, and Airflow spends seconds scheduling each one,
 so a window should carry enough work to be worth it: about
 ``target_window_seconds`` of deleting at the rate this policy's earlier
-windows measured.  There are at least as many windows as the pool has slots
-(so the pool is used) and never more than ``max_map_length``.
+windows measured.  The planner asks for at least as many windows as the pool
+has slots (so the pool is used) when the estimate has rows enough, and never
+more than ``max_map_length``.
 
 Cuts come from the key column's equal-depth histogram (``pg_stats``), so
 windows hold about the same number of rows even where keys have gaps; keys
 beyond the histogram (rows added since the last ``ANALYZE``) are assumed to be
-as dense as the histogram's average.  Without a histogram the key range is cut
-into equal spans.  Either way the result is an estimate: the delete filters on
-the timestamp, so a wrong estimate only makes windows uneven, never wrong.
+as dense as the histogram's average.  The arithmetic is on offsets from the
+range's first key, so keys near the bigint limits cut as well as small ones.
+Without a histogram the key range is cut into equal spans.  Either way the
+result is an estimate: the delete filters on the timestamp, so a wrong
+estimate only makes windows uneven, never wrong.
 """
 
 from __future__ import annotations
@@ -64,27 +67,30 @@ def share_windows(estimates: Sequence[int], total: int) -> list[int]:
     return shares
 
 
-def _knots(first: int, last: int, bounds: Sequence[int]) -> tuple[list[float], list[float]]:
-    """Piecewise-linear cumulative row mass over keys, from histogram bounds.
+def _knots(span: int, bounds: Sequence[int]) -> tuple[list[float], list[float]]:
+    """Piecewise-linear cumulative row mass over key offsets [0, span + 1].
 
-    Each histogram bucket holds the same mass (1); keys outside the histogram
-    get the histogram's average density.  Returns (keys, cumulative mass).
+    Offsets are keys minus the range's first key, so that keys near the bigint
+    limits keep their precision.  Each histogram bucket holds the same mass
+    (1); offsets outside the histogram get its average density.  Returns
+    (offsets, cumulative mass).
     """
     cleaned = sorted(set(bounds))
+    end = float(span + 1)
     if len(cleaned) < 2:
-        return [float(first), float(last + 1)], [0.0, float(last + 1 - first)]
+        return [0.0, end], [0.0, end]
     density = (len(cleaned) - 1) / (cleaned[-1] - cleaned[0])  # mass per key
     keys: list[float] = []
     mass: list[float] = []
-    if first < cleaned[0]:
-        keys.append(float(first))
-        mass.append(-(cleaned[0] - first) * density)
+    if cleaned[0] > 0:
+        keys.append(0.0)
+        mass.append(-cleaned[0] * density)
     for i, bound in enumerate(cleaned):
         keys.append(float(bound))
         mass.append(float(i))
-    if last + 1 > cleaned[-1]:
-        keys.append(float(last + 1))
-        mass.append(mass[-1] + (last + 1 - cleaned[-1]) * density)
+    if end > cleaned[-1]:
+        keys.append(end)
+        mass.append(mass[-1] + (end - cleaned[-1]) * density)
     return keys, mass
 
 
@@ -100,6 +106,10 @@ def _interpolate(x: float, xs: Sequence[float], ys: Sequence[float]) -> float:
     return ys[i] + (ys[i + 1] - ys[i]) * (x - xs[i]) / (xs[i + 1] - xs[i])
 
 
+def _offsets(first: int, bounds: Sequence[int]) -> list[int]:
+    return [b - first for b in bounds]
+
+
 def cut_points(first: int, last: int, windows: int, bounds: Sequence[int] = ()) -> list[int]:
     """Start keys of ``windows`` windows over [first, last], each with an equal share of rows.
 
@@ -108,18 +118,19 @@ def cut_points(first: int, last: int, windows: int, bounds: Sequence[int] = ()) 
     """
     if last < first:
         raise ValueError(f"empty key range [{first}, {last}]")
-    keys, mass = _knots(first, last, bounds)
-    low = _interpolate(first, keys, mass)
-    high = _interpolate(last + 1, keys, mass)
+    span = last - first
+    keys, mass = _knots(span, _offsets(first, bounds))
+    low = _interpolate(0.0, keys, mass)
+    high = _interpolate(float(span + 1), keys, mass)
     starts = [first]
     for j in range(1, windows):
         target = low + (high - low) * j / windows
         # invert the polyline: mass is non-decreasing in keys
         i = max(0, bisect.bisect_left(mass, target) - 1)
         i = min(i, len(keys) - 2)
-        span = mass[i + 1] - mass[i]
-        at = keys[i] if span == 0 else keys[i] + (keys[i + 1] - keys[i]) * (target - mass[i]) / span
-        start = min(last, max(first, math.ceil(at)))
+        part = mass[i + 1] - mass[i]
+        at = keys[i] if part == 0 else keys[i] + (keys[i + 1] - keys[i]) * (target - mass[i]) / part
+        start = first + min(span, max(0, math.ceil(at)))
         if start > starts[-1]:
             starts.append(start)
     return starts
@@ -127,9 +138,12 @@ def cut_points(first: int, last: int, windows: int, bounds: Sequence[int] = ()) 
 
 def mass_share(first: int, last: int, bounds: Sequence[int], lo: int, hi: int) -> float:
     """The share of the rows of [first, last] that lie in [lo, hi] (by the same polyline)."""
-    keys, mass = _knots(first, last, bounds)
-    whole = _interpolate(last + 1, keys, mass) - _interpolate(first, keys, mass)
+    span = last - first
+    keys, mass = _knots(span, _offsets(first, bounds))
+    whole = _interpolate(float(span + 1), keys, mass) - _interpolate(0.0, keys, mass)
     if whole <= 0:
         return 0.0
-    part = _interpolate(hi + 1, keys, mass) - _interpolate(lo, keys, mass)
+    part = _interpolate(float(hi + 1 - first), keys, mass) - _interpolate(
+        float(lo - first), keys, mass
+    )
     return max(0.0, min(1.0, part / whole))

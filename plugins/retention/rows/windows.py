@@ -17,7 +17,7 @@ from retention.rows.target import TenantScope
 
 @dataclass(frozen=True)
 class Window:
-    """One immutable id window; ``expected_rows`` is the count seen when planning."""
+    """One immutable id window; ``expected_rows`` is the statistics' estimate when planning."""
 
     policy: str
     run_id: str
