@@ -10,7 +10,7 @@ TEST_RUN := $(RUN) export AIRFLOW_HOME="$$RETENTION_TEST_AIRFLOW_HOME" \
 	AIRFLOW__DATABASE__SQL_ALCHEMY_CONN="$$RETENTION_TEST_SQL_ALCHEMY_CONN" \
 	AIRFLOW__LOGGING__BASE_LOG_FOLDER="$$RETENTION_TEST_AIRFLOW_HOME/logs" &&
 
-.PHONY: demo test test-env unit mutation airflow bench-rows bench-remote lint format schema lock env stop-pg clean
+.PHONY: demo test test-env unit mutation airflow bench-rows bench-remote bench-partitions lint format schema lock env stop-pg clean
 
 $(STAMP): requirements.txt requirements-dev.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -61,6 +61,9 @@ bench-rows: env
 
 bench-remote: env
 	@$(RUN) python scripts/bench_remote.py
+
+bench-partitions: env
+	@$(RUN) python scripts/bench_partitions.py
 
 # Re-pin every transitive dependency after changing requirements*.txt.
 lock:

@@ -66,18 +66,11 @@ class ScratchCluster:
 
     def start(self) -> ScratchCluster:
         self._run("initdb", "-D", str(self.data), "-U", self.user, "--auth=trust", "-E", "UTF8")
-        self._run(
-            "pg_ctl",
-            "-D",
-            str(self.data),
-            "-l",
-            str(self.log),
-            "-o",
-            self._options(),
-            "-w",
-            "start",
-        )
+        self._start(self._options())
         return self
+
+    def _start(self, options: str) -> None:
+        self._run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-o", options, "-w", "start")
 
     def start_standby_of(self, primary: ScratchCluster) -> ScratchCluster:
         """A streaming standby of ``primary`` (pg_basebackup -R), reporting back every second."""
@@ -95,17 +88,7 @@ class ScratchCluster:
             "-X",
             "stream",
         )
-        self._run(
-            "pg_ctl",
-            "-D",
-            str(self.data),
-            "-l",
-            str(self.log),
-            "-o",
-            f"{self._options()} -c wal_receiver_status_interval=1",
-            "-w",
-            "start",
-        )
+        self._start(f"{self._options()} -c wal_receiver_status_interval=1")
         return self
 
     def restart(self, mode: str = "fast") -> None:

@@ -76,20 +76,27 @@ def judge(reading: HealthReading, spec: HealthSpec, table: str) -> Verdict:
         f"transaction {reading.oldest_xact_pid} open for {age or 0:,.0f} s holds back vacuum"
     )
     blocked_words = f"{blocked} session(s) wait on locks held by retention sessions"
-    aborts = [
-        ("replica_lag", lag, spec.abort_replica_lag_seconds, lag_words),
-        ("xact_age", age, spec.abort_xact_age_seconds, age_words),
-        ("blocked_sessions", blocked, spec.abort_blocked_sessions, blocked_words),
+    readings = [  # (kind, value, words, pause limit, abort limit)
+        (
+            "replica_lag",
+            lag,
+            lag_words,
+            spec.max_replica_lag_seconds,
+            spec.abort_replica_lag_seconds,
+        ),
+        ("xact_age", age, age_words, spec.max_xact_age_seconds, spec.abort_xact_age_seconds),
+        (
+            "blocked_sessions",
+            blocked,
+            blocked_words,
+            spec.max_blocked_sessions,
+            spec.abort_blocked_sessions,
+        ),
     ]
-    for kind, value, limit, words in aborts:
+    for kind, value, words, _, limit in readings:
         if limit is not None and value is not None and value > limit:
             return Verdict(kind, f"{words} (abort limit {limit:g})", abort=True)
-    pauses = [
-        ("replica_lag", lag, spec.max_replica_lag_seconds, lag_words),
-        ("xact_age", age, spec.max_xact_age_seconds, age_words),
-        ("blocked_sessions", blocked, spec.max_blocked_sessions, blocked_words),
-    ]
-    for kind, value, limit, words in pauses:
+    for kind, value, words, limit, _ in readings:
         if limit is not None and value is not None and value > limit:
             return Verdict(kind, f"{words} (limit {limit:g})")
     if spec.pause_on_autovacuum and reading.autovacuum_pid is not None:

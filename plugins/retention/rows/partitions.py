@@ -150,9 +150,9 @@ def drop_partition(
                 lock_ms,
             )
         else:
-            with conn.transaction():
-                conn.execute("SELECT set_config('lock_timeout', %s, true)", (f"{lock_ms}ms",))
-                conn.execute(sql.SQL("ALTER TABLE {} DETACH PARTITION {}").format(parent, child))
+            _in_transaction(
+                conn, sql.SQL("ALTER TABLE {} DETACH PARTITION {}").format(parent, child), lock_ms
+            )
     except psycopg.errors.LockNotAvailable as locked:
         raise PartitionDropError(
             f"policy {policy.name!r}: could not detach {partition.qualified} within "
@@ -170,9 +170,7 @@ def drop_partition(
     if keep:
         return
     try:
-        with conn.transaction():
-            conn.execute("SELECT set_config('lock_timeout', %s, true)", (f"{lock_ms}ms",))
-            conn.execute(sql.SQL("DROP TABLE {}").format(child))
+        _in_transaction(conn, sql.SQL("DROP TABLE {}").format(child), lock_ms)
     except psycopg.errors.LockNotAvailable as locked:
         raise PartitionDropError(
             f"policy {policy.name!r}: {partition.qualified} is detached but could not be "
@@ -181,6 +179,13 @@ def drop_partition(
         ) from locked
     conn.execute(query("partition_drop_record"), {**record, "state": "dropped"})
     log.info("policy %s: dropped %s", policy.name, partition.qualified)
+
+
+def _in_transaction(conn: Connection, statement: sql.Composable, lock_ms: int) -> None:
+    """Run DDL in its own transaction with ``lock_timeout`` set for it."""
+    with conn.transaction():
+        conn.execute("SELECT set_config('lock_timeout', %s, true)", (f"{lock_ms}ms",))
+        conn.execute(statement)
 
 
 def _outside_transaction(conn: Connection, statement: sql.Composable, lock_ms: int) -> None:
@@ -198,14 +203,12 @@ def finish_interrupted_drops(conn: Connection, policy: Policy) -> list[str]:
     finished = []
     for row in conn.execute(query("partition_drops_unfinished"), {"policy": policy.name}):
         schema, name = row["partition_name"].split(".", 1)
-        with conn.transaction():
-            lock_ms = policy.timeouts.lock_ms
-            conn.execute("SELECT set_config('lock_timeout', %s, true)", (f"{lock_ms}ms",))
-            conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(schema, name)))
-            conn.execute(
-                query("partition_drop_record"),
-                {"policy": policy.name, **{k: row[k] for k in row}, "state": "dropped"},
-            )
+        drop = sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(schema, name))
+        _in_transaction(conn, drop, policy.timeouts.lock_ms)
+        conn.execute(
+            query("partition_drop_record"),
+            {"policy": policy.name, **{k: row[k] for k in row}, "state": "dropped"},
+        )
         finished.append(row["partition_name"])
         log.info("policy %s: dropped %s, detached by an earlier attempt", policy.name, finished[-1])
     return finished
