@@ -10,7 +10,7 @@ TEST_RUN := $(RUN) export AIRFLOW_HOME="$$RETENTION_TEST_AIRFLOW_HOME" \
 	AIRFLOW__DATABASE__SQL_ALCHEMY_CONN="$$RETENTION_TEST_SQL_ALCHEMY_CONN" \
 	AIRFLOW__LOGGING__BASE_LOG_FOLDER="$$RETENTION_TEST_AIRFLOW_HOME/logs" &&
 
-.PHONY: demo test test-env unit mutation airflow bench-rows bench-remote bench-partitions lint format schema lock env stop-pg clean
+.PHONY: demo test test-env unit mutation airflow bench-rows bench-remote bench-partitions bench-scale bench-foreground lint format schema lock env stop-pg clean
 
 $(STAMP): requirements.txt requirements-dev.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -56,14 +56,21 @@ format: $(STAMP)
 airflow: env
 	@$(RUN) airflow standalone
 
+# Every bench target passes ARGS on to its script, e.g. make bench-scale ARGS="--executor celery".
 bench-rows: env
-	@$(RUN) python scripts/bench_rows.py
+	@$(RUN) python scripts/bench_rows.py $(ARGS)
 
 bench-remote: env
-	@$(RUN) python scripts/bench_remote.py
+	@$(RUN) python scripts/bench_remote.py $(ARGS)
 
 bench-partitions: env
-	@$(RUN) python scripts/bench_partitions.py
+	@$(RUN) python scripts/bench_partitions.py $(ARGS)
+
+bench-scale: env
+	@$(RUN) python scripts/bench_scale.py $(ARGS)
+
+bench-foreground: env
+	@$(RUN) python scripts/bench_foreground.py $(ARGS)
 
 # Re-pin every transitive dependency after changing requirements*.txt.
 lock:

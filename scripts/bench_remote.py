@@ -33,6 +33,7 @@ from retention.db.migrate import migrate
 from retention.objects.deleter import work_operations
 from retention.objects.operations import OperationsKind, enqueue_window
 from retention.policy import Policy, parse_policy
+from retention.policy.model import RemoteSpec
 from retention.queue.http import HttpResult, HttpSender, plain_sender
 from retention.rows.planner import plan_windows
 from tests.support.sandbox_api import SandboxServer
@@ -94,6 +95,8 @@ def backlog(dsn: str, policy: Policy, rows: int) -> None:
         seed_media_assets(conn, table=str(policy.table), rows=rows, end=END, days=10)
         conn.execute("DELETE FROM retention.operations WHERE policy = %s", (policy.name,))
         conn.execute("DELETE FROM retention.attempts WHERE policy = %s", (policy.name,))
+        # Every round starts from tables without the last round's dead rows.
+        conn.execute("VACUUM (ANALYZE) retention.operations, retention.attempts")
         run_id = f"bench-{time.time_ns()}"
         windows = plan_windows(conn, request(policy, run_id, run_id, cutoff=END, logical_date=END))
         for window in windows:
@@ -186,7 +189,12 @@ def main() -> None:
     parser.add_argument("--callers", type=int, default=4)
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--ledger-ops", type=int, default=20_000)
-    parser.add_argument("--claim-batch", type=int, default=10)
+    parser.add_argument(
+        "--claim-batch",
+        type=int,
+        default=RemoteSpec.model_fields["claim_batch"].default,
+        help="operations claimed and recorded at once (default: the policy default)",
+    )
     parser.add_argument("--repeat", type=int, default=3, help="rounds, alternating the order")
     args = parser.parse_args()
     dsn = os.environ["RETENTION_DEMO_DSN"]

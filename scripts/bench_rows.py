@@ -24,20 +24,14 @@ import argparse
 import datetime as dt
 import os
 import time
-from concurrent.futures import ThreadPoolExecutor
 
-from benchlib import record, show, spread
+from benchlib import record, run_windows, show, spread
 from psycopg import sql
 
 from retention.db.connection import connect_dsn
 from retention.db.migrate import migrate
 from retention.policy import Policy, parse_policy
-from retention.rows.deleter import delete_window
-from retention.rows.lifecycle import WindowResult
-from retention.rows.planner import plan_windows
-from retention.rows.windows import Window
 from tests.support.seed import seed_event_logs
-from tests.support.tables import request
 
 END = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 CUTOFF = END - dt.timedelta(days=30)
@@ -78,37 +72,6 @@ def seed_pair(dsn: str, rows: int) -> int:
     return int(row["n"]) if row else 0
 
 
-def run_windowed(
-    dsn: str, policy: Policy, args: argparse.Namespace
-) -> tuple[list[Window], list[WindowResult], float, float]:
-    run_id = f"bench-{time.time_ns()}"
-    with connect_dsn(dsn) as conn:
-        began = time.perf_counter()
-        windows = plan_windows(
-            conn,
-            request(
-                policy,
-                run_id,
-                run_id,
-                cutoff=CUTOFF,
-                logical_date=END,
-                window_rows=args.window_rows,
-                batch_rows=args.batch_rows,
-                min_windows=args.workers,
-            ),
-        )
-        plan_seconds = time.perf_counter() - began
-
-    def work(window: Window) -> WindowResult:  # one connection per worker, like a mapped task
-        with connect_dsn(dsn) as conn:
-            return delete_window(conn, policy, window, batch_rows=args.batch_rows, dry_run=False)
-
-    began = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=args.workers) as pool:
-        results = list(pool.map(work, windows))
-    return windows, results, plan_seconds, time.perf_counter() - began
-
-
 def run_plain(dsn: str) -> tuple[int, float]:
     with connect_dsn(dsn) as conn:
         began = time.perf_counter()
@@ -126,7 +89,21 @@ def measure(dsn: str, args: argparse.Namespace, per_tenant: bool) -> dict[str, f
     outcome: dict[str, float] = {}
 
     def windowed() -> None:
-        windows, results, plan_s, delete_s = run_windowed(dsn, policy, args)
+        run = run_windows(
+            dsn,
+            policy,
+            cutoff=CUTOFF,
+            logical_date=END,
+            window_rows=args.window_rows,
+            batch_rows=args.batch_rows,
+            workers=args.workers,
+        )
+        windows, results, plan_s, delete_s = (
+            run.windows,
+            run.results,
+            run.plan_seconds,
+            run.delete_seconds,
+        )
         outcome.update(
             deleted=sum(r.rows_deleted for r in results),
             plan_s=plan_s,

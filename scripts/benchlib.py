@@ -1,5 +1,6 @@
 """What every benchmark script shares: repeats in alternating order, min and median,
-and a JSON record of the figures with the git SHA under ``.local/bench/``."""
+a JSON record of the figures with the git SHA under ``.local/bench/``, and the
+window deleter run as mapped tasks run it."""
 
 from __future__ import annotations
 
@@ -7,9 +8,17 @@ import datetime as dt
 import json
 import statistics
 import subprocess
+import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the package is imported where it is used: make mutation runs without it
+    from retention.policy import Policy
+    from retention.rows.lifecycle import WindowResult
+    from retention.rows.windows import Window
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH_DIR = ROOT / ".local" / "bench"
@@ -73,3 +82,68 @@ def record(name: str, args: dict[str, Any], figures: dict[str, Any]) -> Path:
     path.write_text(json.dumps(document, indent=2, default=str) + "\n")
     print(f"\nfigures written to {path.relative_to(ROOT)}")
     return path
+
+
+def forget_policy_history(dsn: str, policy: str) -> None:
+    """Drop a bench policy's earlier runs and windows, so window sizing starts from the
+    planner's default rate instead of what earlier runs of the bench measured."""
+    from retention.db.connection import connect_dsn
+
+    with connect_dsn(dsn) as conn, conn.transaction():
+        conn.execute("DELETE FROM retention.windows WHERE policy = %s", (policy,))
+        conn.execute("DELETE FROM retention.runs WHERE policy = %s", (policy,))
+
+
+@dataclass(frozen=True)
+class WindowedRun:
+    """One plan and its windows, deleted by ``workers`` threads (a pool of that many slots)."""
+
+    windows: list[Window]
+    results: list[WindowResult]
+    plan_seconds: float
+    delete_seconds: float
+
+
+def run_windows(
+    dsn: str,
+    policy: Policy,
+    *,
+    cutoff: dt.datetime,
+    logical_date: dt.datetime,
+    window_rows: int | None,
+    batch_rows: int,
+    workers: int,
+) -> WindowedRun:
+    """Plan the policy's windows, then delete them with ``workers`` threads, each on its
+    own connection, as mapped tasks in a pool of ``workers`` slots would."""
+    from retention.db.connection import connect_dsn
+    from retention.rows.deleter import delete_window
+    from retention.rows.planner import plan_windows
+    from tests.support.tables import request
+
+    run_id = f"bench-{time.time_ns()}"
+    with connect_dsn(dsn) as conn:
+        began = time.perf_counter()
+        windows = plan_windows(
+            conn,
+            request(
+                policy,
+                run_id,
+                run_id,
+                cutoff=cutoff,
+                logical_date=logical_date,
+                window_rows=window_rows,
+                batch_rows=batch_rows,
+                min_windows=workers,
+            ),
+        )
+        plan_seconds = time.perf_counter() - began
+
+    def work(window: Window) -> WindowResult:
+        with connect_dsn(dsn) as worker:
+            return delete_window(worker, policy, window, batch_rows=batch_rows, dry_run=False)
+
+    began = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        results = list(pool.map(work, windows))
+    return WindowedRun(windows, results, plan_seconds, time.perf_counter() - began)

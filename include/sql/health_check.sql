@@ -22,7 +22,18 @@ SELECT
            SELECT 1 FROM pg_stat_activity AS holder
            WHERE holder.pid = ANY (pg_blocking_pids(waiting.pid))
              AND holder.application_name LIKE 'retention%%'
-       )) AS blocked_sessions
+       )) AS blocked_sessions,
+    -- other clients of this database at work: running a statement now, or finished
+    -- one within the last second (a busy client flips between the two)
+    (SELECT count(*)
+     FROM pg_stat_activity AS client
+     WHERE client.backend_type = 'client backend'
+       AND client.datid = (SELECT oid FROM pg_database WHERE datname = current_database())
+       AND client.application_name NOT LIKE 'retention%%'
+       AND client.pid <> pg_backend_pid()
+       AND (client.state = 'active'
+            OR client.state_change > clock_timestamp() - interval '1 second')
+    ) AS active_clients
 FROM (SELECT 1) AS one
 LEFT JOIN LATERAL (
     SELECT pid, extract(epoch FROM clock_timestamp() - xact_start) AS age

@@ -1,2 +1,4 @@
--- Take one token of a limiter scope, or learn how long to wait (see migration 0002).
-SELECT granted, wait_seconds, effective_rate FROM retention.take_token(%(scope)s)
+-- Take up to %(wanted)s tokens of a limiter scope (as many as it holds), or learn
+-- how long to wait for one (see migrations 0002 and 0009). Locks the scope's row.
+SELECT granted, wait_seconds, effective_rate
+FROM retention.take_tokens(%(scope)s, %(wanted)s)

@@ -1,18 +1,34 @@
-"""Pools cap concurrent API callers in a run under the real scheduler (LocalExecutor).
+"""Pools and the shared rate limit hold under the real scheduler, on LocalExecutor and on
+CeleryExecutor with two workers.
 
 Starts the api-server, the dag-processor and the scheduler as separate
-processes, as a deployment runs them, triggers a remote policy's DAG with six
-windows against a slow sandbox API, and reads the sandbox's own count of
-concurrent requests: with two pool slots it never exceeds two; with four slots
-the same DAG shows more than two at once, so the cap is the pool's doing.
+processes, as a deployment runs them (and, for Celery, two ``airflow celery
+worker`` processes on a Redis broker), and counts at the sandbox API itself:
+
+- pools: a remote policy's DAG with six windows against a slow sandbox; with
+  two pool slots the sandbox never sees more than two requests at once; with
+  four slots the same DAG shows more than two at once, so the cap is the pool's
+  doing. The scheduler enforces pools, so the cap holds across workers.
+- the shared limiter: eight windows, four at a time (two on each Celery
+  worker), stay within ``rate × interval + burst`` in every interval, because
+  every caller takes its tokens from the same row in Postgres; the Celery variant
+  also shows, from ``task_instance.hostname``, that both workers ran windows,
+  at the same time.
+
+The Celery variants skip, saying why, when no Redis broker answers (see
+``celery_broker_url``); the LocalExecutor variants always run.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import itertools
+import os
 from collections.abc import Iterator
 from contextlib import ExitStack
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -20,50 +36,121 @@ import yaml
 from tests.support.airflow_services import (
     airflow_process,
     api_server,
+    broker_unreachable,
+    celery_broker_url,
+    celery_environment,
+    celery_workers,
+    database_result_backend,
+    forget_broker_keys,
     service_environment,
     tail,
     wait_for,
+    worker_name,
 )
-from tests.support.policies import policy_fields, remote_fields
+from tests.support.policies import HTTP_CONN_ID, policy_fields, remote_fields
+from tests.support.rates import max_in_any_interval, token_bucket_bound
+from tests.support.sandbox_api import SandboxServer
 from tests.support.tables import count, create_media_table
 
 pytestmark = pytest.mark.scheduler
 
-RUN_SECONDS = 240
+RUN_SECONDS = 300
 OBJECTS_PER_WINDOW = 8
 WINDOWS = 6
+POOL_LATENCY_MS = 1000
+CELERY_WORKERS = 2
+CELERY_CONCURRENCY = 2
 
 
-@pytest.fixture
-def policies_file(tmp_path: Path) -> Path:
-    path = tmp_path / "policies.yaml"
-    path.write_text("policies: {}\n")
-    return path
+@dataclass
+class Services:
+    """Airflow's processes for one executor, with the sandbox API their tasks call."""
+
+    executor: str
+    logs: Path
+    policies: Path
+    sandbox: SandboxServer
+    workers: list[str] = field(default_factory=list)  # Celery workers' names
 
 
-@pytest.fixture
-def airflow_services(tmp_path: Path, policies_file: Path, sandbox) -> Iterator[Path]:
-    """api-server + dag-processor + scheduler sharing this test's environment."""
-    env = service_environment(
-        RETENTION_POLICIES=str(policies_file),
-        AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL="5",
-        AIRFLOW__CORE__EXECUTOR="LocalExecutor",
-        AIRFLOW__API_AUTH__JWT_SECRET="retention-scheduler-test-secret",
-        AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION="False",
-        AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL="5",
-        AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC="1",
-        AIRFLOW__LOGGING__BASE_LOG_FOLDER=str(tmp_path / "logs"),
-    )
+@pytest.fixture(scope="module", params=["LocalExecutor", "CeleryExecutor"], ids=["local", "celery"])
+def airflow_services(request, tmp_path_factory, test_dsn) -> Iterator[Services]:
+    """api-server + dag-processor + scheduler (+ two Celery workers), shared by this module."""
+    executor: str = request.param
+    settings = {"AIRFLOW__CORE__EXECUTOR": "LocalExecutor"}
+    if executor == "CeleryExecutor":
+        broker = celery_broker_url()
+        if problem := broker_unreachable(broker):
+            pytest.skip(f"CeleryExecutor variant: {problem}")
+        # Results in the test's own metadata database, as Airflow recommends (a
+        # database, not the broker); no other checkout shares that database.
+        backend = database_result_backend(os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"])
+        settings = celery_environment(broker, backend)
+    logs = tmp_path_factory.mktemp(executor)
+    policies = logs / "policies.yaml"
+    policies.write_text("policies: {}\n")
     with ExitStack() as stack:
-        url = stack.enter_context(api_server(env, tmp_path, apps="execution"))
+        sandbox = SandboxServer(0).start()
+        stack.callback(sandbox.stop)
+        env = service_environment(
+            RETENTION_POLICIES=str(policies),
+            **{
+                f"AIRFLOW_CONN_{HTTP_CONN_ID.upper()}": (
+                    f'{{"conn_type": "http", "host": "127.0.0.1", '
+                    f'"port": {sandbox.server_address[1]}, "schema": "http"}}'
+                )
+            },
+            AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL="5",
+            AIRFLOW__API_AUTH__JWT_SECRET="retention-scheduler-test-secret",
+            AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION="False",
+            AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL="5",
+            AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC="1",
+            AIRFLOW__LOGGING__BASE_LOG_FOLDER=str(logs / "logs"),
+            **settings,
+        )
+        if executor == "CeleryExecutor":
+            stack.callback(forget_broker_keys, env)  # last, once every process has stopped
+        url = stack.enter_context(api_server(env, logs, apps="execution"))
         env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"] = f"{url}/execution/"
-        stack.enter_context(airflow_process("dag-processor", ["dag-processor"], env, tmp_path))
-        stack.enter_context(airflow_process("scheduler", ["scheduler"], env, tmp_path))
-        yield tmp_path
+        stack.enter_context(airflow_process("dag-processor", ["dag-processor"], env, logs))
+        stack.enter_context(airflow_process("scheduler", ["scheduler"], env, logs))
+        workers: list[str] = []
+        if executor == "CeleryExecutor":
+            started = stack.enter_context(
+                celery_workers(env, logs, count=CELERY_WORKERS, concurrency=CELERY_CONCURRENCY)
+            )
+            workers = [worker_name(worker) for worker in started]
+        yield Services(executor, logs, policies, sandbox, workers)
 
 
-def run_with_slots(db, name: str, pool: str, slots: int, first_id: int, logical_date, logs):
-    """Trigger one run with the pool at ``slots``; returns the sandbox's peak concurrency."""
+def publish_policy(services: Services, name: str, fields: dict) -> str:
+    """Make ``name`` the policies file's one policy; returns its DAG id once it is parsed."""
+    from airflow.models.serialized_dag import SerializedDagModel
+
+    fields["schedule"] = None  # manual runs only (policy_fields drops None values)
+    # The dag-processor re-parses the DAG files every few seconds and picks this up.
+    services.policies.write_text(yaml.safe_dump({"policies": {name: fields}}))
+    dag_id = f"retention__{name}"
+    wait_for(
+        lambda: SerializedDagModel.has_dag(dag_id),
+        120,
+        f"{dag_id} being parsed\n{tail(services.logs)}",
+        step=2,
+    )
+    return dag_id
+
+
+def run_with_slots(
+    db,
+    name: str,
+    pool: str,
+    slots: int,
+    first_id: int,
+    logical_date,
+    logs: Path,
+    rows: int = OBJECTS_PER_WINDOW * WINDOWS,
+) -> str:
+    """Trigger one run of ``rows`` rows with the pool at ``slots``; returns its run id."""
     from airflow.api.common.trigger_dag import trigger_dag
     from airflow.models.dagrun import DagRun
     from airflow.models.pool import Pool
@@ -71,7 +158,6 @@ def run_with_slots(db, name: str, pool: str, slots: int, first_id: int, logical_
     from airflow.utils.types import DagRunTriggeredByType
 
     Pool.create_or_update_pool(pool, slots=slots, description="test", include_deferred=False)
-    rows = OBJECTS_PER_WINDOW * WINDOWS
     create_media_table(
         db, name, rows, tenants=1, first_id=first_id, cutoff=logical_date - dt.timedelta(days=30)
     )
@@ -96,53 +182,145 @@ def run_with_slots(db, name: str, pool: str, slots: int, first_id: int, logical_
         state = session.query(DagRun.state).filter_by(dag_id=dag_id, run_id=run_id).scalar()
     assert state == "success", tail(logs)
     assert count(db, f"SELECT count(*) FROM public.{name}") == 0  # noqa: S608
+    return run_id
 
 
-def test_pool_slots_cap_concurrent_callers_under_the_scheduler(
-    db, unique_name, sandbox, policies_file, airflow_services, request
-) -> None:
-    from airflow.models.pool import Pool
-    from airflow.models.serialized_dag import SerializedDagModel
+def window_tasks(dag_id: str, run_id: str) -> list[tuple[str, dt.datetime, dt.datetime]]:
+    """(hostname, start, end) of the run's ``delete_window`` task instances."""
+    from airflow.models.taskinstance import TaskInstance as TI
+    from airflow.utils.session import create_session
 
-    pool = f"pool_{unique_name}"
-    request.addfinalizer(lambda: Pool.delete_pool(pool))
-    sandbox.state.configure(latency_ms=300)
-    fields = policy_fields(
-        unique_name,
-        window_rows=OBJECTS_PER_WINDOW,
-        batch_rows=OBJECTS_PER_WINDOW,
+    with create_session() as session:
+        rows = (
+            session.query(TI.hostname, TI.start_date, TI.end_date)
+            .filter(TI.dag_id == dag_id, TI.run_id == run_id, TI.task_id == "delete_window")
+            .all()
+        )
+    return [(host, start, end) for host, start, end in rows]
+
+
+def remote_policy_fields(
+    name: str, pool: str, per_window: int, *, rate: float, burst: int, **remote: Any
+) -> dict[str, Any]:
+    """A remote policy of windows of ``per_window`` objects, its calls in ``pool``."""
+    return policy_fields(
+        name,
+        window_rows=per_window,
+        batch_rows=per_window,
         window_per_tenant=False,
         remote=remote_fields(
-            unique_name,
+            name,
             endpoint="/v1/assets/{object_id}",
             version_column=None,
-            rate_per_second=100,
-            burst=10,
+            rate_per_second=rate,
+            burst=burst,
             pool=pool,
             request_timeout_seconds=5,
             claim_batch=2,
+            **remote,
         ),
     )
-    fields["schedule"] = None  # manual runs only (policy_fields drops None values)
-    # The dag-processor re-parses the DAG files every few seconds and picks this up.
-    policies_file.write_text(yaml.safe_dump({"policies": {unique_name: fields}}))
+
+
+@pytest.fixture
+def pool(unique_name: str) -> Iterator[str]:
+    """A pool of this test's own, deleted afterwards."""
+    from airflow.models.pool import Pool
+
+    name = f"pool_{unique_name}"
+    yield name
+    Pool.delete_pool(name)
+
+
+def test_pool_slots_cap_concurrent_callers_under_the_scheduler(
+    db, unique_name, airflow_services, pool
+) -> None:
+    from airflow.models.pool import Pool
+
+    services = airflow_services
+    sandbox = services.sandbox
+    # Slow calls, so that windows whose tasks start a few seconds apart (task start-up
+    # on a loaded machine) still call at the same time: each window works only its
+    # own operations, and with fast calls a window would finish before the next starts.
+    sandbox.state.reset(latency_ms=POOL_LATENCY_MS)
+    fields = remote_policy_fields(unique_name, pool, OBJECTS_PER_WINDOW, rate=100, burst=10)
     Pool.create_or_update_pool(pool, slots=2, description="test", include_deferred=False)
-    dag_id = f"retention__{unique_name}"
-    wait_for(
-        lambda: SerializedDagModel.has_dag(dag_id),
-        120,
-        f"{dag_id} being parsed\n{tail(airflow_services)}",
-        step=2,
-    )
+    publish_policy(services, unique_name, fields)
     today = dt.datetime.now(dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
 
-    run_with_slots(db, unique_name, pool, 2, 1, today - dt.timedelta(days=2), airflow_services)
+    run_with_slots(db, unique_name, pool, 2, 1, today - dt.timedelta(days=2), services.logs)
     two = sandbox.state.stats()
     assert len(two["effects"]) == OBJECTS_PER_WINDOW * WINDOWS
     assert two["peak_in_flight"] <= 2, "two pool slots: never more than two callers at once"
 
-    sandbox.state.reset(latency_ms=300)
-    run_with_slots(db, unique_name, pool, 4, 1001, today - dt.timedelta(days=1), airflow_services)
+    sandbox.state.reset(latency_ms=POOL_LATENCY_MS)
+    run_with_slots(db, unique_name, pool, 4, 1001, today - dt.timedelta(days=1), services.logs)
     four = sandbox.state.stats()
     assert len(four["effects"]) == OBJECTS_PER_WINDOW * WINDOWS
     assert four["peak_in_flight"] > 2, "with four slots the same run has more callers at once"
+
+
+RATE, BURST = 20, 5
+LIMITED_WINDOWS = 8
+LIMITED_PER_WINDOW = 20  # 160 calls: about 8 s at 20/s
+# A request reaches the sandbox a little after its token was taken (another process,
+# on a machine shared with the scheduler and the workers); one taken before an
+# interval that arrives inside it adds to the interval's count. Up to this late is
+# not counted as a faster rate; unlimited, the eight callers would exceed the bound
+# many times over.
+ARRIVAL_LATE_SECONDS = 0.25
+
+
+def test_the_shared_limiter_holds_across_workers_under_the_scheduler(
+    db, unique_name, airflow_services, pool
+) -> None:
+    from airflow.models.pool import Pool
+
+    services = airflow_services
+    sandbox = services.sandbox
+    # 40 ms a call: each window alone could call 25 times a second, four at once 100.
+    sandbox.state.reset(latency_ms=40)
+    fields = remote_policy_fields(
+        unique_name,
+        pool,
+        LIMITED_PER_WINDOW,
+        rate=RATE,
+        burst=BURST,
+        limiter_scope=f"scope_{unique_name}",
+    )
+    slots = CELERY_WORKERS * CELERY_CONCURRENCY  # every task slot of both workers
+    Pool.create_or_update_pool(pool, slots=slots, description="test", include_deferred=False)
+    dag_id = publish_policy(services, unique_name, fields)
+    today = dt.datetime.now(dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    rows = LIMITED_WINDOWS * LIMITED_PER_WINDOW
+    run_id = run_with_slots(
+        db, unique_name, pool, slots, 1, today - dt.timedelta(days=1), services.logs, rows=rows
+    )
+
+    stats = sandbox.state.stats()
+    assert len(stats["effects"]) == rows
+    assert set(stats["effects"].values()) == {1}, "each object deleted once"
+    times = [r["t"] for r in stats["requests"]]
+    span = max(times) - min(times)
+    counts = [(s, max_in_any_interval(times, s)) for s in (0.5, 1.0, 2.0, 5.0)]
+    for seconds, most in [*counts, (span, len(times))]:  # and the whole run
+        bound = token_bucket_bound(RATE, BURST, seconds, late=ARRIVAL_LATE_SECONDS)
+        assert most <= bound, (
+            f"{most} requests in {seconds:.2f} s, more than {RATE}/s × "
+            f"({seconds:.2f} s + {ARRIVAL_LATE_SECONDS} s late) + burst {BURST} = {bound:g}"
+        )
+
+    tasks = window_tasks(dag_id, run_id)
+    assert len(tasks) == LIMITED_WINDOWS, tasks
+    overlapping = [
+        (a, b)
+        for a, b in itertools.combinations(tasks, 2)
+        if a[1] < b[2] and b[1] < a[2]  # both running at one moment
+    ]
+    assert overlapping, f"windows ran one at a time, not concurrently: {tasks}"
+    if services.executor == "CeleryExecutor":
+        hosts = {host for host, _, _ in tasks}
+        assert hosts == set(services.workers), f"windows ran on {hosts}, not on both workers"
+        assert any(a[0] != b[0] for a, b in overlapping), (
+            f"the two workers never ran windows at the same time: {tasks}"
+        )

@@ -76,7 +76,14 @@ def test_locked_row_splits_batches_and_the_window_still_empties(
     db: Connection, unique_name: str, test_dsn: str
 ) -> None:
     create_table(db, unique_name, [(i, 1, old()) for i in range(1, 41)])
-    policy = make_policy(unique_name, window_rows=100, batch_rows=16, lock_timeout_ms=100)
+    # the blocker is another client at work: no pacing, or its sleep would release the row
+    policy = make_policy(
+        unique_name,
+        window_rows=100,
+        batch_rows=16,
+        lock_timeout_ms=100,
+        health={"busy_sleep_ratio": 0},
+    )
     (target,) = plan_windows(db, request(policy))
     blocker = psycopg.connect(test_dsn)
     blocker.execute(f"SELECT 1 FROM public.{unique_name} WHERE id = 25 FOR UPDATE")  # noqa: S608

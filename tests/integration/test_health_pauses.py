@@ -380,3 +380,67 @@ def test_the_oldest_transaction_is_an_idle_writer_here_not_a_reader_elsewhere(
         assert reading.oldest_xact_seconds is not None
         writer.execute("ROLLBACK")
         elsewhere.execute("ROLLBACK")
+
+
+class BusyClient:
+    """Another application's session, running a small statement every 20 ms."""
+
+    def __init__(self, dsn: str) -> None:
+        self.stop = threading.Event()
+        self.statements = 0
+
+        def work() -> None:
+            with other_session(dsn) as conn:
+                while not self.stop.is_set():
+                    conn.execute("SELECT 1")
+                    self.statements += 1
+                    self.stop.wait(0.02)
+
+        self.thread = threading.Thread(target=work, daemon=True)
+        self.thread.start()
+        until(lambda: self.statements > 0, "the other client's first statement")
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(DEADLINE)
+
+
+def test_other_clients_at_work_are_seen_and_only_other_databases_or_ours_are_not(
+    db: Connection, test_dsn: str, unique_name: str
+) -> None:
+    create_table(db, unique_name, [(1, 1, old())])
+    table = make_policy(unique_name).table_spec
+    assert read_health(db, table).active_clients == 0, "only retention sessions here"
+    elsewhere = BusyClient(make_conninfo(test_dsn, dbname="postgres"))
+    try:
+        assert read_health(db, table).active_clients == 0, "a client of another database"
+    finally:
+        elsewhere.close()
+    client = BusyClient(test_dsn)
+    try:
+        assert read_health(db, table).active_clients == 1
+    finally:
+        client.close()
+
+
+def test_the_window_paces_itself_while_another_client_works(
+    db: Connection, test_dsn: str, unique_name: str
+) -> None:
+    policy, window = one_window(db, unique_name, busy_sleep_ratio=2.0)
+    client = BusyClient(test_dsn)
+    try:
+        busy = delete_window(db, policy, window, batch_rows=50, dry_run=False)
+    finally:
+        client.close()
+    assert busy.rows_deleted == 300
+    assert busy.as_dict()["pause"]["paced_seconds"] > 0
+    assert busy.as_dict()["pause"]["pauses"] == 0, "pacing is not a pause"
+
+    quiet_policy, quiet_window = one_window(db, f"{unique_name}_q", busy_sleep_ratio=2.0)
+    until(
+        lambda: read_health(db, quiet_policy.table_spec).active_clients == 0,
+        "the other client's last statement to be over a second old",
+    )
+    quiet = delete_window(db, quiet_policy, quiet_window, batch_rows=50, dry_run=False)
+    assert quiet.rows_deleted == 300
+    assert "pause" not in quiet.as_dict(), "a quiet database: flat out"

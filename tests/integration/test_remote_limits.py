@@ -5,13 +5,16 @@ from __future__ import annotations
 import threading
 import time
 
+import psycopg
 import pytest
 
 from retention.db.connection import connect_dsn
 from retention.objects.deleter import work_operations
 from retention.objects.operations import OperationsKind, enqueue_window
+from retention.queue import limiter
 from retention.queue.limiter import TokenBucket
 from tests.support.policies import remote_policy
+from tests.support.rates import max_in_any_interval, max_in_any_second, token_bucket_bound
 from tests.support.remote import sandbox_sender
 from tests.support.tables import count, create_media_table, plan
 
@@ -55,16 +58,6 @@ def prepare(db, name: str, rows: int, **remote) -> object:
     return policy
 
 
-def max_in_any_second(times: list[float]) -> int:
-    times = sorted(times)
-    best, start = 0, 0
-    for end, t in enumerate(times):
-        while t - times[start] >= 1.0:
-            start += 1
-        best = max(best, end - start + 1)
-    return best
-
-
 class LimiterLog:
     """Records, on this process's clock, every token taken and every throttle of a scope.
 
@@ -80,11 +73,11 @@ class LimiterLog:
         real_take, real_throttle = TokenBucket.try_take, TokenBucket.throttle
         log = self
 
-        def try_take(bucket: TokenBucket) -> tuple[bool, float]:
+        def try_take(bucket: TokenBucket, wanted: int = 1) -> tuple[int, float]:
             began = time.time()
-            granted, wait = real_take(bucket)
+            granted, wait = real_take(bucket, wanted)
             with log.lock:
-                log.takes.append((began, time.time(), granted))
+                log.takes.append((began, time.time(), granted > 0))
             return granted, wait
 
         def throttle(bucket: TokenBucket, seconds: float) -> float:
@@ -111,8 +104,11 @@ def test_three_workers_in_a_429_storm_stay_within_the_limit(
     db, unique_name, sandbox, test_dsn, monkeypatch
 ):
     limiter = LimiterLog(monkeypatch)
-    policy = prepare(db, unique_name, 60, rate_per_second=15, burst=3)
-    sandbox.state.configure(rate=8, burst=8, storm_seconds=4)
+    # 10 operations a claim: all three workers hold some of the 60 and call at once
+    policy = prepare(db, unique_name, 60, rate_per_second=15, burst=3, claim_batch=10)
+    # Each 429 closes the scope for 1 s and halves the rate, so the calls of a storm
+    # come 1.1, 1.3, 1.5 s apart: 6 s holds the 4 asked for below with 2 s to spare.
+    sandbox.state.configure(rate=8, burst=8, storm_seconds=6)
     run_workers(test_dsn, policy, sandbox, workers=3, limit_seconds=60)
     stats = sandbox.state.stats()
     assert stats["throttled"] >= 4, "a storm of 429s, then a real limit below the configured rate"
@@ -121,7 +117,7 @@ def test_three_workers_in_a_429_storm_stay_within_the_limit(
     assert limiter.throttles, "every 429 closes the scope"
     first_rate = limiter.throttles[0][3]
     assert first_rate <= 15 / 2 + 0.5, f"the first 429 halved the effective rate: {first_rate}"
-    assert limiter.grants_inside_a_closed_scope() == [], "no call inside a Retry-After window"
+    assert limiter.grants_inside_a_closed_scope() == [], "no grant in a Retry-After window"
     assert (
         count(
             db,
@@ -163,3 +159,136 @@ def test_api_limit_at_half_the_configured_rate_gets_few_429s(db, unique_name, sa
     ).fetchone()["effective_rate"]
     assert rate < 50, "the scope learned a rate below the configured ceiling"
     assert elapsed < 30
+
+
+class FakeClock:
+    """A clock the test moves by hand, so hold times never depend on the machine's speed."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def granted_total(db, scope: str) -> int:
+    return count(db, "SELECT granted_total FROM retention.rate_limiters WHERE scope = %s", scope)
+
+
+def bucket_for(db, unique_name: str, rate: float, burst: int) -> tuple[TokenBucket, FakeClock]:
+    remote = remote_policy(unique_name, rate_per_second=rate, burst=burst).remote
+    clock = FakeClock()
+    bucket = TokenBucket.for_remote(db, remote)
+    bucket.clock = clock
+    bucket.sleep = lambda seconds: setattr(clock, "now", clock.now + seconds)
+    return bucket, clock
+
+
+def test_take_tokens_grants_what_the_bucket_holds_and_no_more(db, unique_name):
+    bucket, _ = bucket_for(db, unique_name, rate=1, burst=7)
+    assert bucket.try_take(50)[0] == 7, "a full bucket of 7 grants 7 of 50 wanted"
+    granted, wait = bucket.try_take(50)
+    assert granted == 0, "an empty bucket grants none"
+    assert 0 < wait <= 1.0, "and says how long to wait for one"
+    assert granted_total(db, bucket.scope) == 7
+    db.execute(
+        "UPDATE retention.rate_limiters SET tokens = 2.9, updated_at = clock_timestamp() "
+        "WHERE scope = %s",
+        (bucket.scope,),
+    )
+    assert bucket.try_take(50)[0] == 2, "whole tokens only"
+    left = db.execute(
+        "SELECT tokens FROM retention.rate_limiters WHERE scope = %s", (bucket.scope,)
+    ).fetchone()["tokens"]
+    assert 0.9 <= left < 1.0, "the fraction stays in the bucket"
+
+
+def test_take_tokens_refuses_nonsense_and_grants_nothing_in_a_closed_scope(db, unique_name):
+    bucket, _ = bucket_for(db, unique_name, rate=10, burst=10)
+    for wanted in (0, None):
+        with pytest.raises(psycopg.errors.RaiseException, match="at least one token"):
+            bucket.try_take(wanted)  # type: ignore[arg-type]
+    bucket.throttle(30)
+    before = db.execute(
+        "SELECT tokens, granted_total FROM retention.rate_limiters WHERE scope = %s",
+        (bucket.scope,),
+    ).fetchone()
+    granted, wait = bucket.try_take(5)
+    assert granted == 0
+    assert 25 < wait <= 30, "closed until the Retry-After ends"
+    after = db.execute(
+        "SELECT tokens, granted_total FROM retention.rate_limiters WHERE scope = %s",
+        (bucket.scope,),
+    ).fetchone()
+    assert after == before, "a closed scope writes nothing"
+    one = db.execute("SELECT * FROM retention.take_token(%s)", (bucket.scope,)).fetchone()
+    assert one["granted"] is False, "the one-token function is the same bucket"
+
+
+def test_a_fast_worker_takes_ahead_only_what_it_uses_within_the_hold(db, unique_name):
+    bucket, clock = bucket_for(db, unique_name, rate=10_000, burst=10_000)
+    assert bucket.acquire(clock() + 5, upcoming=50)
+    assert granted_total(db, bucket.scope) == 1, "no pace measured yet: one token"
+    clock.now += 0.0021  # this worker calls every 2.1 ms
+    assert bucket.acquire(clock() + 5, upcoming=49)
+    assert granted_total(db, bucket.scope) == 1 + 23, "50 ms at 2.1 ms a call: 23 tokens"
+    for _ in range(20):
+        clock.now += 0.001
+        assert bucket.acquire(clock() + 5, upcoming=40)
+    assert granted_total(db, bucket.scope) == 24, "held tokens served 20 calls"
+    assert bucket.held == 2
+    clock.now += limiter.HOLD_SECONDS
+    assert bucket.acquire(clock() + 5, upcoming=1)
+    assert granted_total(db, bucket.scope) == 25, "tokens past their hold are not used"
+    assert bucket.tokens_dropped == 2
+    assert (bucket.takes, bucket.tokens_taken, bucket.largest_take) == (3, 25, 23)
+
+
+def test_a_slow_scope_takes_one_token_at_a_time(db, unique_name):
+    bucket, clock = bucket_for(db, unique_name, rate=20, burst=20)
+    for _ in range(10):
+        clock.now += 0.001
+        assert bucket.acquire(clock() + 5, upcoming=50)
+    assert (bucket.takes, bucket.largest_take) == (10, 1), "20/s earns one token in 50 ms"
+
+
+def test_a_throttle_drops_the_tokens_held(db, unique_name):
+    bucket, clock = bucket_for(db, unique_name, rate=10_000, burst=10_000)
+    bucket.acquire(clock() + 5, upcoming=50)
+    clock.now += 0.001
+    bucket.acquire(clock() + 5, upcoming=49)
+    assert bucket.held > 0
+    held = bucket.held
+    bucket.throttle(30)
+    assert bucket.held == 0
+    assert bucket.tokens_dropped == held
+    assert not bucket.acquire(clock() + 1, upcoming=48), "the scope is closed for 30 s"
+
+
+def test_fast_workers_taking_ahead_stay_within_the_hold_bound(
+    db, unique_name, sandbox, test_dsn, monkeypatch
+):
+    """Counted at the sandbox: in every interval, calls <= rate x (interval + hold) + burst."""
+    rate, burst = 400, 5
+    policy = prepare(db, unique_name, 1200, rate_per_second=rate, burst=burst, claim_batch=50)
+    statements: list[int] = []
+    real_take = TokenBucket.try_take
+
+    def counted(bucket: TokenBucket, wanted: int = 1) -> tuple[int, float]:
+        granted, wait = real_take(bucket, wanted)
+        if granted:
+            statements.append(granted)
+        return granted, wait
+
+    monkeypatch.setattr(TokenBucket, "try_take", counted)
+    started = time.monotonic()
+    run_workers(test_dsn, policy, sandbox, workers=3, limit_seconds=60)
+    elapsed = time.monotonic() - started
+    times = sorted(r["t"] for r in sandbox.state.stats()["requests"])
+    assert len(times) == 1200
+    assert elapsed >= (1200 - burst) / rate, "the limiter, not the workers, set the pace"
+    assert sum(statements) >= 1200
+    assert len(statements) < 1200, f"tokens taken ahead: {max(statements)} at most at once"
+    for width in (0.05, 0.25, 1.0):
+        allowed = token_bucket_bound(rate, burst, width, late=limiter.HOLD_SECONDS)
+        assert max_in_any_interval(times, width) <= allowed, f"{width} s windows"

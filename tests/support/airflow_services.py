@@ -1,4 +1,5 @@
-"""Airflow's own processes for end-to-end tests: the api-server, the dag-processor, the scheduler.
+"""Airflow's own processes for end-to-end tests: the api-server, the dag-processor, the
+scheduler and Celery workers.
 
 Each runs as a separate process, as a deployment runs them, with this test
 session's Airflow home and metadata database. Every wait has a deadline.
@@ -6,13 +7,16 @@ session's Airflow home and metadata database. Every wait has a deadline.
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 
 import requests
@@ -36,13 +40,19 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    process.terminate()
-    try:
-        process.wait(30)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(10)
+def _stop(process: subprocess.Popen[bytes], grace: float = 30) -> None:
+    """SIGTERM to the leader (a warm shutdown), then SIGKILL to its whole process group.
+
+    The group goes too when the leader stopped by itself, so that no pool
+    process or task supervisor outlives the worker.
+    """
+    if process.poll() is None:
+        process.terminate()
+        with suppress(subprocess.TimeoutExpired):
+            process.wait(grace)
+    with suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait(10)
 
 
 @contextmanager
@@ -98,3 +108,182 @@ def service_environment(**extra: str) -> dict[str, str]:
 def tail(logs: Path, chars: int = 3000) -> str:
     """The end of every log in ``logs``, for assertion messages."""
     return "\n".join(f"--- {p.name}\n{p.read_text()[-chars:]}" for p in sorted(logs.glob("*.log")))
+
+
+# --- CeleryExecutor -----------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[2]
+# A local Redis by default; RETENTION_CELERY_BROKER_URL points elsewhere.
+DEFAULT_BROKER_URL = "redis://127.0.0.1:6379/0"
+WORKER_NAME_VARIABLE = "RETENTION_CELERY_WORKER_NAME"
+
+
+def celery_broker_url() -> str:
+    return os.environ.get("RETENTION_CELERY_BROKER_URL", DEFAULT_BROKER_URL)
+
+
+def broker_unreachable(broker_url: str) -> str | None:
+    """Why the Celery tests cannot run against ``broker_url`` (None: they can)."""
+    try:
+        import celery  # noqa: F401  (the provider brings celery[redis])
+        import redis
+    except ImportError as missing:
+        return f"the celery provider is not installed ({missing}): see requirements-dev.txt"
+    try:
+        redis.Redis.from_url(broker_url, socket_connect_timeout=2, socket_timeout=2).ping()
+    except redis.RedisError as error:
+        return f"no Redis broker at {broker_url}: {error}"
+    return None
+
+
+def database_result_backend(sql_alchemy_conn: str) -> str:
+    """Celery's database result backend on an Airflow metadata database URL.
+
+    A URL without a driver gets psycopg (3), as Airflow's own default does;
+    an explicit driver (``postgresql+psycopg2://``) is kept.
+    """
+    for bare in ("postgresql://", "postgres://"):
+        if sql_alchemy_conn.startswith(bare):
+            sql_alchemy_conn = "postgresql+psycopg://" + sql_alchemy_conn.removeprefix(bare)
+    return f"db+{sql_alchemy_conn}"
+
+
+def celery_environment(
+    broker_url: str, result_backend: str, *, run_tag: str | None = None
+) -> dict[str, str]:
+    """The settings that make the scheduler and the workers use CeleryExecutor.
+
+    Everything this run puts in the broker is kept apart from any other run
+    sharing the same Redis: its keys carry a prefix of its own (kombu's
+    ``global_keyprefix``, which also covers the workers' control channel) and
+    its tasks go to a queue of its own (``[operators] default_queue``, which
+    ``celery_workers`` serves).
+    """
+    tag = run_tag or uuid.uuid4().hex[:10]
+    return {
+        "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
+        "AIRFLOW__CELERY__BROKER_URL": broker_url,
+        "AIRFLOW__CELERY__RESULT_BACKEND": result_backend,
+        "AIRFLOW__CELERY_BROKER_TRANSPORT_OPTIONS__GLOBAL_KEYPREFIX": f"retention-{tag}:",
+        "AIRFLOW__CELERY_BROKER_TRANSPORT_OPTIONS__VISIBILITY_TIMEOUT": "3600",
+        "AIRFLOW__OPERATORS__DEFAULT_QUEUE": f"retention-{tag}",
+    }
+
+
+def worker_hostname() -> str:
+    """``[core] hostname_callable`` of the test's workers: the Celery worker's own name.
+
+    Each worker of a deployment runs on a host of its own; the test's workers
+    share one machine, so each task records the name of the worker that ran it
+    (``task_instance.hostname``), which is how a test tells the workers apart.
+    """
+    return os.environ.get(WORKER_NAME_VARIABLE) or socket.getfqdn()
+
+
+def worker_name(worker: subprocess.Popen[bytes]) -> str:
+    """The full name (``worker<i>-<tag>@<host>``) of a worker ``celery_workers`` started."""
+    args = list(worker.args)
+    return str(args[args.index("--celery-hostname") + 1])
+
+
+def forget_broker_keys(env: dict[str, str]) -> int:
+    """Delete what this run left in Redis (its prefixed keys); returns how many.
+
+    Call it once the scheduler and the workers have stopped.
+    """
+    prefix = env.get("AIRFLOW__CELERY_BROKER_TRANSPORT_OPTIONS__GLOBAL_KEYPREFIX")
+    if not prefix:
+        return 0
+    import redis
+
+    client = redis.Redis.from_url(
+        env["AIRFLOW__CELERY__BROKER_URL"], socket_connect_timeout=5, socket_timeout=5
+    )
+    try:
+        keys = list(client.scan_iter(match=f"{prefix}*", count=500))
+        if keys:
+            client.delete(*keys)
+        return len(keys)
+    finally:
+        client.close()
+
+
+def _running_workers(env: dict[str, str]) -> set[str]:
+    """The workers answering on the broker, as ``airflow celery list-workers`` lists them."""
+    try:
+        listed = subprocess.run(
+            [AIRFLOW, "celery", "list-workers", "--output", "json"],
+            env=env,
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return set()
+    for line in reversed(listed.stdout.decode(errors="replace").splitlines()):
+        if line.startswith("["):
+            with suppress(ValueError):
+                return {worker["worker_name"] for worker in json.loads(line)}
+    return set()
+
+
+@contextmanager
+def celery_workers(
+    env: dict[str, str], logs: Path, count: int = 2, concurrency: int = 2
+) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """``count`` ``airflow celery worker`` processes, each of ``concurrency`` task slots.
+
+    ``env`` comes from ``celery_environment`` (plus the execution API URL): the
+    workers serve its queue. Each has a name of its own (``worker<i>-<tag>@<host>``),
+    its own log ``celery-worker<i>.log`` in ``logs``, no log server (they would
+    share its port) and records its name as the tasks' hostname (see
+    ``worker_hostname``). Yields once every worker answers on the broker; stops
+    them (warm shutdown, then their process groups killed) on exit.
+    """
+    queue = env.get("AIRFLOW__OPERATORS__DEFAULT_QUEUE", "default")
+    tag = uuid.uuid4().hex[:6]
+    host = socket.gethostname()
+    names = [f"worker{i}-{tag}@{host}" for i in range(count)]
+    path = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+    with ExitStack() as stack:
+        workers: list[subprocess.Popen[bytes]] = []
+        for i, name in enumerate(names):
+            log = stack.enter_context((logs / f"celery-worker{i}.log").open("wb"))
+            worker_env = {
+                **env,
+                "PYTHONPATH": path,
+                WORKER_NAME_VARIABLE: name,
+                "AIRFLOW__CORE__HOSTNAME_CALLABLE": f"{__name__}.worker_hostname",
+            }
+            command = [
+                AIRFLOW,
+                "celery",
+                "worker",
+                "--celery-hostname",
+                name,
+                "--queues",
+                queue,
+                "--concurrency",
+                str(concurrency),
+                "--skip-serve-logs",
+                "--without-mingle",
+                "--without-gossip",
+            ]
+            process = subprocess.Popen(
+                command,
+                env=worker_env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            stack.callback(_stop, process)
+            workers.append(process)
+
+        def ready() -> bool:
+            exited = [names[i] for i, p in enumerate(workers) if p.poll() is not None]
+            if exited:
+                raise RuntimeError(f"celery worker(s) {exited} exited at start\n{tail(logs)}")
+            return set(names) <= _running_workers(env)
+
+        wait_for(ready, STARTUP_SECONDS, f"celery workers {names} answering", step=2)
+        yield workers

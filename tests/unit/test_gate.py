@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from retention.db.gate import Gate, HealthAbort, PausedTooLong, switch_pauses
-from retention.db.health import HealthReading, judge
+from retention.db.health import HealthReading, judge, sleep_ratio
 from retention.policy.model import HealthSpec, TableSpec
 
 TABLE = TableSpec("public", "events", "id", "created_at", None)
@@ -227,3 +227,40 @@ def test_pacing_sleeps_a_share_of_each_batch() -> None:
     gate.pace(0.0)
     assert clock.slept == [0.1]
     assert gate.totals()["paced_seconds"] == 0.1
+
+
+@pytest.mark.parametrize(
+    ("spec", "active_clients", "expected"),
+    [
+        (HealthSpec(), 0, 0.0),
+        (HealthSpec(), 1, HealthSpec().busy_sleep_ratio),
+        (HealthSpec(sleep_ratio=0.5, busy_sleep_ratio=2.0), 0, 0.5),
+        (HealthSpec(sleep_ratio=0.5, busy_sleep_ratio=2.0), 3, 2.0),
+        (HealthSpec(sleep_ratio=3.0, busy_sleep_ratio=2.0), 3, 3.0),
+        (HealthSpec(busy_sleep_ratio=0), 5, 0.0),
+    ],
+)
+def test_the_sleep_ratio_rises_while_other_clients_work(
+    spec: HealthSpec, active_clients: int, expected: float
+) -> None:
+    assert sleep_ratio(HealthReading(active_clients=active_clients), spec) == expected
+
+
+def test_pacing_follows_the_last_look_at_other_clients() -> None:
+    clock = Clock()
+    gate, looks = gate_with(
+        clock,
+        HealthSpec(busy_sleep_ratio=1.0),
+        HealthReading(active_clients=2),
+        HealthReading(active_clients=0),
+    )
+    gate.pace(0.2)
+    assert clock.slept == [], "no look yet: nothing known of other clients"
+    assert gate.wait(conn=None)  # type: ignore[arg-type]
+    gate.pace(0.2)
+    assert clock.slept == [0.2], "busy: sleep as long as the batch took"
+    clock.now += 1.0
+    assert gate.wait(conn=None)  # type: ignore[arg-type]
+    gate.pace(0.2)
+    assert clock.slept == [0.2], "quiet again: flat out"
+    assert len(looks) == 2

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from retention.db.connection import Connection
-from retention.db.health import CLEAR, HealthReading, Verdict, judge, read_health
+from retention.db.health import CLEAR, HealthReading, Verdict, judge, read_health, sleep_ratio
 from retention.policy.model import HealthSpec, TableSpec
 
 log = logging.getLogger(__name__)
@@ -66,6 +66,7 @@ class Gate:
     paced_seconds: float = 0.0
     reasons: dict[str, float] = field(default_factory=dict)
     _checked_at: float | None = None
+    _reading: HealthReading | None = None  # the last look (it paces until the next one)
     _switch_value: str | None = None
     _switch_failed: bool = False
 
@@ -114,9 +115,12 @@ class Gate:
             self.reasons[kind] = self.reasons.get(kind, 0.0) + waited
 
     def pace(self, batch_seconds: float) -> None:
-        """Sleep ``sleep_ratio`` of the last batch's time (pt-archiver's ``--sleep-coef``)."""
-        if self.spec.sleep_ratio > 0 and batch_seconds > 0:
-            pause = batch_seconds * self.spec.sleep_ratio
+        """Sleep a share of the last batch's time (pt-archiver's ``--sleep-coef``): the
+        policy's ``sleep_ratio``, or ``busy_sleep_ratio`` while other clients are at work
+        (as the last look saw them)."""
+        ratio = sleep_ratio(self._reading, self.spec)
+        if ratio > 0 and batch_seconds > 0:
+            pause = batch_seconds * ratio
             self.sleep(pause)
             self.paced_seconds += pause
 
@@ -133,7 +137,8 @@ class Gate:
         self._checked_at = self.clock()
         if self._paused_by_switch():
             return Verdict(PAUSE_VARIABLE, f"the Variable {PAUSE_VARIABLE} names this policy")
-        verdict = judge(self.reader(conn, self.table), self.spec, str(self.table))
+        self._reading = self.reader(conn, self.table)
+        verdict = judge(self._reading, self.spec, str(self.table))
         if verdict.abort:
             raise HealthAbort(
                 f"policy {self.policy!r}: stopped: {verdict.reason}. Nothing was lost; a retry "

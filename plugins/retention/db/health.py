@@ -3,7 +3,9 @@
 The readings are what the tools operators trust watch (pt-archiver's replica
 lag, gh-ost's pause and critical-load thresholds, GitLab's autovacuum pause):
 how far standbys are behind, the oldest transaction that holds back vacuum,
-autovacuum on the target table, and sessions waiting on our locks.  Reading is
+autovacuum on the target table, sessions waiting on our locks, and whether other
+clients are at work (pt-archiver's and gh-ost's load checks), which paces the
+deleters.  Reading is
 one statement (``health_check.sql``); judging is pure, so each rule has a unit
 test.
 """
@@ -26,6 +28,7 @@ class HealthReading:
     oldest_xact_seconds: float | None = None
     autovacuum_pid: int | None = None
     blocked_sessions: int = 0
+    active_clients: int = 0  # other sessions of the database at work in the last second
 
 
 @dataclass(frozen=True)
@@ -59,11 +62,23 @@ def read_health(conn: Connection, table: TableSpec) -> HealthReading:
         oldest_xact_seconds=_float(row.get("oldest_xact_seconds")),
         autovacuum_pid=row.get("autovacuum_pid"),
         blocked_sessions=int(row.get("blocked_sessions") or 0),
+        active_clients=int(row.get("active_clients") or 0),
     )
 
 
 def _float(value: object) -> float | None:
     return None if value is None else float(value)  # type: ignore[arg-type]
+
+
+def sleep_ratio(reading: HealthReading | None, spec: HealthSpec) -> float:
+    """The share of each batch's time to sleep after it (pure).
+
+    ``sleep_ratio`` always; ``busy_sleep_ratio`` instead when it is larger and
+    other clients were at work at the last look, so a deleter runs flat out on
+    a quiet database and leaves room to the application on a busy one.
+    """
+    busy = reading is not None and reading.active_clients > 0
+    return max(spec.sleep_ratio, spec.busy_sleep_ratio if busy else 0.0)
 
 
 def judge(reading: HealthReading, spec: HealthSpec, table: str) -> Verdict:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import logging
+import re
 import time
 from dataclasses import dataclass, replace
 from functools import cache
@@ -46,6 +47,7 @@ LOCAL_DELETE_PENDING = "local_delete_pending"
 LOCAL_DELETE_RETRY_SECONDS = 30.0
 NOT_FOUND_HOLD_SECONDS = 60.0
 MAX_ID_BYTES = 1024
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
 # A row that cannot be deleted for good: only these dead-letter a confirmed deletion.
 PERMANENT_DELETE_ERRORS: tuple[type[psycopg.Error], ...] = (
     psycopg.errors.ForeignKeyViolation,
@@ -94,11 +96,17 @@ def bad_path_value(value: str | None) -> str | None:
         return "is empty"
     if value in (".", ".."):
         return f"is the dot segment {value!r}"
-    if any(ord(char) < 32 or ord(char) == 127 for char in value):
+    if CONTROL_CHARACTERS.search(value):
         return "contains control characters"
     if len(value.encode()) > MAX_ID_BYTES:
         return f"is longer than {MAX_ID_BYTES} bytes"
     return None
+
+
+@cache
+def _endpoint_shape(endpoint: str) -> tuple[str, int]:
+    """An endpoint template's fixed prefix and its number of ``/`` once filled in."""
+    return endpoint.split("{", 1)[0], endpoint.format(object_id="x", tenant_id="x").count("/")
 
 
 def safe_endpoint(remote: RemoteSpec, op: Operation) -> tuple[str | None, str]:
@@ -111,9 +119,8 @@ def safe_endpoint(remote: RemoteSpec, op: Operation) -> tuple[str | None, str]:
         if problem:
             return None, f"the {what} {problem}; no request was made"
     path = endpoint_for(remote, op.object_id, op.tenant)
-    prefix = remote.endpoint.split("{", 1)[0]
-    shape = endpoint_for(remote, "x", "x")
-    if not path.startswith(prefix) or path.count("/") != shape.count("/"):
+    prefix, slashes = _endpoint_shape(remote.endpoint)
+    if not path.startswith(prefix) or path.count("/") != slashes:
         return None, f"the rendered path {path[:200]!r} leaves the endpoint's shape"
     return path, ""
 

@@ -227,7 +227,12 @@ class RemoteSpec(Section):
     request_timeout_seconds: float = Field(
         10.0, gt=0, le=3600, description="Timeout of one API call."
     )
-    claim_batch: int = Field(10, gt=0, le=1000, description="Operations claimed (leased) at once.")
+    claim_batch: int = Field(
+        50,
+        gt=0,
+        le=1000,
+        description="Operations claimed (leased) at once, and recorded in one statement.",
+    )
     task_budget_seconds: float = Field(
         600.0, gt=0, le=86_400, description="How long one task keeps calling before it hands back."
     )
@@ -344,6 +349,9 @@ class TableSpec:
         return f"{self.schema}.{self.name}"
 
 
+BUSY_SLEEP_RATIO = 1.0  # measured with make bench-foreground: see BENCHMARKS.md
+
+
 class HealthSpec(Section):
     """``health:``: when the deleters pause (or stop) for the database's sake.
 
@@ -389,6 +397,14 @@ class HealthSpec(Section):
         le=100,
         description="Sleep this fraction of each batch's time after it (pt-archiver's "
         "--sleep-coef).",
+    )
+    busy_sleep_ratio: float = Field(
+        BUSY_SLEEP_RATIO,
+        ge=0,
+        le=100,
+        description="Sleep this fraction of each batch's time while other clients of the "
+        "database are at work (a session not of retention active in the last second); "
+        "0: never.",
     )
     max_pause_seconds: float = Field(
         600.0,

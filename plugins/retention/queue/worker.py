@@ -125,6 +125,9 @@ class WorkerStats:
     out_of_time: bool = False
     stopped: str | None = None
     waited_for_tokens_seconds: float = 0.0
+    token_takes: int = 0  # statements that took tokens (several at once when calls are fast)
+    tokens_taken: int = 0
+    tokens_dropped: int = 0  # taken ahead but not used within the hold
     outage_pauses: int = 0
     failure_classes: Counter[str] = field(default_factory=Counter)
     batches: list[tuple[int, float]] = field(default_factory=list)
@@ -147,6 +150,9 @@ class WorkerStats:
             "stopped": self.stopped,
             "batches": len(self.batches),
             "waited_for_tokens_seconds": round(self.waited_for_tokens_seconds, 3),
+            "token_takes": self.token_takes,
+            "tokens_taken": self.tokens_taken,
+            "tokens_dropped": self.tokens_dropped,
             "outage_pauses": self.outage_pauses,
             "failure_classes": dict(self.failure_classes),
         }
@@ -202,7 +208,11 @@ class Worker:
                 if self.stats.out_of_time:
                     break
         if self.limiter is not None:
+            self.limiter.drop_held()  # the pass is over: what it took ahead is not used
             self.stats.waited_for_tokens_seconds = self.limiter.waited_seconds
+            self.stats.token_takes = self.limiter.takes
+            self.stats.tokens_taken = self.limiter.tokens_taken
+            self.stats.tokens_dropped = self.limiter.tokens_dropped
         log.info(
             "%s worker %s: %s",
             self.stats.kind,
@@ -249,18 +259,24 @@ class Worker:
                 renewed[0] = self.clock()
 
         skip = self.kind.screen(self.conn, batch)
+        to_send = sum(1 for job in batch if job.key not in skip)
         for job in batch:
-            if job.key not in held:
-                continue  # lost its lease while we waited: someone else works it now
+            if job.key not in held:  # lost its lease while we waited: someone else works it now
+                if job.key not in skip:
+                    to_send -= 1
+                continue
             if job.key in skip:
                 moment = time.time()
                 attempts.append(Attempt(job, skip[job.key], moment, moment))
                 continue
-            if not self._wait_for_token(keep_leases):
+            upcoming, to_send = to_send, to_send - 1
+            keep_leases()  # before the token: nothing slow between a token and its call
+            if job.key not in held:
+                continue
+            if not self._wait_for_token(keep_leases, upcoming):
                 self.stats.out_of_time = True
                 return None
-            keep_leases()
-            if job.key not in held:
+            if job.key not in held:  # renewed while waiting for the token, and lost
                 continue
             sent.add(job.key)
             result = self.kind.send(job)
@@ -346,11 +362,15 @@ class Worker:
             attempt_spent=0,
         )
 
-    def _wait_for_token(self, keep_leases: Callable[[], None]) -> bool:
+    def _wait_for_token(self, keep_leases: Callable[[], None], upcoming: int) -> bool:
+        """A token for the next call; ``upcoming`` calls (this one included) are lined up."""
         if self.limiter is None:
             return self.clock() < self.deadline
         return self.limiter.acquire(
-            self.deadline, on_wait=keep_leases, max_pause=self._renew_every() / 2
+            self.deadline,
+            on_wait=keep_leases,
+            max_pause=self._renew_every() / 2,
+            upcoming=upcoming,
         )
 
     def _record(self, attempts: list[Attempt], scope: str | None, elapsed_ms: float) -> None:

@@ -66,7 +66,11 @@ class WindowResult:
             "seconds": round(self.seconds, 3),
             "longest_batch_ms": round(self.longest_batch_ms, 1),
             "note": self.note,
-            **({"pause": self.pause} if self.pause.get("pauses") else {}),
+            **(
+                {"pause": self.pause}
+                if self.pause.get("pauses") or self.pause.get("paced_seconds")
+                else {}
+            ),
             **self.details,
         }
 
