@@ -313,6 +313,7 @@ def window_deleter(dsn: str, overrides: dict[str, Any]) -> Callable[[], dict[str
             "timeouts": sum(r.timeouts for r in results),
             "pauses": sum(int(r.pause.get("pauses", 0)) for r in results),
             "paused_s": sum(float(r.pause.get("paused_seconds", 0.0)) for r in results),
+            "paced_s": sum(float(r.pause.get("paced_seconds", 0.0)) for r in results),
         }
 
     return run
@@ -407,7 +408,7 @@ def describe(name: str, figures: dict[str, Any], idle: dict[str, Any] | None) ->
                 f" (planning {cleanup['plan_s']:.2f} s), {cleanup['windows']} windows, "
                 f"{cleanup['transactions']:,} transactions, longest "
                 f"{cleanup['longest_transaction_ms']:,.0f} ms, {cleanup['timeouts']} timeouts, "
-                f"{cleanup['pauses']} pauses"
+                f"{cleanup['pauses']} pauses, paced {cleanup['paced_s']:.2f} s (both windows)"
             )
         head = (
             f"  {name}: {cleanup['rows_deleted']:,} rows in {figures['measured_s']:.2f} s"

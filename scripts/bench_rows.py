@@ -111,6 +111,7 @@ def measure(dsn: str, args: argparse.Namespace, per_tenant: bool) -> dict[str, f
             windows=len(windows),
             transactions=sum(r.batches for r in results),
             longest_ms=max(r.longest_batch_ms for r in results),
+            paced_s=sum(float(r.pause.get("paced_seconds", 0.0)) for r in results),
         )
 
     def plain() -> None:
@@ -181,6 +182,7 @@ def main() -> None:
         print(show("ratio with planning", [r["ratio_with_planning"] for r in rounds]))
         print(show("longest deleter transaction", [r["longest_ms"] for r in rounds], " ms", 0))
         print(show("single DELETE transaction", [r["plain_ms"] for r in rounds], " ms", 0))
+        print(show("deleter paced (health pacing)", [r["paced_s"] for r in rounds], " s"))
         print("targets (default layout): ratio with planning >= 0.9; no transaction over 250 ms")
         figures[layout] = {
             "rounds": rounds,

@@ -29,7 +29,7 @@ SELECT
      FROM pg_stat_activity AS client
      WHERE client.backend_type = 'client backend'
        AND client.datid = (SELECT oid FROM pg_database WHERE datname = current_database())
-       AND client.application_name NOT LIKE 'retention%%'
+       AND client.application_name <> 'retention'
        AND client.pid <> pg_backend_pid()
        AND (client.state = 'active'
             OR client.state_change > clock_timestamp() - interval '1 second')

@@ -76,7 +76,8 @@ def test_locked_row_splits_batches_and_the_window_still_empties(
     db: Connection, unique_name: str, test_dsn: str
 ) -> None:
     create_table(db, unique_name, [(i, 1, old()) for i in range(1, 41)])
-    # the blocker is another client at work: no pacing, or its sleep would release the row
+    # The blocker is another client at work. Pacing would sleep through the same injected
+    # ``sleep`` as the lock backoff and release the row before any timeout: turn it off.
     policy = make_policy(
         unique_name,
         window_rows=100,

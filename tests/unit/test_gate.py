@@ -227,13 +227,16 @@ def test_pacing_sleeps_a_share_of_each_batch() -> None:
     gate.pace(0.0)
     assert clock.slept == [0.1]
     assert gate.totals()["paced_seconds"] == 0.1
+    assert gate.totals()["paused_seconds"] == 0.1, "paced time is not working time"
+    assert gate.totals()["pause_reasons"] == {"paced": 0.1}
+    assert gate.totals()["pauses"] == 0, "pacing is not a pause"
 
 
 @pytest.mark.parametrize(
     ("spec", "active_clients", "expected"),
     [
         (HealthSpec(), 0, 0.0),
-        (HealthSpec(), 1, HealthSpec().busy_sleep_ratio),
+        (HealthSpec(), 1, 1.0),
         (HealthSpec(sleep_ratio=0.5, busy_sleep_ratio=2.0), 0, 0.5),
         (HealthSpec(sleep_ratio=0.5, busy_sleep_ratio=2.0), 3, 2.0),
         (HealthSpec(sleep_ratio=3.0, busy_sleep_ratio=2.0), 3, 3.0),

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from retention.policy.model import Timeouts
 
 Connection = psycopg.Connection[dict[str, Any]]
+APPLICATION_NAME = "retention"  # health_check.sql tells retention's sessions by it
 
 
 def configure(raw: psycopg.Connection[Any]) -> Connection:
@@ -45,15 +46,16 @@ def configure(raw: psycopg.Connection[Any]) -> Connection:
     raw.autocommit = True
     raw.prepare_threshold = None  # custom plans: key-range bounds change every batch
     raw.row_factory = dict_row  # type: ignore[assignment]
+    # how the health check tells our sessions (and the locks they hold) from others';
+    # first, so that the session is unnamed for as short a time as possible
+    raw.execute("SET application_name TO 'retention'")  # APPLICATION_NAME
     raw.execute("SET TimeZone TO 'UTC'")
-    # how the health check tells our sessions (and the locks they hold) from others'
-    raw.execute("SET application_name TO 'retention'")
     return raw  # type: ignore[return-value]
 
 
 def connect_dsn(dsn: str) -> Connection:
     """Open a connection from a libpq DSN (the CLI with ``--dsn``, scripts and tests)."""
-    return configure(psycopg.connect(dsn))
+    return configure(psycopg.connect(dsn, application_name=APPLICATION_NAME))
 
 
 def set_local(

@@ -28,6 +28,7 @@ from retention.policy.model import HealthSpec, TableSpec
 log = logging.getLogger(__name__)
 
 PAUSE_VARIABLE = "retention_pause"
+PACED = "paced"  # the pause reason of time slept by pacing (sleep_ratio, busy_sleep_ratio)
 PauseSwitch = Callable[[], str | None]  # the Variable's value now (None: not set)
 
 
@@ -67,6 +68,7 @@ class Gate:
     reasons: dict[str, float] = field(default_factory=dict)
     _checked_at: float | None = None
     _reading: HealthReading | None = None  # the last look (it paces until the next one)
+    _pacing_busy: bool = False  # pacing for other clients now (logged when it changes)
     _switch_value: str | None = None
     _switch_failed: bool = False
 
@@ -116,9 +118,28 @@ class Gate:
 
     def pace(self, batch_seconds: float) -> None:
         """Sleep a share of the last batch's time (pt-archiver's ``--sleep-coef``): the
-        policy's ``sleep_ratio``, or ``busy_sleep_ratio`` while other clients are at work
-        (as the last look saw them)."""
+        larger of the policy's ``sleep_ratio`` and, while other clients are at work (as
+        the last look saw them), its ``busy_sleep_ratio``.
+
+        Time slept counts as paused (reason ``paced``) in the totals, so a window's
+        measured rate, which sizes the next run's windows, is its rate while working.
+        """
         ratio = sleep_ratio(self._reading, self.spec)
+        busy = ratio > self.spec.sleep_ratio
+        if busy != self._pacing_busy:
+            self._pacing_busy = busy
+            clients = self._reading.active_clients if self._reading else 0
+            if busy:
+                log.info(
+                    "policy %s: %d other session(s) at work: sleeping %.1f × each batch's time",
+                    self.policy,
+                    clients,
+                    ratio,
+                )
+            else:
+                log.info(
+                    "policy %s: no other session at work: pacing back to %.1f ×", self.policy, ratio
+                )
         if ratio > 0 and batch_seconds > 0:
             pause = batch_seconds * ratio
             self.sleep(pause)
@@ -126,10 +147,13 @@ class Gate:
 
     def totals(self) -> dict[str, object]:
         """For the window ledger and the run summary."""
+        reasons = dict(self.reasons)
+        if self.paced_seconds:
+            reasons[PACED] = self.paced_seconds
         return {
             "pauses": self.pauses,
-            "paused_seconds": round(self.paused_seconds, 3),
-            "pause_reasons": {k: round(v, 3) for k, v in sorted(self.reasons.items())},
+            "paused_seconds": round(self.paused_seconds + self.paced_seconds, 3),
+            "pause_reasons": {k: round(v, 3) for k, v in sorted(reasons.items())},
             "paced_seconds": round(self.paced_seconds, 3),
         }
 

@@ -5,7 +5,7 @@ lag, gh-ost's pause and critical-load thresholds, GitLab's autovacuum pause):
 how far standbys are behind, the oldest transaction that holds back vacuum,
 autovacuum on the target table, sessions waiting on our locks, and whether other
 clients are at work (pt-archiver's and gh-ost's load checks), which paces the
-deleters.  Reading is
+row deleter.  Reading is
 one statement (``health_check.sql``); judging is pure, so each rule has a unit
 test.
 """

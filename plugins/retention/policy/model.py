@@ -359,7 +359,9 @@ class HealthSpec(Section):
     remote worker, at most once a second.  A pause waits until the condition
     clears; past ``max_pause_seconds`` the task fails with the reason and a
     retry resumes.  An abort threshold fails the task at once (gh-ost's
-    critical load).  A limit left empty is not checked.
+    critical load).  A limit left empty is not checked.  Between batches the
+    row deleter also sleeps ``sleep_ratio`` of each batch's time, or
+    ``busy_sleep_ratio`` while other clients of the database are at work.
     """
 
     max_replica_lag_seconds: float | None = Field(
@@ -402,9 +404,9 @@ class HealthSpec(Section):
         BUSY_SLEEP_RATIO,
         ge=0,
         le=100,
-        description="Sleep this fraction of each batch's time while other clients of the "
-        "database are at work (a session not of retention active in the last second); "
-        "0: never.",
+        description="Row policies: sleep this fraction of each batch's time (if larger than "
+        "sleep_ratio) while other clients of the database are at work (a session not of "
+        "retention active in the last second; needs pg_monitor to see other roles); 0: never.",
     )
     max_pause_seconds: float = Field(
         600.0,

@@ -182,9 +182,9 @@ class RowDeleter(WindowDeleter):
             timeouts_at_one = 0
             result.add_batch(deleted, batch_ms)
             sizer.succeeded(batch_ms, bound["keys"])
-            gate.pace(batch_ms / 1000)
             if bound["keys"] < size:
-                break
+                break  # the window's last batch: nothing left to pace
+            gate.pace(batch_ms / 1000)
             after = bound["upto"]
         if skipped:
             raise WindowDeleteError(
