@@ -70,13 +70,18 @@ from multiprocessing.connection import Connection as Pipe
 from typing import Any
 
 import psycopg
-from benchlib import forget_policy_history, record, run_windows, show
+from benchlib import (
+    count_older,
+    forget_policy_history,
+    record,
+    run_windows,
+    seed_identical_tables,
+    show,
+)
 from psycopg import sql
 
 from retention.db.connection import connect_dsn
-from retention.db.migrate import migrate
 from retention.policy import Policy, parse_policy
-from tests.support.seed import seed_event_logs
 
 END = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 CUTOFF = END - dt.timedelta(days=30)
@@ -250,29 +255,14 @@ def drop_tables(dsn: str) -> None:
 
 
 def seed_pair(dsn: str, rows: int) -> int:
+    seed_identical_tables(dsn, (WINDOWED, PLAIN), rows=rows, end=END, days=60)
     with connect_dsn(dsn) as conn:
-        migrate(conn)
-        for table in (WINDOWED, PLAIN):
-            seed_event_logs(conn, table=f"public.{table}", rows=rows, end=END, days=60)
-            conn.execute(sql.SQL("VACUUM ANALYZE {}").format(sql.Identifier(table)))
-        row = conn.execute(
-            sql.SQL("SELECT count(*) AS n FROM {} WHERE created_at < %s").format(
-                sql.Identifier(PLAIN)
-            ),
-            (CUTOFF,),
-        ).fetchone()
-    return int(row["n"]) if row else 0
+        return count_older(conn, PLAIN, CUTOFF)
 
 
 def old_left(dsn: str, table: str) -> int:
     with connect_dsn(dsn) as conn:
-        row = conn.execute(
-            sql.SQL("SELECT count(*) AS n FROM {} WHERE created_at < %s").format(
-                sql.Identifier(table)
-            ),
-            (CUTOFF,),
-        ).fetchone()
-    return int(row["n"]) if row else -1
+        return count_older(conn, table, CUTOFF)
 
 
 def single_delete(dsn: str) -> Callable[[], dict[str, Any]]:

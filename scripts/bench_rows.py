@@ -25,13 +25,10 @@ import datetime as dt
 import os
 import time
 
-from benchlib import record, run_windows, show, spread
-from psycopg import sql
+from benchlib import count_older, record, run_windows, seed_identical_tables, show, spread
 
 from retention.db.connection import connect_dsn
-from retention.db.migrate import migrate
 from retention.policy import Policy, parse_policy
-from tests.support.seed import seed_event_logs
 
 END = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 CUTOFF = END - dt.timedelta(days=30)
@@ -60,16 +57,11 @@ def bench_policy(args: argparse.Namespace, per_tenant: bool) -> Policy:
 
 
 def seed_pair(dsn: str, rows: int) -> int:
+    seed_identical_tables(dsn, ("bench_windowed", "bench_plain"), rows=rows, end=END, days=60)
     with connect_dsn(dsn) as conn:
-        migrate(conn)
-        for table in ("bench_windowed", "bench_plain"):
-            seed_event_logs(conn, table=f"public.{table}", rows=rows, end=END, days=60)
-            conn.execute(sql.SQL("VACUUM ANALYZE {}").format(sql.Identifier(table)))
-        row = conn.execute(
-            "SELECT count(*) AS n FROM bench_plain WHERE created_at < %s", (CUTOFF,)
-        ).fetchone()
+        eligible = count_older(conn, "bench_plain", CUTOFF)
         conn.execute("CHECKPOINT")
-    return int(row["n"]) if row else 0
+    return eligible
 
 
 def run_plain(dsn: str) -> tuple[int, float]:

@@ -90,7 +90,7 @@ from typing import Any
 
 import psycopg
 import yaml
-from benchlib import forget_policy_history, record, show, spread
+from benchlib import count_older, forget_policy_history, record, seed_identical_tables, show, spread
 from psycopg import sql
 
 from retention.db.connection import connect_dsn
@@ -286,28 +286,15 @@ def fail_unfinished_runs() -> None:
 
 def seed_pair(dsn: str, rows: int, end: dt.datetime) -> int:
     """Two identical tables; returns the rows older than the cutoff (half of them)."""
+    seed_identical_tables(
+        dsn, (DAG_TABLE, PLAIN_TABLE), rows=rows, end=end, days=DAYS, autovacuum=False
+    )
     with connect_dsn(dsn) as conn:
-        migrate(conn)
-        for table in (DAG_TABLE, PLAIN_TABLE):
-            seed_event_logs(conn, table=f"public.{table}", rows=rows, end=end, days=DAYS)
-            ident = sql.Identifier("public", table)
-            conn.execute(sql.SQL("ALTER TABLE {} SET (autovacuum_enabled = false)").format(ident))
-            conn.execute(sql.SQL("VACUUM ANALYZE {}").format(ident))
         return count_older(conn, PLAIN_TABLE, cutoff_of(end))
 
 
 def cutoff_of(end: dt.datetime) -> dt.datetime:
     return end - dt.timedelta(days=RETAIN_DAYS)
-
-
-def count_older(conn: Any, table: str, cutoff: dt.datetime) -> int:
-    row = conn.execute(
-        sql.SQL("SELECT count(*) AS n FROM {} WHERE created_at < %s").format(
-            sql.Identifier("public", table)
-        ),
-        (cutoff,),
-    ).fetchone()
-    return int(row["n"])
 
 
 def count_all(conn: Any, table: str) -> int:

@@ -147,3 +147,46 @@ def run_windows(
     with ThreadPoolExecutor(max_workers=workers) as pool:
         results = list(pool.map(work, windows))
     return WindowedRun(windows, results, plan_seconds, time.perf_counter() - began)
+
+
+def seed_identical_tables(
+    dsn: str,
+    tables: tuple[str, ...],
+    *,
+    rows: int,
+    end: dt.datetime,
+    days: int,
+    autovacuum: bool = True,
+) -> None:
+    """Event logs of ``rows`` rows in each of ``tables`` (public schema), alike row for row,
+    vacuumed and analysed, so that the deletions compared start from equal tables.
+    ``autovacuum=False`` keeps autovacuum off them (a long benchmark's own measurement)."""
+    from psycopg import sql
+
+    from retention.db.connection import connect_dsn
+    from retention.db.migrate import migrate
+    from tests.support.seed import seed_event_logs
+
+    with connect_dsn(dsn) as conn:
+        migrate(conn)
+        for table in tables:
+            seed_event_logs(conn, table=f"public.{table}", rows=rows, end=end, days=days)
+            ident = sql.Identifier("public", table)
+            if not autovacuum:
+                conn.execute(
+                    sql.SQL("ALTER TABLE {} SET (autovacuum_enabled = false)").format(ident)
+                )
+            conn.execute(sql.SQL("VACUUM ANALYZE {}").format(ident))
+
+
+def count_older(conn: Any, table: str, cutoff: dt.datetime) -> int:
+    """Rows of ``public.<table>`` older than ``cutoff`` (``created_at``)."""
+    from psycopg import sql
+
+    row = conn.execute(
+        sql.SQL("SELECT count(*) AS n FROM {} WHERE created_at < %s").format(
+            sql.Identifier("public", table)
+        ),
+        (cutoff,),
+    ).fetchone()
+    return int(row["n"]) if row else 0

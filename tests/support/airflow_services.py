@@ -248,7 +248,6 @@ def celery_workers(
     with ExitStack() as stack:
         workers: list[subprocess.Popen[bytes]] = []
         for i, name in enumerate(names):
-            log = stack.enter_context((logs / f"celery-worker{i}.log").open("wb"))
             worker_env = {
                 **env,
                 "PYTHONPATH": path,
@@ -256,7 +255,6 @@ def celery_workers(
                 "AIRFLOW__CORE__HOSTNAME_CALLABLE": f"{__name__}.worker_hostname",
             }
             command = [
-                AIRFLOW,
                 "celery",
                 "worker",
                 "--celery-hostname",
@@ -269,15 +267,9 @@ def celery_workers(
                 "--without-mingle",
                 "--without-gossip",
             ]
-            process = subprocess.Popen(
-                command,
-                env=worker_env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
+            workers.append(
+                stack.enter_context(airflow_process(f"celery-worker{i}", command, worker_env, logs))
             )
-            stack.callback(_stop, process)
-            workers.append(process)
 
         def ready() -> bool:
             exited = [names[i] for i, p in enumerate(workers) if p.poll() is not None]

@@ -48,7 +48,7 @@ def configure(raw: psycopg.Connection[Any]) -> Connection:
     raw.row_factory = dict_row  # type: ignore[assignment]
     # how the health check tells our sessions (and the locks they hold) from others';
     # first, so that the session is unnamed for as short a time as possible
-    raw.execute("SET application_name TO 'retention'")  # APPLICATION_NAME
+    raw.execute("SELECT set_config('application_name', %s, false)", (APPLICATION_NAME,))
     raw.execute("SET TimeZone TO 'UTC'")
     return raw  # type: ignore[return-value]
 
