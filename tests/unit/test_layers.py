@@ -14,6 +14,7 @@ import retention
 PACKAGE = Path(retention.__file__).resolve().parent
 RANK = {
     "paths": 0,
+    "stopping": 0,
     "policy": 1,
     "db": 2,
     "rows": 3,

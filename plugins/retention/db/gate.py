@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from retention.db.connection import Connection
 from retention.db.health import CLEAR, HealthReading, Verdict, judge, read_health, sleep_ratio
 from retention.policy.model import HealthSpec, TableSpec
+from retention.stopping import raise_if_stopping, stoppable_sleep
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +61,7 @@ class Gate:
     switch: PauseSwitch | None = None
     check_every: float = 1.0
     clock: Callable[[], float] = time.monotonic
-    sleep: Callable[[float], None] = time.sleep
+    sleep: Callable[[float], None] = stoppable_sleep
     reader: Callable[[Connection, TableSpec], HealthReading] = read_health
     pauses: int = 0
     paused_seconds: float = 0.0
@@ -108,6 +109,7 @@ class Gate:
                     )
                     return False
                 self.sleep(min(self.check_every, self.spec.max_pause_seconds - waited))
+                raise_if_stopping(f"policy {self.policy} (paused)")
                 verdict = self._look(conn)
             log.info("policy %s: resumed after %.1f s paused", self.policy, self.clock() - started)
             return True

@@ -23,9 +23,10 @@ from retention.objects.operations import OperationsKind, enqueue_window
 from retention.policy.model import Policy
 from retention.queue.http import HttpSender
 from retention.queue.limiter import TokenBucket
-from retention.queue.worker import Worker, WorkerStats
+from retention.queue.worker import STOPPING, Worker, WorkerStats
 from retention.rows.lifecycle import WindowDeleter, WindowResult
 from retention.rows.windows import Window
+from retention.stopping import StopRequested
 
 
 def work_operations(
@@ -73,6 +74,13 @@ class ObjectDeleter(WindowDeleter):
             stats = work_operations(conn, kind, scope=window.window_key, gate=gate)
         for rows, elapsed_ms in kind.transactions:
             result.add_batch(rows, elapsed_ms)
+        if stats.stopped == STOPPING:  # the calls made are recorded; the rest is pending again
+            result.details = {"enqueued": enqueued, "remote": stats.as_dict()}
+            raise StopRequested(
+                f"window {window.label}: stopped on request (SIGTERM) after "
+                f"{stats.done + stats.retried + stats.dead} call(s); {stats.released} claimed "
+                "operation(s) were released unstarted and stay pending"
+            )
         row = conn.execute(
             query("ops_window_unfinished"), {"window_key": window.window_key}
         ).fetchone()

@@ -34,6 +34,7 @@ from retention.queue.classify import Classification, ClassificationTable, Outcom
 from retention.queue.http import HttpResult
 from retention.queue.leased import Finish, LeasedQueue
 from retention.queue.limiter import TokenBucket
+from retention.stopping import stop_requested
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +66,7 @@ class Stop:
 
 
 OUTAGE_MAX_PAUSE_SECONDS = 60.0
+STOPPING = "stopping"  # WorkerStats.stopped after a SIGTERM: unstarted jobs were handed back
 
 
 class JobKind(Protocol[J]):
@@ -193,6 +195,9 @@ class Worker:
         error: Exception | None = None
         with relaxed_durability(self.conn):
             while self.clock() < self.deadline:
+                if stop_requested():  # SIGTERM: claim nothing more
+                    self.stats.stopped = STOPPING
+                    break
                 if self.gate is not None and not self.gate.wait(self.conn, until=self.deadline):
                     self.stats.stopped = "paused"  # still paused at the budget: all stays pending
                     break
@@ -273,7 +278,11 @@ class Worker:
             keep_leases()  # before the token: nothing slow between a token and its call
             if job.key not in held:
                 continue
+            if stop_requested():  # SIGTERM: unstarted jobs are handed back by _work
+                return Stop(STOPPING)
             if not self._wait_for_token(keep_leases, upcoming):
+                if stop_requested():
+                    return Stop(STOPPING)
                 self.stats.out_of_time = True
                 return None
             if job.key not in held:  # renewed while waiting for the token, and lost

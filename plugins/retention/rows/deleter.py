@@ -33,6 +33,7 @@ from retention.policy.model import BatchTiming, HealthSpec, Policy
 from retention.rows.lifecycle import WindowDeleter, WindowResult
 from retention.rows.target import TargetTable
 from retention.rows.windows import Window
+from retention.stopping import raise_if_stopping, stoppable_sleep
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +91,7 @@ class RowDeleter(WindowDeleter):
     timing: BatchTiming = field(default_factory=BatchTiming)
     health: HealthSpec = field(default_factory=HealthSpec)
     switch: PauseSwitch | None = None
-    sleep: Callable[[float], None] = field(default=time.sleep)
+    sleep: Callable[[float], None] = field(default=stoppable_sleep)
 
     def gate_for(self, window: Window) -> Gate:
         return Gate(window.policy, self.health, self.table, self.switch, sleep=self.sleep)
@@ -112,6 +113,7 @@ class RowDeleter(WindowDeleter):
         timeouts_at_one = 0
         skipped: list[int] = []
         while True:
+            raise_if_stopping(f"window {window.label}")  # SIGTERM: no new batch
             gate.wait(conn)  # the pause switch and the database's health, between batches
             size = sizer.size
             params = {
@@ -218,7 +220,7 @@ def delete_window(
     *,
     batch_rows: int,
     dry_run: bool,
-    sleep: Callable[[float], None] = time.sleep,
+    sleep: Callable[[float], None] = stoppable_sleep,
     switch: PauseSwitch | None = None,
 ) -> WindowResult:
     """Empty one window of a row policy (or, in a dry run, count it), recording the attempt."""

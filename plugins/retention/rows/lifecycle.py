@@ -3,8 +3,9 @@
 Both deletion strategies (rows deleted directly, objects deleted through an
 API first) run inside :func:`window_attempt`, so every attempt is recorded the
 same way: ``running`` with its attempt counted when it starts, then ``done``
-(``counted`` in a dry run) or ``failed`` with the error, its time and its
-timeouts. The closing write always commits synchronously, whatever the
+(``counted`` in a dry run), ``failed`` with the error, its time and its
+timeouts, or ``cancelled`` when a SIGTERM stopped it between batches (the run
+then gets a partial summary). The closing write always commits synchronously, whatever the
 session's setting: it is the evidence that the window's work happened.
 """
 
@@ -24,8 +25,10 @@ from retention.db.connection import Connection, bounded
 from retention.db.gate import Gate
 from retention.db.sqlfiles import query
 from retention.policy.model import TableSpec, Timeouts
+from retention.rows.run_lease import record_stopped_run
 from retention.rows.target import TargetTable
 from retention.rows.windows import Window
+from retention.stopping import StopRequested
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +86,22 @@ def window_attempt(conn: Connection, window: Window, *, dry_run: bool) -> Iterat
     conn.execute(query("window_start"), {"window_key": window.window_key})
     try:
         yield result
+    except StopRequested as stopped:
+        result.seconds = time.perf_counter() - started
+        try:
+            close_window(conn, window, result, state="cancelled", error=stopped)
+            record_stopped_run(conn, window.policy, window.run_id, str(stopped))
+        except Exception:  # the connection may be gone; a later run closes the window
+            log.exception("window %s: could not record the stop", window.label)
+        log.warning(
+            "%s: cancelled after %d rows in %d batches, %.2fs (%s)",
+            window.label,
+            result.rows_deleted,
+            result.batches,
+            result.seconds,
+            stopped,
+        )
+        raise
     except BaseException as exc:
         result.seconds = time.perf_counter() - started
         try:
