@@ -26,7 +26,8 @@ def docs_table(policy: Policy) -> dict[str, str]:
 def test_the_media_policy_docs_name_its_remote_pool_and_every_remote_setting() -> None:
     policy = shipped("media_assets")
     remote = policy.remote
-    assert remote is not None and policy.notify is not None
+    assert remote is not None
+    assert policy.notify is not None
     table = docs_table(policy)
 
     assert table["pool"].startswith(f"`{remote.pool}` (remote.pool)")
