@@ -195,6 +195,9 @@ def main() -> None:
         "RETENTION_DEMO_DSN": make_conninfo(**dbs["demo"]),
         "RETENTION_TEST_DSN": make_conninfo(**dbs["test"]),
         "RETENTION_TEST_CONN": airflow_connection(dbs["test"]),
+        # The tests' target as an Airflow connection too, e.g. for
+        # `make cli ARGS="--conn-id retention_test dead-letters"`.
+        "AIRFLOW_CONN_RETENTION_TEST": airflow_connection(dbs["test"]),
         # The tests run Airflow with a home and a metadata database of their own,
         # so `make test` never touches what `make demo` and `make airflow` use.
         "RETENTION_TEST_AIRFLOW_HOME": str(test_home),
