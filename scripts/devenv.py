@@ -201,6 +201,9 @@ def main() -> None:
         # The tests run Airflow with a home and a metadata database of their own,
         # so `make test` never touches what `make demo` and `make airflow` use.
         "RETENTION_TEST_AIRFLOW_HOME": str(test_home),
+        # This checkout has a test database: its absence fails the tests instead
+        # of skipping them (without .local/env, e.g. `astro dev pytest`, they skip).
+        "RETENTION_TEST_REQUIRE_DB": "1",
         "RETENTION_TEST_SQL_ALCHEMY_CONN": sqlalchemy_url(dbs["test_metadata"]),
         "PYTHONPATH": f"{ROOT / 'plugins'}:{ROOT}",
     }

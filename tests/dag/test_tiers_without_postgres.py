@@ -1,0 +1,94 @@
+"""Without PostgreSQL (``astro dev pytest``, a laptop with the server stopped) the unit and
+DAG tiers still run and pass, and every test that needs the database skips and says why."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.support.env import ROOT
+
+THIS_FILE = Path(__file__).resolve()
+
+
+def test_database_tests_skip_with_the_reason_when_no_postgres_answers(tmp_path: Path) -> None:
+    with socket.socket() as closed:  # bound, never listening: connections are refused
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+        env = {
+            **os.environ,
+            "RETENTION_TEST_DSN": f"host=127.0.0.1 port={port} dbname=retention user=postgres",
+            # as on Astro, where no `.local/env` says that this checkout has a database
+            "RETENTION_TEST_REQUIRE_DB": "0",
+        }
+        run = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-q",
+                "-rs",
+                "-p",
+                "no:cacheprovider",
+                f"--basetemp={tmp_path / 'pytest'}",
+                f"--ignore={THIS_FILE}",
+                "tests/unit",
+                "tests/dag",
+                "tests/integration/test_audit.py",
+            ],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+    out = run.stdout + run.stderr
+    assert run.returncode == 0, out[-4000:]
+    summary = out.strip().splitlines()[-1]
+    assert re.search(r"\d+ passed, 3 skipped", summary), summary
+    assert "failed" not in summary
+    assert "error" not in summary
+    reasons = [line for line in out.splitlines() if line.startswith("SKIPPED")]
+    assert reasons, out[-4000:]
+    for line in reasons:
+        assert f"no test database answers at 127.0.0.1:{port} (RETENTION_TEST_DSN)" in line
+        assert "start PostgreSQL or run `make env`" in line
+
+
+def test_a_checkout_that_has_a_database_fails_instead_of_skipping(tmp_path: Path) -> None:
+    """`make env` sets RETENTION_TEST_REQUIRE_DB=1: there a missing server is loud."""
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+        env = {
+            **os.environ,
+            "RETENTION_TEST_DSN": f"host=127.0.0.1 port={port} dbname=retention user=postgres",
+            "RETENTION_TEST_REQUIRE_DB": "1",
+        }
+        run = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                f"--basetemp={tmp_path / 'pytest'}",
+                "tests/integration/test_audit.py",
+            ],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+    out = run.stdout + run.stderr
+    assert run.returncode != 0
+    assert "3 errors" in out.strip().splitlines()[-1], out[-4000:]
+    assert "RETENTION_TEST_REQUIRE_DB=1" in out
