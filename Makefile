@@ -59,8 +59,10 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
+# airflow standalone, with the sandbox deletion API (:8765) and the event receiver (:8766)
+# that the demo policies' connections name; both stop when Airflow does.
 airflow: env
-	@$(RUN) airflow standalone
+	@$(RUN) python scripts/dev_services.py -- airflow standalone
 
 # Every bench target passes ARGS on to its script, e.g. make bench-scale ARGS="--executor celery".
 bench-rows: env
