@@ -43,3 +43,19 @@ def test_the_rate_limiters_query_loads_into_python(db: Connection, unique_name: 
     assert rows[throttled]["closed_until"] == closed
     assert float(rows[throttled]["effective_rate"]) == 10.0
     assert float(rows[fresh]["tokens"]) == 20.0
+
+
+def test_the_runbooks_sql_runs(db: Connection, unique_name: str) -> None:
+    """Every statement of the runbook, placeholders filled, in a rolled-back transaction."""
+    readme = (ROOT / "README.md").read_text()
+    start = readme.index("\n## Runbook\n")
+    section = readme[start : readme.index("\n## ", start + 1)]
+    blocks = re.findall(r"```sql\n(.*?)```", section, flags=re.DOTALL)
+    assert len(blocks) >= 4
+    for block in blocks:
+        text = block.replace("<policy>", unique_name).replace("<run id>", "manual__x")
+        for statement in filter(str.strip, text.split(";")):
+            with db.transaction(force_rollback=True):
+                cursor = db.execute(statement)
+                if cursor.description is not None:
+                    cursor.fetchall()
