@@ -4,11 +4,11 @@ DAG tiers still run and pass, and every test that needs the database skips and s
 from __future__ import annotations
 
 import os
-import re
 import socket
 import subprocess
 import sys
 from pathlib import Path
+from xml.etree import ElementTree
 
 from tests.support.env import ROOT
 
@@ -35,6 +35,7 @@ def test_database_tests_skip_with_the_reason_when_no_postgres_answers(tmp_path: 
                 "-p",
                 "no:cacheprovider",
                 f"--basetemp={tmp_path / 'pytest'}",
+                f"--junitxml={tmp_path / 'report.xml'}",
                 f"--ignore={THIS_FILE}",
                 "tests/unit",
                 "tests/dag",
@@ -49,15 +50,25 @@ def test_database_tests_skip_with_the_reason_when_no_postgres_answers(tmp_path: 
         )
     out = run.stdout + run.stderr
     assert run.returncode == 0, out[-4000:]
-    summary = out.strip().splitlines()[-1]
-    assert re.search(r"\d+ passed, 3 skipped", summary), summary
-    assert "failed" not in summary
-    assert "error" not in summary
-    reasons = [line for line in out.splitlines() if line.startswith("SKIPPED")]
-    assert reasons, out[-4000:]
-    for line in reasons:
-        assert f"no test database answers at 127.0.0.1:{port} (RETENTION_TEST_DSN)" in line
-        assert "start PostgreSQL or run `make env`" in line
+    cases = ElementTree.parse(tmp_path / "report.xml").getroot().iter("testcase")
+    outcomes: dict[str, str] = {}
+    for case in cases:
+        skipped = case.find("skipped")
+        failed = case.find("failure") is not None or case.find("error") is not None
+        name = f"{case.get('classname')}.{case.get('name')}"
+        outcomes[name] = (
+            "failed" if failed else skipped.get("message", "") if skipped is not None else "passed"
+        )
+    assert not [name for name, outcome in outcomes.items() if outcome == "failed"]
+    unit = [name for name in outcomes if name.startswith("tests.unit.")]
+    assert unit, "the unit tier ran"
+    needing = [name for name in unit if "no test database" in outcomes[name]]
+    assert needing == [], "the unit tier needs no database"
+    audit = {name: o for name, o in outcomes.items() if name.startswith("tests.integration.")}
+    assert len(audit) == 3, audit
+    for reason in audit.values():
+        assert f"no test database answers at 127.0.0.1:{port} (RETENTION_TEST_DSN)" in reason
+        assert "start PostgreSQL or run `make env`" in reason
 
 
 def test_a_checkout_that_has_a_database_fails_instead_of_skipping(tmp_path: Path) -> None:
