@@ -187,23 +187,40 @@ def policy_doc(policy: Policy, warnings: list[str]) -> str:
         f"within [{policy.min_batch_rows}, {policy.max_batch_rows}] |",
         f"| owner | {policy.owner} |",
     ]
+    if policy.max_lag_hours is not None:
+        rows.append(f"| max_lag_hours | {policy.max_lag_hours:g} (reconcile fails past it) |")
     if policy.remote is None:
         rows.append(f"| pool | `{policy.pool}` × {policy.pool_slots} slot(s) per window |")
     else:
         remote = policy.remote
+        version = f"`{remote.version_column}`" if remote.version_column else "the row's timestamp"
+        not_found = (
+            f"confirms the deletion (after a 2xx; breaker at {remote.not_found_breaker})"
+            if remote.not_found_is_deleted
+            else "is a rejection (dead for review)"
+        )
         rows += [
-            f"| remote | `{remote.method} {remote.endpoint}` on connection "
-            f"`{remote.http_conn_id}`, object id `{remote.object_id_column}` |",
-            f"| rate limit | {remote.rate_per_second:g}/s, burst {remote.burst}, "
-            f"scope `{remote.scope}` |",
             f"| pool | `{remote.pool}` (remote.pool) × {policy.pool_slots} slot(s): "
             "`delete_window` and `drain_operations` |",
-            f"| max_lag_hours | {policy.max_lag_hours:g} |",
+            f"| remote | `{remote.method} {remote.endpoint}` on connection "
+            f"`{remote.http_conn_id}`, object id `{remote.object_id_column}`, version {version} |",
+            f"| rate limit | {remote.rate_per_second:g}/s, burst {remote.burst}, "
+            f"scope `{remote.scope}` (back to full rate {remote.recovery_seconds:g} s "
+            "after a 429) |",
+            f"| calls | claim batch {remote.claim_batch}, max attempts {remote.max_attempts}, "
+            f"lease {remote.lease:g} s, request timeout {remote.request_timeout_seconds:g} s, "
+            f"task budget {remote.task_budget_seconds:g} s |",
+            f"| retries | backoff {remote.backoff_base_seconds:g} s up to "
+            f"{remote.backoff_max_seconds:g} s; `{remote.idempotency_header}` header on every "
+            f"attempt; {remote.auth_failure_limit} refusals (401/403) in a row stop the task |",
+            f"| 404 | {not_found} |",
         ]
     if policy.notify is not None:
+        notify = policy.notify
         rows.append(
-            f"| notify | `POST {policy.notify.endpoint}` on `{policy.notify.http_conn_id}`, "
-            f"`deliver_events` in pool `{policy.notify.pool}` |"
+            f"| notify | `POST {notify.endpoint}` on `{notify.http_conn_id}`, "
+            f"`deliver_events` in pool `{notify.pool}`; max attempts {notify.max_attempts}, "
+            f"timeout {notify.timeout_seconds:g} s, lease {notify.lease:g} s |"
         )
     pools = (
         "**Pools.** `delete_window` runs in the policy's `pool`; its slots cap how many "
