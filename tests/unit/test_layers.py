@@ -16,6 +16,7 @@ RANK = {
     "paths": 0,
     "policy": 1,
     "db": 2,
+    "metrics": 2,
     "rows": 3,
     "queue": 3,
     "objects": 4,

@@ -17,6 +17,7 @@ from typing import Any
 import psycopg
 from airflow.sdk import Variable
 
+from retention import metrics
 from retention.airflow.connections import http_sender, postgres, signing_secret
 from retention.db.gate import PAUSE_VARIABLE, Gate
 from retention.db.migrate import migrate
@@ -283,6 +284,7 @@ def reconcile_step(policy: Policy, *, run_id: str) -> dict[str, Any]:
     """Record and return the run summary; raise when rows remain unexplained."""
     with postgres(policy.postgres_conn_id) as conn:
         summary = reconcile_run(conn, policy, run_id)
+        metrics.emit_run_gauges(conn, policy, summary)
     log.info("policy %s run summary: %s", policy.name, summary)
     raise_if_dirty(summary)
     return summary

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
+from retention import metrics
 from retention.db.connection import Connection, relaxed_durability
 from retention.db.gate import Gate
 from retention.queue.classify import Classification, ClassificationTable, Outcome, classify
@@ -213,6 +214,9 @@ class Worker:
             self.stats.token_takes = self.limiter.takes
             self.stats.tokens_taken = self.limiter.tokens_taken
             self.stats.tokens_dropped = self.limiter.tokens_dropped
+            metrics.limiter_rate(
+                self.kind.queue.policy, self.limiter.scope, self.limiter.effective_rate
+            )
         log.info(
             "%s worker %s: %s",
             self.stats.kind,
@@ -283,9 +287,11 @@ class Worker:
             c = classify(result.status, result.headers, result.error, self.now(), self.kind.table)
             c = self.kind.refine(self.conn, c, self.stats)
             self.stats.outcomes[c.outcome.value] += 1
+            metrics.remote_request(self.kind.queue.policy, self.stats.kind, c.outcome.value)
             self.stats.statuses[str(result.status or result.error)] += 1
             if c.outcome is Outcome.RATE_LIMITED and self.limiter is not None:
-                self.limiter.throttle(c.retry_after_seconds or 1.0)
+                rate = self.limiter.throttle(c.retry_after_seconds or 1.0)
+                metrics.limiter_rate(self.kind.queue.policy, self.limiter.scope, rate)
             if result.status is None and self._is_outage(attempts, c):
                 attempts.append(Attempt(job, self._outage(c), result.started, result.finished))
                 if self.limiter is None:
@@ -380,6 +386,7 @@ class Worker:
         deleted = sum(recorded.values())
         self.stats.rows_deleted += deleted
         self.stats.batches.append((deleted, elapsed_ms))
+        metrics.queue_batch(self.kind.queue.policy, self.stats.kind, deleted, elapsed_ms)
         for attempt in attempts:
             finish = self.kind.adjusted.pop(attempt.job.key, attempt.finish)
             if attempt.job.key in recorded and finish.failure_class and finish.state != "done":
