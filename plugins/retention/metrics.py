@@ -20,11 +20,11 @@ to the characters Airflow's stat-name validation allows: a policy name always
 does (``[A-Za-z0-9_]{1,100}``); anything else is mapped by :func:`segment`.
 
 This module never imports Airflow, so the layers below the Airflow layer can
-emit without it: the Airflow layer :func:`install`\\ s Airflow's stats facade as
-the sink when it is imported (in every task process). Until then, and in tests
-that install nothing, sending is a no-op. Sending never fails a task: a sink
-that raises is logged once and skipped, and the reconcile-time gauges log a
-failed query and go on.
+emit without it: the Airflow layer's ``steps`` module, which every task process
+loads, passes Airflow's stats facade to :func:`install`. Until then, and in
+tests that install nothing, sending is a no-op. Sending never fails a task: a
+sink that raises is logged once and skipped, and the reconcile-time gauges log
+a failed query and go on.
 """
 
 from __future__ import annotations
@@ -268,10 +268,14 @@ def send(name: str, policy: str, value: float, **tags: str) -> None:
                 sink.gauge(stat, value, tags=stat_tags or None)
             else:
                 sink.timing(stat, value, tags=stat_tags or None)
-    except Exception:
+    except Exception as failed:
         if not _Sending.failed:
-            log.warning("metrics: could not send %s (further failures are not logged)", name)
-            log.debug("metrics: the failure", exc_info=True)
+            log.warning(
+                "metrics: could not send %s (%s: %s); further failures are not logged",
+                name,
+                type(failed).__name__,
+                failed,
+            )
         _Sending.failed = True
 
 

@@ -5,11 +5,3 @@ work of each task, from plain values), ``dag_factory`` (one DAG per policy),
 ``api`` (the plugin's FastAPI app). Everything below takes connections and
 plain values, so its tests run without an Airflow home.
 """
-
-from airflow.sdk.observability import stats
-
-from retention import metrics
-
-# Retention's metrics go through Airflow's stats facade in every process that loads
-# this layer (task processes, through the DAG file): see ``retention.metrics``.
-metrics.install(stats)

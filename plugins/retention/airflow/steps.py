@@ -16,6 +16,7 @@ from typing import Any
 
 import psycopg
 from airflow.sdk import Variable
+from airflow.sdk.observability import stats
 
 from retention import metrics
 from retention.airflow.connections import http_sender, postgres, signing_secret
@@ -37,6 +38,7 @@ from retention.rows.planner import PlanRequest, check_table, plan_id_for, plan_w
 from retention.rows.windows import Window
 
 log = logging.getLogger(__name__)
+metrics.install(stats)  # retention's metrics go through Airflow's stats facade (retention.metrics)
 
 DEFAULT_AUDIT_DAYS = Policy.model_fields["audit_days"].default
 
