@@ -154,7 +154,13 @@ def test_a_row_policy_run_sends_its_metrics_over_udp(
         (CUTOFF,),
     ).fetchone()["n"]
     assert eligible > 0
-    fields = policy_fields(unique_name, window_rows=600, batch_rows=200, max_batch_rows=200)
+    fields = policy_fields(
+        unique_name,
+        window_rows=600,
+        batch_rows=200,
+        max_batch_rows=200,
+        health={"sleep_ratio": 0.5},  # paced: throttled_seconds
+    )
 
     done = airflow_dags_test(unique_name, fields, tmp_path, statsd)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -163,7 +169,8 @@ def test_a_row_policy_run_sends_its_metrics_over_udp(
     run = run_row(db, unique_name)
     assert (run["status"], run["rows_deleted"], run["rows_remaining"]) == ("clean", eligible, 0)
     ledger = db.execute(
-        "SELECT count(*) AS windows, sum(batches) AS batches FROM retention.windows "
+        "SELECT count(*) AS windows, sum(batches) AS batches, "
+        "sum((pause_reasons->>'paced')::float8) AS paced FROM retention.windows "
         "WHERE policy = %s AND run_id = %s AND state = 'done'",
         (unique_name, run["run_id"]),
     ).fetchone()
@@ -177,6 +184,11 @@ def test_a_row_policy_run_sends_its_metrics_over_udp(
     assert all(0 < ms < 60_000 for ms in batches)
     windows = statsd.values(f"{per_policy}.window_seconds.done", "g")
     assert len(windows) == run["windows"]
+    paced = statsd.values(f"{per_policy}.throttled_seconds.paced", "c")
+    assert ledger["paced"] > 0
+    assert sum(paced) == pytest.approx(
+        ledger["paced"], abs=0.001 * (len(paced) + ledger["windows"])
+    )
     assert statsd.last_gauge(f"{per_policy}.rows_remaining") == 0
     assert statsd.last_gauge(f"{per_policy}.oldest_eligible_age_seconds") == 0
     assert not any(".remote." in n or ".operations." in n for n in statsd.retention_names()), (
@@ -222,6 +234,7 @@ def test_a_remote_policy_run_sends_request_and_backlog_metrics(
     assert statuses[429] > 0, "the storm answered 429 at least once"
     assert sum(statsd.values(f"{per_policy}.remote.rate_limited.operations", "c")) == statuses[429]
     assert statsd.values(f"{per_policy}.limiter.effective_rate", "g"), "the limiter's rate"
+    assert sum(statsd.values(f"{per_policy}.throttled_seconds.limiter", "c")) > 0, "Retry-After"
 
     ledger = {
         row["state"]: row["n"]

@@ -21,6 +21,7 @@ from retention.db.gate import PACED, PAUSE_VARIABLE
 from retention.policy.model import POLICY_NAME
 from retention.queue.classify import Outcome
 from retention.queue.leased import EVENTS, OPERATIONS
+from retention.queue.worker import LIMITER
 from tests.support.env import ROOT
 
 LONGEST_POLICY = "p" * 100
@@ -29,7 +30,7 @@ HEALTH_REASONS = ("replica_lag", "xact_age", "autovacuum", "blocked_sessions", "
 TAG_VALUES: dict[str, tuple[str, ...]] = {
     "kind": ("rows", OPERATIONS.kind, EVENTS.kind),
     "state": ("done", "counted", "failed", *metrics.OPERATION_STATES),
-    "reason": (PACED, PAUSE_VARIABLE, *HEALTH_REASONS),
+    "reason": (PACED, PAUSE_VARIABLE, LIMITER, *HEALTH_REASONS),
     "outcome": tuple(o.value for o in Outcome),
     "scope": ("media_api", "a scope: with spaces, dots. and ü"),
 }

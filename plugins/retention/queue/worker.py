@@ -66,6 +66,7 @@ class Stop:
 
 
 OUTAGE_MAX_PAUSE_SECONDS = 60.0
+LIMITER = "limiter"  # the throttled_seconds reason of time spent waiting for tokens
 
 
 class JobKind(Protocol[J]):
@@ -217,6 +218,7 @@ class Worker:
             metrics.limiter_rate(
                 self.kind.queue.policy, self.limiter.scope, self.limiter.effective_rate
             )
+            metrics.throttled(self.kind.queue.policy, LIMITER, self.limiter.waited_seconds)
         log.info(
             "%s worker %s: %s",
             self.stats.kind,
