@@ -112,7 +112,8 @@ METRICS: dict[str, Metric] = {
             "rows_deleted",
             "counter",
             "Rows deleted from the policy's table, counted when their batch commits "
-            "(row batches, and remote batches whose objects the API confirmed).",
+            "(row batches, and remote batches whose objects the API confirmed); not the "
+            "partitions the fast path drops (the run summary lists those).",
         ),
         _metric(
             "batch_ms",
@@ -354,7 +355,7 @@ def emit_run_gauges(conn: Connection, policy: Policy, summary: Mapping[str, Any]
             "policy %s: metrics: reconcile gauges skipped (%s: %s); the run is unaffected",
             policy.name,
             type(failed).__name__,
-            failed,
+            next(iter(str(failed).splitlines()), ""),
         )
 
 

@@ -23,6 +23,7 @@ from retention.queue.classify import Outcome
 from retention.queue.leased import EVENTS, OPERATIONS
 from retention.queue.worker import LIMITER
 from tests.support.env import ROOT
+from tests.support.stats_sink import RecordingSink
 
 LONGEST_POLICY = "p" * 100
 HEALTH_REASONS = ("replica_lag", "xact_age", "autovacuum", "blocked_sessions", "unknown")
@@ -34,24 +35,6 @@ TAG_VALUES: dict[str, tuple[str, ...]] = {
     "outcome": tuple(o.value for o in Outcome),
     "scope": ("media_api", "a scope: with spaces, dots. and ü"),
 }
-
-
-class RecordingSink:
-    """Keeps what would have been sent: (method, name, value, tags)."""
-
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, str, float, dict[str, Any] | None]] = []
-
-    def incr(self, stat: str, count: Any = None, rate: Any = None, *, tags: Any = None) -> None:
-        self.sent.append(("incr", stat, count, tags))
-
-    def gauge(
-        self, stat: str, value: float, rate: Any = None, delta: Any = None, *, tags: Any = None
-    ) -> None:
-        self.sent.append(("gauge", stat, value, tags))
-
-    def timing(self, stat: str, dt: Any, *, tags: Any = None) -> None:
-        self.sent.append(("timing", stat, dt, tags))
 
 
 class BrokenSink(RecordingSink):
