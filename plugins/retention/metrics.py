@@ -55,7 +55,7 @@ UNSAFE = re.compile(r"[^A-Za-z0-9_-]")  # '.' would split a segment in two
 
 MetricType = Literal["counter", "gauge", "timer"]
 OPERATION_STATES = ("pending", "in_flight", "dead")  # not done: its count only grows
-EVENT_STATES = ("pending", "in_flight", "dead")  # not delivered, for the same reason
+UNDELIVERED = ("pending", "in_flight")  # events.pending: every event not delivered yet
 
 
 class StatsSink(Protocol):
@@ -221,10 +221,12 @@ def name_forms() -> str:
     return value
 
 
-def names_for(metric: Metric, policy: str, tags: Mapping[str, str]) -> list[tuple[str, dict]]:
+def names_for(
+    metric: Metric, policy: str, tags: Mapping[str, str]
+) -> list[tuple[str, dict[str, str]]]:
     """The (name, tags) pairs one value is sent under (see the module's docs)."""
     forms = name_forms()
-    sent: list[tuple[str, dict]] = []
+    sent: list[tuple[str, dict[str, str]]] = []
     if forms in ("both", "tagged"):
         sent.append((metric.tagged_name(), {"policy": segment(policy), **_tag_values(tags)}))
     if forms in ("both", "per_policy"):
@@ -254,14 +256,13 @@ def installed() -> StatsSink | None:
 
 
 def send(name: str, policy: str, value: float, **tags: str) -> None:
-    """Send one value of a declared metric under both names; never raises."""
+    """Send one value of a declared metric under its names (:func:`names_for`); never raises."""
     sink = _Sending.sink
     if sink is None:
         return
     metric = METRICS[name]
     try:
-        missing = set(metric.tags) - set(tags)
-        if missing or set(tags) - set(metric.tags):
+        if set(tags) != set(metric.tags):
             raise ValueError(f"metric {name}: tags {sorted(tags)}, declared {list(metric.tags)}")
         for stat, stat_tags in names_for(metric, policy, tags):
             if metric.type == "counter":
@@ -347,7 +348,7 @@ def emit_run_gauges(conn: Connection, policy: Policy, summary: Mapping[str, Any]
                 kind="operations",
             )
         if policy.notify is not None:
-            pending = sum(backlog.get(("events", s), 0) for s in ("pending", "in_flight"))
+            pending = sum(backlog.get(("events", state), 0) for state in UNDELIVERED)
             send("events.pending", policy.name, pending)
             send("dead_letters", policy.name, backlog.get(("events", "dead"), 0), kind="events")
     except (psycopg.Error, KeyError, ValueError, TypeError) as failed:
