@@ -17,6 +17,7 @@ RANK = {
     "stopping": 0,
     "policy": 1,
     "db": 2,
+    "metrics": 2,
     "rows": 3,
     "queue": 3,
     "objects": 4,

@@ -16,7 +16,9 @@ from typing import Any
 
 import psycopg
 from airflow.sdk import Variable
+from airflow.sdk.observability import stats
 
+from retention import metrics
 from retention.airflow.connections import http_sender, postgres, signing_secret
 from retention.db.gate import PAUSE_VARIABLE, Gate
 from retention.db.migrate import migrate
@@ -44,6 +46,7 @@ from retention.rows.windows import Window
 from retention.stopping import graceful_stop
 
 log = logging.getLogger(__name__)
+metrics.install(stats)  # retention's metrics go through Airflow's stats facade (retention.metrics)
 
 DEFAULT_AUDIT_DAYS = Policy.model_fields["audit_days"].default
 
@@ -347,6 +350,7 @@ def reconcile_step(policy: Policy, *, run_id: str) -> dict[str, Any]:
                 "closed by reconcile",
             )
             summary = reconcile_run(conn, policy, run_id)
+            metrics.emit_run_gauges(conn, policy, summary)
         finally:
             if release_run_lease(conn, policy.name, run_id):
                 log.info("policy %s: run %s gave the run lease back", policy.name, run_id)

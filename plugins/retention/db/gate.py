@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from retention import metrics
 from retention.db.connection import Connection
 from retention.db.health import CLEAR, HealthReading, Verdict, judge, read_health, sleep_ratio
 from retention.policy.model import HealthSpec, TableSpec
@@ -117,6 +118,7 @@ class Gate:
             waited = self.clock() - started
             self.paused_seconds += waited
             self.reasons[kind] = self.reasons.get(kind, 0.0) + waited
+            metrics.throttled(self.policy, kind, waited)
 
     def pace(self, batch_seconds: float) -> None:
         """Sleep a share of the last batch's time (pt-archiver's ``--sleep-coef``): the
@@ -146,6 +148,7 @@ class Gate:
             pause = batch_seconds * ratio
             self.sleep(pause)
             self.paced_seconds += pause
+            metrics.throttled(self.policy, PACED, pause)
 
     def totals(self) -> dict[str, object]:
         """For the window ledger and the run summary."""

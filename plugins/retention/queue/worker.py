@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
+from retention import metrics
 from retention.db.connection import Connection, relaxed_durability
 from retention.db.gate import Gate
 from retention.queue.classify import Classification, ClassificationTable, Outcome, classify
@@ -67,6 +68,7 @@ class Stop:
 
 OUTAGE_MAX_PAUSE_SECONDS = 60.0
 STOPPING = "stopping"  # WorkerStats.stopped after a SIGTERM: unstarted jobs were handed back
+LIMITER = "limiter"  # the throttled_seconds reason of time spent waiting for tokens
 
 
 class JobKind(Protocol[J]):
@@ -218,6 +220,10 @@ class Worker:
             self.stats.token_takes = self.limiter.takes
             self.stats.tokens_taken = self.limiter.tokens_taken
             self.stats.tokens_dropped = self.limiter.tokens_dropped
+            metrics.limiter_rate(
+                self.kind.queue.policy, self.limiter.scope, self.limiter.effective_rate
+            )
+            metrics.throttled(self.kind.queue.policy, LIMITER, self.limiter.waited_seconds)
         log.info(
             "%s worker %s: %s",
             self.stats.kind,
@@ -292,9 +298,11 @@ class Worker:
             c = classify(result.status, result.headers, result.error, self.now(), self.kind.table)
             c = self.kind.refine(self.conn, c, self.stats)
             self.stats.outcomes[c.outcome.value] += 1
+            metrics.remote_request(self.kind.queue.policy, self.stats.kind, c.outcome.value)
             self.stats.statuses[str(result.status or result.error)] += 1
             if c.outcome is Outcome.RATE_LIMITED and self.limiter is not None:
-                self.limiter.throttle(c.retry_after_seconds or 1.0)
+                rate = self.limiter.throttle(c.retry_after_seconds or 1.0)
+                metrics.limiter_rate(self.kind.queue.policy, self.limiter.scope, rate)
             if result.status is None and self._is_outage(attempts, c):
                 attempts.append(Attempt(job, self._outage(c), result.started, result.finished))
                 if self.limiter is None:
@@ -389,6 +397,7 @@ class Worker:
         deleted = sum(recorded.values())
         self.stats.rows_deleted += deleted
         self.stats.batches.append((deleted, elapsed_ms))
+        metrics.queue_batch(self.kind.queue.policy, self.stats.kind, deleted, elapsed_ms)
         for attempt in attempts:
             finish = self.kind.adjusted.pop(attempt.job.key, attempt.finish)
             if attempt.job.key in recorded and finish.failure_class and finish.state != "done":

@@ -26,6 +26,7 @@ from typing import Any
 
 import psycopg
 
+from retention import metrics
 from retention.db.connection import Connection, bounded
 from retention.db.gate import Gate, PauseSwitch
 from retention.db.sqlfiles import query
@@ -183,6 +184,7 @@ class RowDeleter(WindowDeleter):
             batch_ms = (time.perf_counter() - began) * 1000
             timeouts_at_one = 0
             result.add_batch(deleted, batch_ms)
+            metrics.row_batch(window.policy, deleted, batch_ms)
             sizer.succeeded(batch_ms, bound["keys"])
             if bound["keys"] < size:
                 break  # the window's last batch: nothing left to pace

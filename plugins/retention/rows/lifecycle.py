@@ -21,6 +21,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
+from retention import metrics
 from retention.db.connection import Connection, bounded
 from retention.db.gate import Gate
 from retention.db.sqlfiles import query
@@ -93,6 +94,7 @@ def window_attempt(conn: Connection, window: Window, *, dry_run: bool) -> Iterat
             record_stopped_run(conn, window.policy, window.run_id, str(stopped))
         except Exception:  # the connection may be gone; a later run closes the window
             log.exception("window %s: could not record the stop", window.label)
+        metrics.window_seconds(window.policy, "cancelled", result.seconds)
         log.warning(
             "%s: cancelled after %d rows in %d batches, %.2fs (%s)",
             window.label,
@@ -108,9 +110,11 @@ def window_attempt(conn: Connection, window: Window, *, dry_run: bool) -> Iterat
             close_window(conn, window, result, state="failed", error=exc)
         except Exception:  # the connection may be gone; the original error matters more
             log.exception("window %s: could not record the failure", window.label)
+        metrics.window_seconds(window.policy, "failed", result.seconds)
         raise
     result.seconds = time.perf_counter() - started
     close_window(conn, window, result, state="counted" if dry_run else "done", error=result.note)
+    metrics.window_seconds(window.policy, "counted" if dry_run else "done", result.seconds)
     log.info(
         "%s: %s %d rows in %d batches, %.2fs, longest batch %.0f ms, %d timeouts%s",
         window.label,
