@@ -27,7 +27,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 import psycopg
 from fastapi import APIRouter, Request
@@ -181,8 +181,8 @@ def ui_router(access: Access | None = None) -> APIRouter:
             await run_in_threadpool(access.trigger, REPLAY_DAG_ID, conf, user, note)
             for conf in confs
         ]
-        target = request.url_for("dead_letters").include_query_params(started=started)
-        return RedirectResponse(str(target), status_code=303)
+        shown = urlencode([("started", run_id) for run_id in started])
+        return RedirectResponse(f"{request.url_for('dead_letters')}?{shown}", status_code=303)
 
     @router.get("/operations/{key}", response_class=HTMLResponse, name="operation")
     async def operation(request: Request, key: str) -> Response:
