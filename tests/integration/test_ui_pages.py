@@ -18,9 +18,10 @@ import pytest
 import yaml
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
+from psycopg import sql
 
 from retention.airflow.api import create_app
-from retention.db.connection import Connection
+from retention.db.connection import Connection, connect_dsn
 from retention.policy import parse_policy
 from retention.ui.access import REPLAY_DAG_ID
 from tests.support.policies import policy_fields, remote_fields
@@ -253,3 +254,29 @@ def test_values_are_escaped(pages: Pages, db: Connection) -> None:
     page = pages.as_user("viewer-token").get("/retention/ui/dead-letters")
     assert "<script>alert(1)</script>" not in page.text
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page.text
+
+
+def test_a_run_airflow_refuses_is_reported(pages: Pages) -> None:
+    pages.access.refuse = "Airflow does not know the DAG 'retention__replay' yet"
+    answer = pages.as_user("admin-token").post(
+        "/retention/ui/dead-letters/replay",
+        data={"scope": "selected", "operation_key": pages.seeded.dead_keys},
+        headers=ORIGIN,
+    )
+    assert answer.status_code == 409
+    assert "does not know the DAG" in unescape(answer.text)
+
+
+def test_a_locked_table_fails_its_card_not_the_page(pages: Pages, test_dsn: str) -> None:
+    """The view waits for a lock no longer than the policy's lock_timeout_ms (1 s)."""
+    with connect_dsn(test_dsn) as locker, locker.transaction():
+        locker.execute(
+            sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(
+                sql.Identifier(*pages.seeded.policy.table.split("."))
+            )
+        )
+        page = pages.as_user("viewer-token").get("/retention/ui/")
+    assert page.status_code == 200
+    card = page.text[page.text.index(f'data-policy="{pages.seeded.policy.name}"') :]
+    assert re.search(r'data-figure="error">LockNotAvailable: canceling statement', card)
+    assert "paused by retention_pause" in card  # what Airflow knows is still shown

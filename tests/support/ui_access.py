@@ -14,6 +14,8 @@ from typing import Any
 
 from fastapi import Request
 
+from retention.ui.access import TriggerRefused
+
 TRIGGERING_ROLES = {"user", "op", "admin"}
 
 
@@ -32,6 +34,7 @@ class StandInAccess:
     paused: dict[str, bool] = field(default_factory=dict)
     switch: str | None = None
     triggered: list[tuple[str, dict[str, Any], str, str]] = field(default_factory=list)
+    refuse: str | None = None  # the reason Airflow would give for refusing every run
 
     async def user(self, request: Request) -> StandInUser | None:
         return self.users.get(request.cookies.get("_token", ""))
@@ -55,5 +58,7 @@ class StandInAccess:
         return self.switch
 
     def trigger(self, dag_id: str, conf: dict[str, Any], user: Any, note: str) -> str:
+        if self.refuse is not None:
+            raise TriggerRefused(self.refuse)
         self.triggered.append((dag_id, conf, user.name, note))
         return f"manual__{len(self.triggered)}"

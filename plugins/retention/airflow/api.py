@@ -33,7 +33,7 @@ from retention.events import hints
 from retention.evidence.explain import UnknownOperation, explain
 from retention.policy import Policy, load_policies
 from retention.policy.model import DAG_ID_PREFIX
-from retention.ui.access import Access
+from retention.ui.access import Access, AirflowAccess
 from retention.ui.app import ui_router
 
 OPERATION_KEY = re.compile(r"[0-9a-f]{64}")
@@ -71,16 +71,6 @@ def _airflow_user() -> Callable[..., Any]:
     return get_user
 
 
-def _may_read_dag(user: Any, dag_id: str) -> bool:
-    """What Airflow's auth manager says: may this user read this DAG?"""
-    from airflow.api_fastapi.app import get_auth_manager
-    from airflow.api_fastapi.auth.managers.models.resource_details import DagDetails
-
-    return bool(
-        get_auth_manager().is_authorized_dag(method="GET", details=DagDetails(id=dag_id), user=user)
-    )
-
-
 def _no_user() -> None:
     return None
 
@@ -97,7 +87,8 @@ def create_app(
     app = FastAPI(title="Retention", description=__doc__)
     app.include_router(ui_router(ui_access), prefix="/ui")
     user_dependency = _airflow_user() if airflow_auth else _no_user
-    may_read = authorize or (_may_read_dag if airflow_auth else lambda _user, _dag: True)
+    # the auth manager's DAG permission, asked the same way as the Retention view asks it
+    may_read = authorize or (AirflowAccess().may_read if airflow_auth else lambda _u, _d: True)
 
     @app.post("/hints", status_code=202)
     async def post_hints(request: Request) -> JSONResponse:

@@ -18,6 +18,10 @@ from fastapi import HTTPException, Request
 REPLAY_DAG_ID = "retention__replay"
 
 
+class TriggerRefused(RuntimeError):
+    """Airflow would not start the run: the DAG is not parsed yet, or its params refuse the conf."""
+
+
 class Access(Protocol):
     """What the pages ask of Airflow (a stand-in serves tests without an api-server)."""
 
@@ -42,7 +46,10 @@ class Access(Protocol):
         """The Variable ``retention_pause`` now (None: not set)."""
 
     def trigger(self, dag_id: str, conf: dict[str, Any], user: Any, note: str) -> str:
-        """Start a run of ``dag_id`` with ``conf`` on behalf of ``user``; returns its run id."""
+        """Start a run of ``dag_id`` with ``conf`` on behalf of ``user``; returns its run id.
+
+        Raises :class:`TriggerRefused` with Airflow's reason when it will not.
+        """
 
 
 class AirflowAccess:
@@ -113,19 +120,28 @@ class AirflowAccess:
 
     def trigger(self, dag_id: str, conf: dict[str, Any], user: Any, note: str) -> str:
         from airflow.api.common.trigger_dag import trigger_dag
+        from airflow.exceptions import DagNotFound, DagRunAlreadyExists
         from airflow.utils.types import DagRunTriggeredByType
 
         now = dt.datetime.now(dt.UTC)
-        run = trigger_dag(
-            dag_id,
-            triggered_by=DagRunTriggeredByType.UI,
-            triggering_user_name=self.user_name(user),
-            # one run per policy of a selection, started in the same second: the
-            # policy in the id keeps them apart
-            run_id=f"manual__{now.isoformat()}__{conf.get('policy', '')}",
-            conf=conf,
-            note=note,
-        )
+        try:
+            run = trigger_dag(
+                dag_id,
+                triggered_by=DagRunTriggeredByType.UI,
+                triggering_user_name=self.user_name(user),
+                # one run per policy of a selection, started in the same second: the
+                # policy in the id keeps them apart
+                run_id=f"manual__{now.isoformat()}__{conf.get('policy', '')}",
+                conf=conf,
+                note=note,
+            )
+        except DagNotFound as missing:
+            raise TriggerRefused(
+                f"Airflow does not know the DAG {dag_id!r} yet (is dags/retention_replay.py "
+                f"deployed, and has the dag-processor parsed it?): {missing}"
+            ) from missing
+        except (DagRunAlreadyExists, ValueError) as refused:  # ParamValidationError too
+            raise TriggerRefused(f"Airflow refused a run of {dag_id!r}: {refused}") from refused
         if run is None:
             raise RuntimeError(f"Airflow did not create a run of {dag_id}")
         return str(run.run_id)

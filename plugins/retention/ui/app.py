@@ -41,7 +41,7 @@ from retention.db.gate import PAUSE_VARIABLE, switch_pauses
 from retention.evidence.explain import UnknownOperation, explain
 from retention.policy import Policy, load_policies
 from retention.ui import formatting
-from retention.ui.access import REPLAY_DAG_ID, Access, AirflowAccess
+from retention.ui.access import REPLAY_DAG_ID, Access, AirflowAccess, TriggerRefused
 from retention.ui.queries import (
     DeadLetterFilter,
     PolicyFigures,
@@ -177,10 +177,15 @@ def ui_router(access: Access | None = None) -> APIRouter:
         except ViewError as bad:
             return message(request, bad.status, bad.message)
         note = f"Started from the Retention view by {access.user_name(user)}"
-        started = [
-            await run_in_threadpool(access.trigger, REPLAY_DAG_ID, conf, user, note)
-            for conf in confs
-        ]
+        started: list[str] = []
+        for conf in confs:
+            try:
+                started.append(
+                    await run_in_threadpool(access.trigger, REPLAY_DAG_ID, conf, user, note)
+                )
+            except TriggerRefused as refused:
+                done = f" (already started: {', '.join(started)})" if started else ""
+                return message(request, 409, f"{refused}{done}")
         shown = urlencode([("started", run_id) for run_id in started])
         return RedirectResponse(f"{request.url_for('dead_letters')}?{shown}", status_code=303)
 

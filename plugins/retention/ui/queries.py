@@ -13,13 +13,14 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
-from retention.db.connection import Connection, bounded
+from retention.db.connection import Connection, set_local
 from retention.db.sqlfiles import query
 from retention.evidence.reconcile import as_aware
 from retention.policy import Policy
 from retention.rows.target import TargetTable
 
 DEAD_LETTER_LIMIT = 200  # rows one dead-letter page lists
+STATEMENT_MS = 5000  # a page view's statements: enough for index reads, short for a person
 
 
 @dataclass(frozen=True)
@@ -90,18 +91,31 @@ class PolicyFigures:
 
 
 def policy_figures(conn: Connection, policy: Policy, now: dt.datetime) -> PolicyFigures:
-    """Read one policy's figures from its database (the ``retention`` schema must exist)."""
+    """Read one policy's figures from its database (the ``retention`` schema must exist).
+
+    One read-only transaction; each statement may run ``STATEMENT_MS`` and wait
+    for a lock the policy's ``lock_timeout_ms``, so a slow database fails this
+    policy's card with the reason instead of hanging the page.
+    """
     cutoff_now = now - dt.timedelta(days=policy.retain_days)
     params = {"policy": policy.name}
-    run = conn.execute(query("ui_last_run"), params).fetchone()
-    with bounded(conn, policy.timeouts, reads=True, timezone=policy.timestamp_timezone):
-        target = TargetTable.of(policy.table_spec)
-        oldest = conn.execute(target.query("ui_oldest_eligible"), {"cutoff": cutoff_now}).fetchone()
     scope = policy.remote.scope if policy.remote else None
-    queue = conn.execute(query("ui_queue"), {**params, "scope": scope}).fetchone()
-    minutes = conn.execute(
-        query("ui_per_minute"), {**params, "remote": policy.remote is not None}
-    ).fetchall()
+    with conn.transaction():
+        conn.execute("SET TRANSACTION READ ONLY")
+        set_local(
+            conn,
+            statement_ms=STATEMENT_MS,
+            lock_ms=policy.lock_timeout_ms,
+            timezone=policy.timestamp_timezone,  # a timestamp column without a time zone
+        )
+        run = conn.execute(query("ui_last_run"), params).fetchone()
+        oldest = conn.execute(
+            TargetTable.of(policy.table_spec).query("ui_oldest_eligible"), {"cutoff": cutoff_now}
+        ).fetchone()
+        queue = conn.execute(query("ui_queue"), {**params, "scope": scope}).fetchone()
+        minutes = conn.execute(
+            query("ui_per_minute"), {**params, "remote": policy.remote is not None}
+        ).fetchall()
     assert queue is not None
     oldest_value = oldest["oldest"] if oldest else None
     return PolicyFigures(
