@@ -280,3 +280,34 @@ def test_a_locked_table_fails_its_card_not_the_page(pages: Pages, test_dsn: str)
     card = page.text[page.text.index(f'data-policy="{pages.seeded.policy.name}"') :]
     assert re.search(r'data-figure="error">LockNotAvailable: canceling statement', card)
     assert "paused by retention_pause" in card  # what Airflow knows is still shown
+
+
+def test_replaying_dead_events(pages: Pages, db: Connection) -> None:
+    client = pages.as_user("admin-token")
+    (event_id,) = [
+        row["event_id"]
+        for row in db.execute(
+            "SELECT event_id FROM retention.outbox WHERE state = 'dead' AND policy = %s",
+            (pages.seeded.policy.name,),
+        )
+    ]
+    page = client.get("/retention/ui/dead-letters")
+    assert f'data-event="{event_id}"' in page.text
+    assert 'data-action="replay-events"' in page.text
+    answer = client.post(
+        "/retention/ui/dead-letters/replay",
+        data={"scope": "events", "event_id": [event_id, "evt_" + "0" * 32], "reason": "410 fixed"},
+        headers=ORIGIN,
+    )
+    assert answer.status_code == 303, answer.text
+    assert [conf for _, conf, _, _ in pages.access.triggered] == [
+        {
+            "kind": "events",
+            "policy": pages.seeded.policy.name,
+            "event_ids": [event_id],
+            "reason": "410 fixed",
+        }
+    ]
+    viewer = pages.as_user("viewer-token").get("/retention/ui/dead-letters")
+    assert f'data-event="{event_id}"' in viewer.text
+    assert 'name="event_id"' not in viewer.text

@@ -9,6 +9,8 @@ from retention.evidence.reconcile import reconcile_run
 from retention.rows.deleter import delete_window
 from retention.ui.queries import (
     DeadLetterFilter,
+    dead_event_ids_by_policy,
+    dead_events,
     dead_keys_by_policy,
     dead_letter_classes,
     dead_letters,
@@ -126,7 +128,8 @@ def test_dead_letters_filter_by_policy_class_and_time(
     assert len(dead_letters(db, [name], DeadLetterFilter(name, "http_422", since=earlier))) == 2
     assert len(dead_letters(db, [name], DeadLetterFilter(), limit=1)) == 1
     assert dead_letter_classes(db, [name]) == [
-        {"policy": name, "failure_class": "http_422", "n": 2}
+        {"kind": "operations", "policy": name, "failure_class": "http_422", "n": 2},
+        {"kind": "events", "policy": name, "failure_class": "http_410", "n": 1},
     ]
     done = db.execute(
         "SELECT operation_key FROM retention.operations WHERE policy = %s AND state = 'done' "
@@ -136,3 +139,28 @@ def test_dead_letters_filter_by_policy_class_and_time(
     chosen = [*seeded.dead_keys, done["operation_key"]]
     assert dead_keys_by_policy(db, chosen, [name]) == {name: seeded.dead_keys}
     assert dead_keys_by_policy(db, chosen, ["another_policy"]) == {}
+
+
+def test_dead_events_are_listed_and_grouped_by_policy(
+    db: Connection, test_dsn: str, unique_name: str, sandbox
+) -> None:
+    seeded = seed_remote_ledger(db, test_dsn, remote_policy(unique_name, notify=NOTIFY), sandbox)
+    name = seeded.policy.name
+    (event,) = dead_events(db, [name], DeadLetterFilter())
+    stored = db.execute(
+        "SELECT event_id, operation_key FROM retention.outbox WHERE state = 'dead' AND policy = %s",
+        (name,),
+    ).fetchone()
+    assert (event["event_id"], event["operation_key"]) == (
+        stored["event_id"],
+        stored["operation_key"],
+    )
+    assert event["failure_class"] == "http_410"
+    assert dead_events(db, [name], DeadLetterFilter(failure_class="http_422")) == []
+    assert dead_events(db, ["another_policy"], DeadLetterFilter()) == []
+    pending = db.execute(
+        "SELECT event_id FROM retention.outbox WHERE state = 'pending' AND policy = %s LIMIT 1",
+        (name,),
+    ).fetchone()
+    chosen = [event["event_id"], pending["event_id"]]
+    assert dead_event_ids_by_policy(db, chosen, [name]) == {name: [event["event_id"]]}

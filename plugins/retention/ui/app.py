@@ -3,9 +3,9 @@
 - ``GET  /retention/ui/``: per policy, the last run, the lag, the remote
   backlog and queue age, deletions and 429s per minute over the last hour, the
   limiter's rate now, events pending and dead, and whether it is paused.
-- ``GET  /retention/ui/dead-letters``: dead operations, filtered by policy,
-  failure class and since when; users who may trigger ``retention__replay``
-  also see a form that starts it for the selection.
+- ``GET  /retention/ui/dead-letters``: dead operations and dead events,
+  filtered by policy, failure class and since when; users who may trigger
+  ``retention__replay`` also see a form that starts it for the selection.
 - ``POST /retention/ui/dead-letters/replay``: starts one ``retention__replay``
   run per policy of the selection (403 for users who may not trigger it; 403
   for a request from another origin, the CSRF guard).
@@ -45,6 +45,8 @@ from retention.ui.access import REPLAY_DAG_ID, Access, AirflowAccess, TriggerRef
 from retention.ui.queries import (
     DeadLetterFilter,
     PolicyFigures,
+    dead_event_ids_by_policy,
+    dead_events,
     dead_keys_by_policy,
     dead_letter_classes,
     dead_letters,
@@ -55,6 +57,7 @@ log = logging.getLogger(__name__)
 
 TEMPLATES = Path(__file__).parent / "templates"
 OPERATION_KEY = re.compile(r"[0-9a-f]{64}")
+EVENT_ID = re.compile(r"evt_[0-9a-f]{32}")
 MAX_REPLAY_KEYS = 500  # operation keys one replay run is given
 
 
@@ -136,14 +139,15 @@ def ui_router(access: Access | None = None) -> APIRouter:
             chosen = _filter(request.query_params, policies)
         except ViewError as bad:
             return message(request, bad.status, bad.message)
-        found, classes, errors = await run_in_threadpool(_dead_letters, policies, chosen)
+        found = await run_in_threadpool(_dead_letters, policies, chosen)
         return pages.TemplateResponse(
             request,
             "dead_letters.html",
             {
-                "rows": found,
-                "classes": classes,
-                "errors": errors,
+                "rows": found.operations,
+                "events": found.events,
+                "classes": found.classes,
+                "errors": found.errors,
                 "chosen": chosen,
                 "policies": [p.name for p in policies],
                 "remote_policies": [p.name for p in policies if p.remote],
@@ -281,22 +285,30 @@ def _filter(params: Any, policies: list[Policy]) -> DeadLetterFilter:
     return DeadLetterFilter(policy, params.get("failure_class") or None, since)
 
 
-def _dead_letters(
-    policies: list[Policy], chosen: DeadLetterFilter
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]:
-    found: list[dict[str, Any]] = []
-    classes: list[dict[str, Any]] = []
-    errors: list[str] = []
+@dataclass(frozen=True)
+class DeadLetters:
+    """What the dead-letter page lists, from every database of the readable policies."""
+
+    operations: list[dict[str, Any]]
+    events: list[dict[str, Any]]
+    classes: list[dict[str, Any]]  # kind, policy, failure_class, n
+    errors: list[str]  # databases that could not be read, and why
+
+
+def _dead_letters(policies: list[Policy], chosen: DeadLetterFilter) -> DeadLetters:
+    found = DeadLetters([], [], [], [])
     for conn_id, members in _by_database([p for p in policies if p.remote]).items():
         names = [p.name for p in members]
         try:
             with postgres(conn_id) as conn:
-                found += dead_letters(conn, names, chosen)
-                classes += dead_letter_classes(conn, names)
+                found.operations.extend(dead_letters(conn, names, chosen))
+                found.events.extend(dead_events(conn, names, chosen))
+                found.classes.extend(dead_letter_classes(conn, names))
         except (psycopg.Error, OSError) as failed:
-            errors.append(f"connection {conn_id!r}: {failed}")
-    found.sort(key=lambda row: (row["dead_since"], row["operation_key"]), reverse=True)
-    return found, classes, errors
+            found.errors.append(f"connection {conn_id!r}: {failed}")
+    found.operations.sort(key=lambda row: (row["dead_since"], row["operation_key"]), reverse=True)
+    found.events.sort(key=lambda row: (row["dead_since"], row["event_id"]), reverse=True)
+    return found
 
 
 def _replay_confs(form: Any, policies: list[Policy], user_name: str) -> list[dict[str, Any]]:
@@ -323,6 +335,8 @@ def _replay_confs(form: Any, policies: list[Policy], user_name: str) -> list[dic
                 "reason": reason,
             }
         ]
+    if form.get("scope") == "events":
+        return _event_replay_confs(form, policies, reason)
     keys = sorted({k for k in form.getlist("operation_key") if OPERATION_KEY.fullmatch(k)})
     if not keys:
         raise ViewError(400, "tick the dead operations to replay (or replay by filter)")
@@ -337,6 +351,25 @@ def _replay_confs(form: Any, policies: list[Policy], user_name: str) -> list[dic
     return [
         {"kind": "operations", "policy": policy, "operation_keys": chosen_keys, "reason": reason}
         for policy, chosen_keys in sorted(grouped.items())
+    ]
+
+
+def _event_replay_confs(form: Any, policies: list[Policy], reason: str) -> list[dict[str, Any]]:
+    """``scope=events``: the ticked event ids that are dead events, one run per policy."""
+    ids = sorted({i for i in form.getlist("event_id") if EVENT_ID.fullmatch(i)})
+    if not ids:
+        raise ViewError(400, "tick the dead events to replay")
+    if len(ids) > MAX_REPLAY_KEYS:
+        raise ViewError(400, f"at most {MAX_REPLAY_KEYS} events at once")
+    grouped: dict[str, list[str]] = {}
+    for conn_id, members in _by_database(policies).items():
+        with postgres(conn_id) as conn:
+            grouped.update(dead_event_ids_by_policy(conn, ids, [p.name for p in members]))
+    if not grouped:
+        raise ViewError(404, "none of the ticked events is dead any more (or yours to see)")
+    return [
+        {"kind": "events", "policy": policy, "event_ids": chosen_ids, "reason": reason}
+        for policy, chosen_ids in sorted(grouped.items())
     ]
 
 

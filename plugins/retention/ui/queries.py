@@ -186,7 +186,7 @@ def dead_letters(
 
 
 def dead_letter_classes(conn: Connection, policies: list[str]) -> list[dict[str, Any]]:
-    """(policy, failure_class, n) of every dead operation of ``policies``."""
+    """(kind, policy, failure_class, n) of every dead operation and event of ``policies``."""
     return conn.execute(query("ui_dead_letter_classes"), {"policies": policies}).fetchall()
 
 
@@ -198,3 +198,32 @@ def dead_keys_by_policy(
         query("ui_dead_letter_policies"), {"keys": keys, "policies": policies}
     ).fetchall()
     return {row["policy"]: list(row["operation_keys"]) for row in rows}
+
+
+def dead_events(
+    conn: Connection,
+    policies: list[str],
+    chosen: DeadLetterFilter,
+    limit: int = DEAD_LETTER_LIMIT,
+) -> list[dict[str, Any]]:
+    """Dead ``retention.deleted`` events of ``policies`` matching the filter."""
+    return conn.execute(
+        query("ui_dead_events"),
+        {
+            "policies": policies,
+            "policy": chosen.policy,
+            "failure_class": chosen.failure_class,
+            "since": chosen.since,
+            "limit": limit,
+        },
+    ).fetchall()
+
+
+def dead_event_ids_by_policy(
+    conn: Connection, ids: list[str], policies: list[str]
+) -> dict[str, list[str]]:
+    """Which of ``ids`` are dead events of ``policies``, grouped by policy."""
+    rows = conn.execute(
+        query("ui_dead_event_policies"), {"ids": ids, "policies": policies}
+    ).fetchall()
+    return {row["policy"]: list(row["event_ids"]) for row in rows}
