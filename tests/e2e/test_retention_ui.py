@@ -221,7 +221,7 @@ def replay_as_admin(admin: Any, served: Served) -> str:
     admin.goto(f"{served.url}/retention/ui/dead-letters?policy={REMOTE_POLICY}")
     for key in dead_keys:
         admin.locator(f"input[name=operation_key][value='{key}']").check()
-    admin.locator("input[name=reason]").fill("receiver fixed")
+    admin.locator("form[data-form=replay] input[name=reason]").fill("receiver fixed")
     admin.screenshot(path=str(SCREENSHOTS / "retention-dead-letters-admin.png"))
     admin.locator("[data-action=replay-selected]").click()
     started = admin.locator("[data-started]")
@@ -282,3 +282,4 @@ def test_the_retention_view_in_chromium(served: Served, db: Connection) -> None:
         "reason": "receiver fixed",
     }
     assert started_run["triggering_user_name"] == ADMIN
+    assert started_run["note"] == f"Started from the Retention view by {ADMIN}"
