@@ -93,6 +93,8 @@ def test_the_overview_shows_each_policy_or_why_it_cannot(pages: Pages) -> None:
     name = pages.seeded.policy.name
     section = page.text[page.text.index(f'data-policy="{name}"') :]
     assert re.search(r'data-figure="pending">2<', section)
+    # the card's title opens the policy's DAG in Airflow, outside the view's frame
+    assert f'href="../../dags/{pages.seeded.policy.dag_id}" target="_top"' in section
     assert "paused by retention_pause" in section  # the Variable says "all"
     gone = page.text[page.text.index(f'data-policy="{pages.missing_policy}"') :]
     assert re.search(r'data-figure="error">no retention ledger or table yet', gone)
