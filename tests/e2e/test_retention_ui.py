@@ -44,7 +44,9 @@ REMOTE_POLICY, ROWS_POLICY = "ui_media_assets", "ui_event_logs"
 TIMEOUT_MS = 60_000  # per browser step: the machine is shared, the first page load is slow
 
 
+@pytest.fixture
 def chromium() -> str:
+    """Debian's Chromium, or a skip that says how to get it (before any server starts)."""
     found = shutil.which("chromium")
     if found is None:
         pytest.skip(
@@ -81,7 +83,7 @@ def parsed(name: str, fields: dict[str, Any]) -> Policy:
 
 @pytest.fixture
 def served(
-    db: Connection, test_dsn: str, unique_name: str, sandbox, tmp_path: Path
+    chromium: str, db: Connection, test_dsn: str, unique_name: str, sandbox, tmp_path: Path
 ) -> Iterator[Served]:
     """An api-server with the plugin, two seeded policies (remote, rows), an admin and a viewer.
 
@@ -238,8 +240,7 @@ def check_evidence(admin: Any, key: str) -> None:
     admin.screenshot(path=str(SCREENSHOTS / "retention-operation-admin.png"))
 
 
-def test_the_retention_view_in_chromium(served: Served, db: Connection) -> None:
-    executable = chromium()
+def test_the_retention_view_in_chromium(chromium: str, served: Served, db: Connection) -> None:
     from playwright.sync_api import sync_playwright
 
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
@@ -257,7 +258,7 @@ def test_the_retention_view_in_chromium(served: Served, db: Connection) -> None:
     assert "/auth/login" in anonymous.headers["location"]
 
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=executable, args=["--no-sandbox"])
+        browser = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
         try:
             admin = log_in(browser, served, ADMIN)
             check_overview(open_retention_entry(admin, served), seeded, run)

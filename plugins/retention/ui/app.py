@@ -43,6 +43,7 @@ from retention.policy import Policy, load_policies
 from retention.ui import formatting
 from retention.ui.access import REPLAY_DAG_ID, Access, AirflowAccess, TriggerRefused
 from retention.ui.queries import (
+    DEAD_LETTER_LIMIT,
     DeadLetterFilter,
     PolicyFigures,
     dead_event_ids_by_policy,
@@ -152,6 +153,7 @@ def ui_router(access: Access | None = None) -> APIRouter:
                 "policies": [p.name for p in policies],
                 "remote_policies": [p.name for p in policies if p.remote],
                 "may_replay": access.may_trigger(user, REPLAY_DAG_ID),
+                "limit": DEAD_LETTER_LIMIT,
                 "user": access.user_name(user),
                 "started": request.query_params.getlist("started"),
             },
