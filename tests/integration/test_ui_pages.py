@@ -313,3 +313,15 @@ def test_replaying_dead_events(pages: Pages, db: Connection) -> None:
     viewer = pages.as_user("viewer-token").get("/retention/ui/dead-letters")
     assert f'data-event="{event_id}"' in viewer.text
     assert 'name="event_id"' not in viewer.text
+
+
+def test_a_policy_the_file_gets_wrong_is_named_on_the_overview(
+    pages: Pages, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    policies = tmp_path / "broken.yaml"
+    policies.write_text(yaml.safe_dump({"policies": {"broken": {"retain_days": "thirty"}}}))
+    monkeypatch.setenv("RETENTION_POLICIES", str(policies))
+    page = pages.as_user("viewer-token").get("/retention/ui/")
+    assert page.status_code == 200
+    shown = unescape(page.text)
+    assert "policy 'broken', field 'retain_days': must be a whole number, got 'thirty'" in shown

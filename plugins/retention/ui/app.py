@@ -39,7 +39,7 @@ from jinja2 import Environment, FileSystemLoader
 from retention.airflow.connections import postgres
 from retention.db.gate import PAUSE_VARIABLE, switch_pauses
 from retention.evidence.explain import UnknownOperation, explain
-from retention.policy import Policy, load_policies
+from retention.policy import Policy, PolicySet, load_policies
 from retention.ui import formatting
 from retention.ui.access import REPLAY_DAG_ID, Access, AirflowAccess, TriggerRefused
 from retention.ui.queries import (
@@ -109,21 +109,25 @@ def ui_router(access: Access | None = None) -> APIRouter:
             request, "message.html", {"status": status, "text": text}, status_code=status
         )
 
-    def readable(user: Any) -> list[Policy]:
-        return [p for p in _policies() if access.may_read(user, p.dag_id)]
+    def readable(user: Any, policies: PolicySet | None = None) -> list[Policy]:
+        found = policies or load_policies()
+        return [p for p in found.policies if access.may_read(user, p.dag_id)]
 
     @router.get("/", response_class=HTMLResponse, name="overview")
     async def overview(request: Request) -> Response:
         user = await login_or(request)
         if isinstance(user, Response):
             return user
-        policies = readable(user)
+        policy_set = load_policies()
+        policies = readable(user, policy_set)
         rows = await run_in_threadpool(_overview_rows, access, policies)
         return pages.TemplateResponse(
             request,
             "overview.html",
             {
                 "rows": rows,
+                # a policy the file gets wrong has no DAG and no card: say why here
+                "policy_problems": policy_set.error_report(),
                 "user": access.user_name(user),
                 "pause_variable": PAUSE_VARIABLE,
                 "now": dt.datetime.now(dt.UTC),
@@ -150,7 +154,6 @@ def ui_router(access: Access | None = None) -> APIRouter:
                 "classes": found.classes,
                 "errors": found.errors,
                 "chosen": chosen,
-                "policies": [p.name for p in policies],
                 "remote_policies": [p.name for p in policies if p.remote],
                 "may_replay": access.may_trigger(user, REPLAY_DAG_ID),
                 "limit": DEAD_LETTER_LIMIT,
@@ -211,10 +214,6 @@ def ui_router(access: Access | None = None) -> APIRouter:
         )
 
     return router
-
-
-def _policies() -> list[Policy]:
-    return load_policies().policies
 
 
 def _by_database(policies: list[Policy]) -> dict[str, list[Policy]]:
