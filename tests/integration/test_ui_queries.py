@@ -38,6 +38,11 @@ def test_a_remote_policy_shows_its_run_backlog_rates_and_events(
     assert figures.last_run is not None
     assert (figures.last_run.run_id, figures.last_run.status) == ("run-1", run["status"])
     assert figures.last_run.cutoff == CUTOFF
+    plan_windows = db.execute(
+        "SELECT count(*) AS n FROM retention.windows WHERE policy = %s AND run_id = 'run-1'",
+        (policy.name,),
+    ).fetchone()
+    assert sum(figures.last_run.windows.values()) == plan_windows["n"]  # not run-0's
     assert figures.last_run.rows_deleted == run["rows_deleted"]
     # the rows of confirmed objects are gone; the dead and the held ones remain
     assert figures.last_run.rows_remaining == run["rows_remaining"] == 4
@@ -94,6 +99,12 @@ def test_a_clean_row_policy_has_no_lag_and_counts_its_deleted_rows(
     figures = policy_figures(db, policy, now())
     assert figures.last_run is not None
     assert (figures.last_run.status, figures.last_run.rows_deleted) == ("clean", 30)
+    windows = db.execute(
+        "SELECT state, count(*) AS n FROM retention.windows WHERE policy = %s GROUP BY state",
+        (policy.name,),
+    ).fetchall()
+    assert figures.last_run.windows == {w["state"]: w["n"] for w in windows}
+    assert sum(figures.last_run.windows.values()) == 3  # 30 rows, window_rows 10
     assert figures.last_run.rows_remaining == 0
     assert figures.deletions_last_hour == 30
     assert figures.rate_limited_last_hour == 0

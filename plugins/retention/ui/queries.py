@@ -36,6 +36,7 @@ class LastRun:
     planned_at: dt.datetime
     finished_at: dt.datetime | None
     duration_seconds: float | None  # planned → reconciled
+    windows: dict[str, int] = field(default_factory=dict)  # the plan's windows by state
 
 
 @dataclass(frozen=True)
@@ -154,6 +155,7 @@ def _last_run(row: dict[str, Any] | None) -> LastRun | None:
         planned_at=row["planned_at"],
         finished_at=row["finished_at"],
         duration_seconds=_float(row["duration_seconds"]),
+        windows={k: int(v) for k, v in sorted(row["windows_by_state"].items())},
     )
 
 
