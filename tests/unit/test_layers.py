@@ -25,6 +25,7 @@ RANK = {
     "evidence": 5,
     "airflow": 6,
     "cli": 6,
+    "ui": 6,  # the Retention view (api-server pages), beside the Airflow layer
 }
 # Siblings of one rank that must not know each other.
 FORBIDDEN = {("rows", "queue"), ("queue", "rows"), ("objects", "events")}
