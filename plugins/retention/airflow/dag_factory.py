@@ -14,6 +14,7 @@ from airflow.sdk import DAG, Param, TriggerRule, get_current_context, task
 from airflow.sdk.configuration import conf
 from airflow.sdk.exceptions import AirflowFailException
 
+from retention.airflow.alerts import alerts_doc, with_alerts
 from retention.airflow.steps import (
     DeliveryIncomplete,
     compute_cutoff_step,
@@ -116,6 +117,8 @@ def policy_doc(policy: Policy, warnings: list[str]) -> str:
             f"| notify | `POST {policy.notify.endpoint}` on `{policy.notify.http_conn_id}`, "
             f"`deliver_events` in pool `{policy.notify.pool}` |"
         )
+    if policy.alerts is not None:
+        rows.append(f"| alerts | {alerts_doc(policy.alerts)} |")
     pools = (
         "**Pools.** `delete_window` runs in the policy's `pool`; its slots cap how many "
         "windows delete at once, across every policy sharing it."
@@ -300,7 +303,7 @@ def build_dag(
             deletes >> deliver_events() >> reconcile()
         else:
             deletes >> reconcile()
-    return dag
+    return with_alerts(dag, policy)  # alerts: send_alerts after reconcile, the deadline
 
 
 def build_policy_dags(

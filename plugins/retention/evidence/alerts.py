@@ -1,0 +1,524 @@
+"""Alerts: decide what a finished run must tell a person, build the message, send it once.
+
+A run is told about at most once per kind (``dirty``, ``lag``,
+``dead_letters``, ``failure``, ``deadline``), never once per window: the
+``send_alerts`` task evaluates the whole run after ``reconcile``, and every
+send goes through a claim row of ``retention.alerts`` (unique per policy, run
+and kind) taken before the HTTP call. A claim that was answered 2xx is never
+sent again; a failed one, or one whose claimer died before recording the
+answer, is sent again by the next try: at-least-once after the claim, because
+a lost alert is worse than a repeated one, yet a retried task never repeats
+an alert that got through.
+
+What fires (each only when its connection is named in ``alerts:``):
+
+- ``dirty``: reconcile recorded the run as ``dirty``;
+- ``failure``: a task of the run failed (or could not run because one
+  upstream failed); a dirty run goes to ``on_dirty`` instead when that is set,
+  so one cause is told once;
+- ``lag``: the oldest row still older than the cutoff became eligible more
+  than ``lag_minutes`` ago;
+- ``dead_letters``: operations or events went dead during this run (since
+  it was planned); earlier dead letters are counted in the message but do
+  not fire again;
+- ``deadline``: the run is still going ``deadline_minutes`` after it was
+  queued (sent by the Deadline Alert's callback, see
+  ``retention.airflow.alerts``).
+
+A dry run deletes and calls nothing, so it only tells of failures.
+
+Everything here takes a connection, an :class:`HttpSender` and plain values;
+the Airflow side (connections, task states, the deadline callback) lives in
+``retention.airflow.alerts``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+from urllib.parse import quote
+
+from psycopg.types.json import Jsonb
+
+from retention.db.connection import Connection, bounded
+from retention.db.sqlfiles import query
+from retention.evidence.reconcile import as_aware
+from retention.policy.model import AlertsSpec, Policy
+from retention.queue.http import HttpSender
+from retention.rows.target import TargetTable
+
+AlertKind = Literal["dirty", "lag", "dead_letters", "failure", "deadline"]
+MessageFormat = Literal["json", "slack"]
+FORMAT_EXTRA = "format"  # connection extra: "slack" for Slack's incoming-webhook shape
+ENDPOINT_EXTRA = "endpoint"  # connection extra: the path POSTed to (default: the host URL)
+ALERT_TIMEOUT_SECONDS = 10.0
+# A claim older than this whose answer was never recorded is sent again (the claimer
+# died between claim and answer); it outlasts one send with its timeout.
+STALE_CLAIM_SECONDS = 3 * ALERT_TIMEOUT_SECONDS
+FAILED_STATES = frozenset({"failed", "upstream_failed"})
+MAX_LISTED = 5
+MESSAGE_TYPE = "retention.alert"
+README = "README.md"
+
+
+@dataclass(frozen=True)
+class RunbookStep:
+    """The README runbook section an alert points at, and the first thing it says to do."""
+
+    heading: str
+    first_step: str
+
+    @property
+    def anchor(self) -> str:
+        return "#" + heading_anchor(self.heading)
+
+
+RUNBOOK: dict[str, RunbookStep] = {
+    "dirty": RunbookStep(
+        "A dirty run",
+        "Find the blocker: the unfinished windows' last_error in retention.windows (a lock "
+        "names the blocking PID), clear it, then clear delete_window[i] for those windows "
+        "and rerun reconcile.",
+    ),
+    "outage": RunbookStep(
+        "An API outage",
+        "Check the deletion API's health and the run's 429/5xx counts; operations stay "
+        "pending with their keys, and the next run or drain re-drives them once it answers.",
+    ),
+    "dead_letters": RunbookStep(
+        "Dead letters: replay or not",
+        "List them with `python -m retention.cli dead-letters --policy <policy>`, read the "
+        "failure classes, and replay with retention__replay only those whose cause is fixed.",
+    ),
+    "receiver": RunbookStep(
+        "A 410 receiver",
+        "Confirm the receiver is back, then re-enable it by deleting the policy's row of "
+        "retention.notify_endpoints; pending events go out on the next run.",
+    ),
+    "slow": RunbookStep(
+        "Changing batch size and pool slots mid-flight",
+        "Read the windows' progress lines (rows/s, ETA, time throttled) and the pool's "
+        "slots; raise pool slots or lower batch_rows for the next tries, or let it finish.",
+    ),
+}
+
+
+def heading_anchor(heading: str) -> str:
+    """GitHub's anchor of a Markdown heading: lower case, punctuation dropped, spaces to '-'."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+@dataclass(frozen=True)
+class DeadLetters:
+    """Dead operations and events of a policy: new since the run was planned, and in all."""
+
+    new_operations: int = 0
+    new_operations_by_class: dict[str, int] = field(default_factory=dict)
+    dead_operations: int = 0
+    new_events: int = 0
+    dead_events: int = 0
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What a finished run's alerts are decided from (read once, then passed around)."""
+
+    policy: str
+    dag_id: str
+    run_id: str
+    summary: dict[str, Any] | None  # retention.runs.summary; None if reconcile never wrote it
+    failed_tasks: tuple[str, ...] = ()
+    lag_hours: float | None = None  # oldest row older than the cutoff: hours since eligible
+    dead: DeadLetters = field(default_factory=DeadLetters)
+    dry_run: bool = False
+    run_url: str | None = None
+
+
+@dataclass(frozen=True)
+class Alert:
+    """One message to one connection: what is wrong, in words and figures."""
+
+    kind: AlertKind
+    conn_id: str
+    title: str
+    text: str
+    figures: dict[str, Any]
+    runbook: RunbookStep
+
+
+@dataclass(frozen=True)
+class AlertOutcome:
+    """What became of one alert: sent, failed (to be sent again), or already claimed."""
+
+    kind: AlertKind
+    conn_id: str
+    state: Literal["sent", "failed", "already_claimed"]
+    status_code: int | None = None
+    error: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in vars(self).items() if v is not None}
+
+
+def decide_alerts(spec: AlertsSpec, facts: RunFacts, *, remote: bool) -> list[Alert]:
+    """The alerts a finished run fires under ``spec`` (pure; see the module docs for the rules)."""
+    summary = facts.summary or {}
+    dry_run = bool(summary.get("dry_run", facts.dry_run))
+    dirty = summary.get("status") == "dirty"
+    alerts: list[Alert] = []
+    if spec.on_dirty and dirty:
+        alerts.append(_dirty(spec.on_dirty, facts, summary))
+    if spec.on_failure and facts.failed_tasks and not (dirty and spec.on_dirty):
+        alerts.append(_failure(spec.on_failure, facts, summary, remote=remote))
+    if dry_run:
+        return alerts
+    lag = facts.lag_hours
+    if (
+        spec.on_lag
+        and spec.lag_minutes is not None
+        and lag is not None
+        and lag * 60 > spec.lag_minutes
+    ):
+        alerts.append(_lag(spec.on_lag, spec.lag_minutes, facts, summary, remote=remote))
+    dead = facts.dead
+    if spec.on_dead_letters and (dead.new_operations or dead.new_events):
+        alerts.append(_dead_letters(spec.on_dead_letters, facts))
+    return alerts
+
+
+def _who(facts: RunFacts) -> str:
+    return f"{facts.dag_id} run {facts.run_id}"
+
+
+def _listed(items: list[str]) -> str:
+    shown = ", ".join(items[:MAX_LISTED])
+    return shown + (f" and {len(items) - MAX_LISTED} more" if len(items) > MAX_LISTED else "")
+
+
+def _dirty(conn_id: str, facts: RunFacts, summary: dict[str, Any]) -> Alert:
+    left = int(summary.get("rows_remaining") or 0)
+    unfinished = list(summary.get("windows_unfinished") or [])
+    dirty_windows = [
+        f"{w['label']}: {w['rows_remaining']}" for w in summary.get("dirty_windows") or []
+    ]
+    problems = list((summary.get("events") or {}).get("problems") or [])
+    parts = [
+        f"{_who(facts)} is dirty: {left:,} rows older than cutoff {summary.get('cutoff')} "
+        f"remain in {summary.get('table')} ({int(summary.get('rows_deleted') or 0):,} deleted)."
+    ]
+    if dirty_windows:
+        parts.append(f"Rows left in windows: {_listed(dirty_windows)}.")
+    if summary.get("rows_outside_windows"):
+        parts.append(f"{summary['rows_outside_windows']:,} are outside every planned window.")
+    if unfinished:
+        parts.append(f"Unfinished windows: {_listed(unfinished)}.")
+    if problems:
+        parts.append("Event delivery: " + "; ".join(problems) + ".")
+    figures = {
+        "status": "dirty",
+        "cutoff": summary.get("cutoff"),
+        "rows_deleted": summary.get("rows_deleted"),
+        "rows_remaining": left,
+        "rows_remaining_in_windows": summary.get("rows_remaining_in_windows"),
+        "rows_outside_windows": summary.get("rows_outside_windows"),
+        "windows": summary.get("windows"),
+        "windows_unfinished": unfinished,
+        "event_problems": problems,
+    }
+    runbook = RUNBOOK["receiver"] if problems and not left and not unfinished else RUNBOOK["dirty"]
+    return Alert(
+        "dirty", conn_id, f"Retention {facts.policy}: dirty run", " ".join(parts), figures, runbook
+    )
+
+
+def _failure(conn_id: str, facts: RunFacts, summary: dict[str, Any], *, remote: bool) -> Alert:
+    failed = list(facts.failed_tasks)
+    status = summary.get("status")
+    text = f"{_who(facts)} failed: task(s) {_listed(failed)} failed or could not run."
+    text += (
+        f" Reconcile recorded the run as {status}." if status else " No run summary was recorded."
+    )
+    names = {task.rsplit("_", 1)[0] if task[-1:].isdigit() else task for task in failed}
+    if "deliver_events" in names:
+        runbook = RUNBOOK["receiver"]
+    elif remote and names & {"delete_window", "drain_operations"}:
+        runbook = RUNBOOK["outage"]
+    else:
+        runbook = RUNBOOK["dirty"]
+    figures = {
+        "failed_tasks": failed,
+        "status": status,
+        "dry_run": summary.get("dry_run", facts.dry_run),
+        "rows_deleted": summary.get("rows_deleted"),
+        "rows_remaining": summary.get("rows_remaining"),
+    }
+    return Alert(
+        "failure", conn_id, f"Retention {facts.policy}: run failed", text, figures, runbook
+    )
+
+
+def _lag(
+    conn_id: str, limit_minutes: float, facts: RunFacts, summary: dict[str, Any], *, remote: bool
+) -> Alert:
+    assert facts.lag_hours is not None
+    backlog = (summary.get("remote") or {}).get("eligible_rows_by_state") or {}
+    text = (
+        f"{_who(facts)} left rows behind: the oldest row older than cutoff "
+        f"{summary.get('cutoff')} in {summary.get('table')} became eligible "
+        f"{facts.lag_hours:.1f} hours ago, more than lag_minutes ({limit_minutes:g}); "
+        f"{int(summary.get('rows_remaining') or 0):,} rows are waiting"
+        + (f" (by operation state: {backlog})." if backlog else ".")
+    )
+    figures = {
+        "lag_hours": round(facts.lag_hours, 2),
+        "lag_minutes_limit": limit_minutes,
+        "rows_remaining": summary.get("rows_remaining"),
+        "status": summary.get("status"),
+        "eligible_rows_by_state": backlog,
+    }
+    runbook = RUNBOOK["outage"] if remote else RUNBOOK["dirty"]
+    return Alert("lag", conn_id, f"Retention {facts.policy}: lagging", text, figures, runbook)
+
+
+def _dead_letters(conn_id: str, facts: RunFacts) -> Alert:
+    dead = facts.dead
+    parts = []
+    if dead.new_operations:
+        classes = ", ".join(f"{k}: {v}" for k, v in sorted(dead.new_operations_by_class.items()))
+        parts.append(f"{dead.new_operations} operation(s) went dead ({classes})")
+    if dead.new_events:
+        parts.append(f"{dead.new_events} event(s) went dead")
+    text = (
+        f"{_who(facts)}: {' and '.join(parts)} during this run; "
+        f"{dead.dead_operations} operation(s) and {dead.dead_events} event(s) are dead in all."
+    )
+    figures = {
+        "new_dead_operations": dead.new_operations,
+        "new_dead_operations_by_class": dead.new_operations_by_class,
+        "new_dead_events": dead.new_events,
+        "dead_operations": dead.dead_operations,
+        "dead_events": dead.dead_events,
+    }
+    return Alert(
+        "dead_letters",
+        conn_id,
+        f"Retention {facts.policy}: dead letters",
+        text,
+        figures,
+        RUNBOOK["dead_letters"],
+    )
+
+
+def deadline_alert(
+    conn_id: str,
+    *,
+    policy: str,
+    dag_id: str,
+    run_id: str,
+    deadline_minutes: float,
+    dag_run: dict[str, Any],
+    deadline_time: str | None,
+    progress: dict[str, Any] | None,
+) -> Alert:
+    """The message of a missed deadline: the run, how late, how far it has come."""
+    state = dag_run.get("state")
+    text = (
+        f"{dag_id} run {run_id} has not finished {deadline_minutes:g} minutes after it was "
+        f"queued (queued {dag_run.get('queued_at')}, deadline {deadline_time}); it is {state}."
+    )
+    figures: dict[str, Any] = {
+        "deadline_minutes": deadline_minutes,
+        "queued_at": dag_run.get("queued_at"),
+        "deadline_time": deadline_time,
+        "state": state,
+    }
+    if progress:
+        text += (
+            f" {progress['windows_done']} of {progress['windows']} windows are done, "
+            f"{int(progress['rows_deleted']):,} rows deleted of about "
+            f"{int(progress['rows_planned']):,} planned"
+            + (" (a dry run)." if progress["dry_run"] else ".")
+        )
+        figures.update(
+            windows=progress["windows"],
+            windows_done=progress["windows_done"],
+            rows_deleted=int(progress["rows_deleted"]),
+            rows_planned=int(progress["rows_planned"]),
+            dry_run=progress["dry_run"],
+        )
+    else:
+        text += " Its windows are not planned yet."
+    return Alert(
+        "deadline", conn_id, f"Retention {policy}: run late", text, figures, RUNBOOK["slow"]
+    )
+
+
+def run_url(base_url: str | None, dag_id: str, run_id: str) -> str | None:
+    """The run's page in the Airflow UI, when the API server's base URL is configured."""
+    if not base_url:
+        return None
+    return f"{base_url.rstrip('/')}/dags/{quote(dag_id, safe='')}/runs/{quote(run_id, safe='')}"
+
+
+def message_body(
+    alert: Alert, *, policy: str, dag_id: str, run_id: str, url: str | None, fmt: MessageFormat
+) -> dict[str, Any]:
+    """The JSON POSTed for an alert: a plain object, or Slack's ``text`` + ``blocks``."""
+    runbook = {
+        "section": alert.runbook.heading,
+        "first_step": alert.runbook.first_step,
+        "link": f"{README}{alert.runbook.anchor}",
+    }
+    if fmt == "json":
+        return {
+            "type": MESSAGE_TYPE,
+            "kind": alert.kind,
+            "policy": policy,
+            "dag_id": dag_id,
+            "run_id": run_id,
+            "title": alert.title,
+            "message": alert.text,
+            "figures": alert.figures,
+            "runbook": runbook,
+            "run_url": url,
+        }
+    link = f"<{url}|{run_id}>" if url else f"`{run_id}`"
+    return {
+        "text": f"{alert.title}: {alert.text}",
+        "blocks": [
+            {"type": "header", "text": {"type": "plain_text", "text": alert.title[:150]}},
+            {"type": "section", "text": {"type": "mrkdwn", "text": alert.text[:3000]}},
+            {
+                "type": "section",
+                "text": {
+                    "type": "mrkdwn",
+                    "text": f"*First step* ({runbook['link']}): {alert.runbook.first_step}"[:3000],
+                },
+            },
+            {
+                "type": "context",
+                "elements": [
+                    {"type": "mrkdwn", "text": f"policy `{policy}` · {dag_id} · run {link}"}
+                ],
+            },
+        ],
+    }
+
+
+def send_once(
+    conn: Connection,
+    sender: HttpSender,
+    *,
+    endpoint: str,
+    policy: str,
+    run_id: str,
+    alert: Alert,
+    body: dict[str, Any],
+) -> AlertOutcome:
+    """Claim the alert's ledger row, POST it if the claim was ours, record the answer.
+
+    The claim commits before the call and the answer after it (two short
+    transactions around the remote call, never one around it).
+    """
+    keys = {"policy": policy, "run_id": run_id, "kind": alert.kind}
+    claimed = conn.execute(
+        query("alert_claim"),
+        {
+            **keys,
+            "conn_id": alert.conn_id,
+            "message": Jsonb(body),
+            "stale_seconds": STALE_CLAIM_SECONDS,
+        },
+    ).fetchone()
+    if claimed is None:
+        return AlertOutcome(alert.kind, alert.conn_id, "already_claimed")
+    result = sender.send(
+        "POST",
+        endpoint,
+        headers={"Content-Type": "application/json"},
+        body=json.dumps(body, default=str).encode(),
+    )
+    ok = result.status is not None and 200 <= result.status < 300
+    error = None if ok else (result.error or f"HTTP {result.status}")
+    if error == "connection":
+        error = "no response (connection refused or reset)"
+    elif error == "timeout":
+        error = f"no response within {sender.timeout_seconds:g} s"
+    state: Literal["sent", "failed"] = "sent" if ok else "failed"
+    conn.execute(
+        query("alert_record"),
+        {**keys, "status": state, "status_code": result.status, "error": error},
+    )
+    return AlertOutcome(alert.kind, alert.conn_id, state, result.status, error)
+
+
+def read_run_facts(
+    conn: Connection,
+    policy: Policy,
+    run_id: str,
+    *,
+    failed_tasks: tuple[str, ...],
+    dry_run: bool,
+    url: str | None,
+    now: dt.datetime | None = None,
+) -> RunFacts:
+    """The run's summary, its lag and its new dead letters, read from the policy's database."""
+    run = conn.execute(query("run_for_id"), {"policy": policy.name, "run_id": run_id}).fetchone()
+    summary = run["summary"] if run else None
+    lag_hours = None
+    dead = DeadLetters()
+    if run is not None:
+        dry_run = bool(run["dry_run"])
+        lag_hours = _lag_hours(conn, policy, run["cutoff"], now or dt.datetime.now(dt.UTC))
+        row = conn.execute(
+            query("alert_dead_letters"), {"policy": policy.name, "since": run["planned_at"]}
+        ).fetchone()
+        assert row is not None
+        dead = DeadLetters(
+            new_operations=int(row["new_operations"]),
+            new_operations_by_class=dict(row["new_operations_by_class"]),
+            dead_operations=int(row["dead_operations"]),
+            new_events=int(row["new_events"]),
+            dead_events=int(row["dead_events"]),
+        )
+    return RunFacts(
+        policy=policy.name,
+        dag_id=policy.dag_id,
+        run_id=run_id,
+        summary=summary,
+        failed_tasks=failed_tasks,
+        lag_hours=lag_hours,
+        dead=dead,
+        dry_run=dry_run,
+        run_url=url,
+    )
+
+
+def _lag_hours(
+    conn: Connection, policy: Policy, cutoff: dt.datetime, now: dt.datetime
+) -> float | None:
+    """Hours since the oldest row older than the cutoff became eligible (None: no such row)."""
+    target = TargetTable.of(policy.table_spec)
+    with bounded(conn, policy.timeouts, reads=True, timezone=policy.timestamp_timezone):
+        row = conn.execute(target.query("alert_oldest_eligible"), {"cutoff": cutoff}).fetchone()
+    if row is None or row["oldest"] is None:
+        return None
+    eligible_since = as_aware(row["oldest"], policy.timestamp_timezone) + dt.timedelta(
+        days=policy.retain_days
+    )
+    return max(0.0, (now - eligible_since).total_seconds() / 3600)
+
+
+def read_run_progress(conn: Connection, policy: str, run_id: str) -> dict[str, Any] | None:
+    """How far a run has come (None before it is planned), for the deadline message."""
+    return conn.execute(
+        query("alert_run_progress"), {"policy": policy, "run_id": run_id}
+    ).fetchone()
+
+
+def purge_old_alerts(conn: Connection, policy: str, audit_days: int) -> int:
+    """Forget the policy's alert ledger rows older than its ``audit_days``."""
+    return conn.execute(query("alert_purge"), {"policy": policy, "days": audit_days}).rowcount
