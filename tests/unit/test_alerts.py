@@ -308,7 +308,9 @@ def test_the_slack_message_is_an_incoming_webhook_payload() -> None:
         "text": {"type": "plain_text", "text": "Retention media: dirty run"},
     }
     assert problem == {"type": "section", "text": {"type": "mrkdwn", "text": alert.text}}
-    assert step["text"]["text"].startswith("*First step* (README.md#a-dirty-run): Find the blocker")
+    assert step["text"]["text"].startswith(
+        "*First step* (README.md#a-dirty-run): Read what remains and why"
+    )
     assert context["elements"][0]["text"] == (
         "policy `media` · retention__media · run <https://a.example/dags/x/runs/y|" + RUN_ID + ">"
     )

@@ -76,32 +76,36 @@ class RunbookStep:
         return "#" + heading_anchor(self.heading)
 
 
+# The first step of each README runbook section, quoted (the README's "## Runbook").
 RUNBOOK: dict[str, RunbookStep] = {
     "dirty": RunbookStep(
         "A dirty run",
-        "Find the blocker: the unfinished windows' last_error in retention.windows (a lock "
-        "names the blocking PID), clear it, then clear delete_window[i] for those windows "
-        "and rerun reconcile.",
+        "Read what remains and why, before rerunning anything: the run's summary in "
+        "retention.runs and its unfinished windows' last_error in retention.windows; then "
+        "find the blocker (pg_blocking_pids) and clear delete_window[i] with Downstream.",
     ),
     "outage": RunbookStep(
         "An API outage",
-        "Check the deletion API's health and the run's 429/5xx counts; operations stay "
-        "pending with their keys, and the next run or drain re-drives them once it answers.",
+        "Confirm it is the API, not the credentials (a 401/403 streak stops the task with a "
+        "message naming the connection): operations by state and the last hour's attempts "
+        "by outcome class.",
     ),
     "dead_letters": RunbookStep(
         "Dead letters: replay or not",
-        "List them with `python -m retention.cli dead-letters --policy <policy>`, read the "
-        "failure classes, and replay with retention__replay only those whose cause is fixed.",
+        "`python -m retention.cli dead-letters --policy <policy> --failure-class` (counts "
+        "per class), then the list of one class, and `python -m retention.cli explain <key "
+        "or object id>` for one operation's attempts and replays.",
     ),
     "receiver": RunbookStep(
         "A 410 receiver",
-        "Confirm the receiver is back, then re-enable it by deleting the policy's row of "
-        "retention.notify_endpoints; pending events go out on the next run.",
+        "Ask the receiver's owner whether the endpoint moved or is gone. Nothing is lost: "
+        "the events stay pending in retention.outbox, not dead.",
     ),
     "slow": RunbookStep(
         "Changing batch size and pool slots mid-flight",
-        "Read the windows' progress lines (rows/s, ETA, time throttled) and the pool's "
-        "slots; raise pool slots or lower batch_rows for the next tries, or let it finish.",
+        "Pool slots: Admin → Pools (or `airflow pools set`); the scheduler uses the new "
+        "number at once, and more slots start waiting windows. Batch size adapts by itself "
+        "towards target_batch_ms.",
     ),
 }
 
