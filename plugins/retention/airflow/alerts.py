@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import json
 import logging
 from typing import Any
 
@@ -240,13 +241,15 @@ async def on_deadline_missed(
     conn_id: str,
     deadline_minutes: float,
     context: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+) -> str:
     """Deadline Alert callback (run by the triggerer): tell ``on_deadline`` the run is late.
 
     ``context`` is what the scheduler gives deadline callbacks: the DAG run (as
-    the REST API's JSON) and the deadline (``id``, ``deadline_time``).
+    the REST API's JSON) and the deadline (``id``, ``deadline_time``). The
+    result is one line of text: Airflow stores it in a text column
+    (``callback.output``), and a dict there stops the triggerer (Airflow 3.3.2).
     """
-    return await asyncio.to_thread(
+    outcome = await asyncio.to_thread(
         send_deadline_alert,
         policy=policy,
         postgres_conn_id=postgres_conn_id,
@@ -254,6 +257,7 @@ async def on_deadline_missed(
         deadline_minutes=deadline_minutes,
         context=context or {},
     )
+    return json.dumps(outcome)
 
 
 def send_deadline_alert(
