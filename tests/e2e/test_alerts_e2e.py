@@ -11,6 +11,7 @@ import pytest
 import yaml
 from airflow.models.dagbag import DagBag
 from airflow.models.taskinstance import TaskInstance
+from airflow.models.xcom import XComModel
 from airflow.utils.session import create_session
 from psycopg import sql
 
@@ -136,6 +137,17 @@ def test_a_clean_run_sends_nothing_and_stays_green(
     assert run.state == "success"
     assert task_states(dag.dag_id, run.run_id)["send_alerts"] == "success"
     assert receiver.received == []
+    with create_session() as session:
+        xcoms = [
+            (x.key, x.value)
+            for x in session.query(XComModel).filter(
+                XComModel.dag_id == dag.dag_id,
+                XComModel.run_id == run.run_id,
+                XComModel.task_id == "send_alerts",
+            )
+        ]
+    assert [key for key, _ in xcoms] == ["return_value"], "one XCom, not one per key"
+    assert xcoms[0][1]["alerts"] == []
     assert db.execute(
         "SELECT count(*) AS n FROM retention.alerts WHERE policy = %s", (unique_name,)
     ).fetchone() == {"n": 0}

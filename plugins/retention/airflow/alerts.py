@@ -190,7 +190,8 @@ def with_alerts(dag: DAG, policy: Policy) -> DAG:
     if spec.deadline_minutes is not None and spec.on_deadline is not None:
         dag.deadline = deadline_alert_of(policy)
 
-    @task(task_id=SEND_ALERTS_TASK, trigger_rule=TriggerRule.ALL_DONE)
+    # multiple_outputs=False: one XCom, not one per key of the returned dict
+    @task(task_id=SEND_ALERTS_TASK, trigger_rule=TriggerRule.ALL_DONE, multiple_outputs=False)
     def send_alerts() -> dict[str, Any]:
         context = get_current_context()
         failed = failed_tasks_of(context)
