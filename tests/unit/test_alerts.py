@@ -233,16 +233,20 @@ def test_a_dry_run_only_tells_of_failures() -> None:
     assert kinds(facts(summary=dry, failed_tasks=("plan_windows",))) == [("failure", "ops_failure")]
 
 
-def test_every_kind_fires_at_most_once_per_evaluation() -> None:
+def test_one_cause_is_told_once_and_other_causes_on_their_own() -> None:
     run = facts(
         summary=DIRTY,
         failed_tasks=("purge_audit",),
         lag_hours=99.0,
         dead=DeadLetters(new_operations=1, dead_operations=1),
     )
-    assert sorted(kinds(run)) == [
+    assert sorted(kinds(run)) == [("dead_letters", "ops_dead"), ("dirty", "ops_dirty")]
+    [dirty] = [a for a in decide_alerts(SPEC, run, remote=False) if a.kind == "dirty"]
+    assert dirty.figures["lag_hours"] == 99.0, "the dirty message carries the lag"
+    no_dirty = AlertsSpec.model_validate({k: v for k, v in EVERY.items() if k != "on_dirty"})
+    assert sorted(kinds(run, no_dirty)) == [
         ("dead_letters", "ops_dead"),
-        ("dirty", "ops_dirty"),
+        ("failure", "ops_failure"),
         ("lag", "ops_lag"),
     ]
 

@@ -17,7 +17,8 @@ What fires (each only when its connection is named in ``alerts:``):
   upstream failed); a dirty run goes to ``on_dirty`` instead when that is set,
   so one cause is told once;
 - ``lag``: the oldest row still older than the cutoff became eligible more
-  than ``lag_minutes`` ago;
+  than ``lag_minutes`` ago (not sent for a run told as dirty: that message
+  carries the lag too);
 - ``dead_letters``: operations or events went dead during this run (since
   it was planned); earlier dead letters are counted in the message but do
   not fire again;
@@ -171,17 +172,18 @@ def decide_alerts(spec: AlertsSpec, facts: RunFacts, *, remote: bool) -> list[Al
     """The alerts a finished run fires under ``spec`` (pure; see the module docs for the rules)."""
     summary = facts.summary or {}
     dry_run = bool(summary.get("dry_run", facts.dry_run))
-    dirty = summary.get("status") == "dirty"
+    told_dirty = bool(spec.on_dirty) and summary.get("status") == "dirty"
     alerts: list[Alert] = []
-    if spec.on_dirty and dirty:
+    if spec.on_dirty and told_dirty:
         alerts.append(_dirty(spec.on_dirty, facts, summary))
-    if spec.on_failure and facts.failed_tasks and not (dirty and spec.on_dirty):
+    if spec.on_failure and facts.failed_tasks and not told_dirty:
         alerts.append(_failure(spec.on_failure, facts, summary, remote=remote))
     if dry_run:
         return alerts
     lag = facts.lag_hours
     if (
         spec.on_lag
+        and not told_dirty  # the dirty message carries the lag: one cause, one message
         and spec.lag_minutes is not None
         and lag is not None
         and lag * 60 > spec.lag_minutes
@@ -231,6 +233,7 @@ def _dirty(conn_id: str, facts: RunFacts, summary: dict[str, Any]) -> Alert:
         "windows": summary.get("windows"),
         "windows_unfinished": unfinished,
         "event_problems": problems,
+        "lag_hours": None if facts.lag_hours is None else round(facts.lag_hours, 2),
     }
     runbook = RUNBOOK["receiver"] if problems and not left and not unfinished else RUNBOOK["dirty"]
     return Alert(
