@@ -275,3 +275,36 @@ def test_the_deadline_callback_runs_as_the_triggerer_runs_it_and_tells_once(
         "running. 0 of 3 windows are done, 0 rows deleted of about 30 planned."
     )
     assert body["runbook"]["link"] == "README.md#changing-batch-size-and-pool-slots-mid-flight"
+
+
+def test_an_undefined_connection_is_named_and_nothing_is_claimed(
+    db: Connection, unique_name: str
+) -> None:
+    policy = dirty_run(db, unique_name, on_dirty="ops_nowhere")
+    with pytest.raises(AlertsNotSent, match=r"dirty to connection 'ops_nowhere': .*ops_nowhere"):
+        send(policy)
+    assert ledger(db, unique_name) == [], "no claim without a usable connection: a retry sends"
+
+
+def test_alert_rows_older_than_audit_days_are_purged(
+    db: Connection, unique_name: str, receiver: AlertReceiver
+) -> None:
+    policy = dirty_run(db, unique_name)
+    db.execute(
+        "INSERT INTO retention.alerts (policy, run_id, kind, conn_id, status, claimed_at, message)"
+        " VALUES (%s, 'old-run', 'failure', %s, 'sent', now() - make_interval(days => %s), '{}'),"
+        " (%s, 'recent-run', 'failure', %s, 'sent', now() - make_interval(days => %s), '{}')",
+        (
+            unique_name,
+            CONN_ID,
+            policy.audit_days + 1,
+            unique_name,
+            CONN_ID,
+            policy.audit_days - 1,
+        ),
+    )
+    assert send(policy)["purged_alert_rows"] == 1
+    runs = db.execute(
+        "SELECT run_id FROM retention.alerts WHERE policy = %s ORDER BY run_id", (unique_name,)
+    ).fetchall()
+    assert [r["run_id"] for r in runs] == ["recent-run", RUN_ID]
