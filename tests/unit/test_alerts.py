@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from retention.evidence.alerts import (
+from retention.evidence.alert_messages import (
     RUNBOOK,
     DeadLetters,
     RunFacts,

@@ -45,21 +45,23 @@ from airflow.sdk.configuration import conf
 from airflow.sdk.exceptions import AirflowFailException
 
 from retention.airflow.connections import SIGNING_SECRET_EXTRA, postgres
+from retention.evidence.alert_messages import (
+    Alert,
+    MessageFormat,
+    deadline_alert,
+    decide_alerts,
+    message_body,
+    run_url,
+)
 from retention.evidence.alerts import (
     ALERT_TIMEOUT_SECONDS,
     ENDPOINT_EXTRA,
     FAILED_STATES,
     FORMAT_EXTRA,
-    Alert,
     AlertOutcome,
-    MessageFormat,
-    deadline_alert,
-    decide_alerts,
-    message_body,
     purge_old_alerts,
     read_run_facts,
     read_run_progress,
-    run_url,
     send_once,
 )
 from retention.policy.model import AlertsSpec, Policy
