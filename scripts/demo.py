@@ -71,6 +71,9 @@ def reset_media_ledger(conn) -> None:
             ).format(sql.Identifier(table))
         )
     conn.execute("DELETE FROM retention.operations WHERE policy = 'media_assets'")
+    # An earlier demo stopped with Ctrl-C leaves its `airflow dags test` run "running" in
+    # Airflow's database and holding the run lease; the demo's own runs would wait for it.
+    conn.execute("DELETE FROM retention.run_leases WHERE policy IN ('event_logs', 'media_assets')")
 
 
 def main() -> None:
@@ -108,6 +111,7 @@ def main() -> None:
         receiver.stop()
     print(json.dumps(media, indent=2, sort_keys=True))
     effects = stats["effects"]
+    events = media.get("events") or {}
     duplicates = sum(effects.values()) - len(effects)
     print(
         f"media_assets: {media['rows_deleted']:,} objects and rows deleted, "
@@ -115,7 +119,11 @@ def main() -> None:
         f"sandbox API: {len(stats['requests'])} requests, {len(effects)} objects deleted, "
         f"{duplicates} duplicate remote effects, {stats['repeats']} idempotent repeats, "
         f"{stats['throttled']} answered 429\n"
-        f"event receiver: {receiver.summary()}"
+        f"event receiver: {receiver.summary()}\n"
+        f"events in the run summary (counted after deliver_events ended): "
+        f"{events.get('delivered_this_run', 0)} delivered this run, "
+        f"{events.get('pending_after_delivery', 0)} pending"
+        + (f" ({events['pending_why']})" if events.get("pending_why") else "")
     )
 
 

@@ -5,7 +5,7 @@ UPDATE retention.runs AS r
 SET status = 'cancelled',
     finished_at = now(),
     windows = w.windows,
-    rows_deleted = w.rows_deleted,
+    rows_deleted = w.rows_deleted + d.rows_deleted,
     summary = jsonb_build_object(
         'policy', r.policy,
         'dag_id', r.dag_id,
@@ -20,7 +20,9 @@ SET status = 'cancelled',
         'windows', w.windows,
         'windows_by_state', w.by_state,
         'rows_planned', r.rows_planned,
-        'rows_deleted', w.rows_deleted,
+        'rows_deleted', w.rows_deleted + d.rows_deleted,
+        'rows_deleted_by_windows', w.rows_deleted,
+        'rows_deleted_by_drain', d.rows_deleted,
         'rows_counted', CASE WHEN r.dry_run THEN w.rows_counted END,
         'stopped_at', now()
     )
@@ -37,7 +39,11 @@ FROM (
                          WHERE policy = %(policy)s AND run_id = %(run_id)s)
         GROUP BY state
     ) AS by_state
-) AS w
+) AS w,
+LATERAL (
+    SELECT coalesce(sum((pass ->> 'rows_deleted')::bigint), 0) AS rows_deleted
+    FROM jsonb_array_elements(coalesce(r.drain, jsonb_build_array())) AS pass
+) AS d
 WHERE r.policy = %(policy)s
   AND r.run_id = %(run_id)s
   AND r.status IN ('planned', 'cancelled')

@@ -10,8 +10,9 @@ ledger row ``running`` and its leases held.
 :func:`graceful_stop` wraps the work of a task: a SIGTERM (or SIGINT) sets a
 flag, every wait of the package (:func:`stoppable_sleep`) wakes at once, and
 the loops check :func:`stop_requested` before each batch, claim and call. The
-batch or call in flight finishes (each is bounded by ``statement_timeout`` or
-the request timeout); nothing new starts. The window then records itself
+batch or call in flight finishes (a statement still running 3 s later is
+cancelled and rolled back; an API call is bounded by its request timeout);
+nothing new starts. The window then records itself
 ``cancelled`` and the leases of operations it never called are released.
 """
 
@@ -20,7 +21,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 from typing import Any
@@ -57,36 +58,68 @@ def request_stop() -> None:
     _requested.set()
 
 
+CANCEL_AFTER_SECONDS = 3.0
+"""After a stop request, a database statement still running is cancelled this much later:
+Airflow kills the task 5 s after its SIGTERM, and a cancelled batch rolls back cleanly."""
+
+
 @contextmanager
-def graceful_stop() -> Iterator[None]:
+def graceful_stop(cancel: Callable[[], None] | None = None) -> Iterator[None]:
     """Turn SIGTERM and SIGINT into a stop request while the block runs.
 
-    The handlers Airflow installed stay in place and are called after ours
-    (``on_kill``), and are restored on exit. Outside the main thread (where
-    Python allows no signal handlers) the block runs unchanged.
+    ``cancel`` (a connection's ``cancel_safe``) runs ``CANCEL_AFTER_SECONDS``
+    after the request if the block is still running, so a slow statement in
+    flight cannot outlast Airflow's grace. The handlers Airflow installed stay
+    in place: SIGTERM's (``on_kill``) is called after ours, and a second SIGINT
+    interrupts as usual. They are restored on exit, and the request is
+    forgotten then (``dag.test()`` runs the next task in the same process).
+    Outside the main thread (where Python allows no signal handlers) the block
+    runs unchanged.
     """
-    _requested.clear()
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+    timers: list[threading.Timer] = []
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
-        if not _requested.is_set():
+        first = not _requested.is_set()
+        _requested.set()
+        if first:
             log.warning(
                 "%s received: stopping after the batch or call in flight",
                 signal.Signals(signum).name,
             )
-        _requested.set()
+            if cancel is not None:
+                timer = threading.Timer(CANCEL_AFTER_SECONDS, _cancel_quietly, (cancel,))
+                timer.daemon = True
+                timer.start()
+                timers.append(timer)
+        if signum == signal.SIGINT:
+            signal.signal(signal.SIGINT, previous[signal.SIGINT])  # a second Ctrl-C interrupts
+            return
         earlier: Any = previous.get(signal.Signals(signum))
-        if callable(earlier) and signum == signal.SIGTERM:
-            earlier(signum, frame)  # Airflow's own handler (on_kill); SIGINT's would raise
+        if callable(earlier):
+            earlier(signum, frame)  # Airflow's own handler (on_kill)
 
     for sig in STOP_SIGNALS:
         signal.signal(sig, on_signal)
     try:
         yield
     finally:
+        for timer in timers:
+            timer.cancel()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         _requested.clear()
+
+
+def _cancel_quietly(cancel: Callable[[], None]) -> None:
+    try:
+        cancel()
+        log.warning(
+            "stop: cancelled the statement still running %.0f s after the request",
+            CANCEL_AFTER_SECONDS,
+        )
+    except Exception:  # the connection may be closed already: nothing left to cancel
+        log.debug("stop: nothing to cancel", exc_info=True)

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from retention.db.connection import Connection
 from retention.db.gate import PAUSE_VARIABLE
@@ -23,8 +22,10 @@ from tests.support.airflow_services import (
     airflow_process,
     api_server,
     free_port,
-    service_environment,
+    publish_policy,
+    scheduler_environment,
     tail,
+    trigger_run,
     wait_for,
 )
 from tests.support.alert_receiver import AlertReceiver
@@ -55,16 +56,12 @@ def services(tmp_path_factory: pytest.TempPathFactory, test_dsn: str) -> Iterato
         receiver = AlertReceiver()
         stack.callback(receiver.server_close)
         stack.callback(receiver.shutdown)
-        env = service_environment(
-            RETENTION_POLICIES=str(policies),
+        env = scheduler_environment(
+            policies,
+            logs,
             **{f"AIRFLOW_CONN_{CONN_ID.upper()}": receiver.connection()},
             AIRFLOW__CORE__EXECUTOR="LocalExecutor",
-            AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL="5",
-            AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL="5",
             AIRFLOW__API_AUTH__JWT_SECRET="retention-alerts-test-secret",
-            AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION="False",
-            AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC="1",
-            AIRFLOW__LOGGING__BASE_LOG_FOLDER=str(logs / "logs"),
             # the triggerer's log server, on a port no other checkout's triggerer holds
             AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT=str(free_port()),
         )
@@ -104,12 +101,9 @@ def triggerer_callbacks(policy: str) -> list[str | None]:
 def test_the_triggerer_sends_the_deadline_alert_of_a_late_run_once(
     db: Connection, unique_name: str, services: Services, paused: str
 ) -> None:
-    from airflow.api.common.trigger_dag import trigger_dag
     from airflow.models.dagrun import DagRun
-    from airflow.models.serialized_dag import SerializedDagModel
     from airflow.models.variable import Variable
     from airflow.utils.session import create_session
-    from airflow.utils.types import DagRunTriggeredByType
 
     logical_date = dt.datetime.now(dt.UTC).replace(microsecond=0) - dt.timedelta(days=1)
     cutoff = logical_date - dt.timedelta(days=30)
@@ -120,24 +114,8 @@ def test_the_triggerer_sends_the_deadline_alert_of_a_late_run_once(
         batch_rows=10,
         alerts={"on_deadline": CONN_ID, "deadline_minutes": DEADLINE_MINUTES},
     )
-    fields["schedule"] = None  # manual runs only (policy_fields drops None values)
-    services.policies.write_text(yaml.safe_dump({"policies": {unique_name: fields}}))
-    dag_id = f"retention__{unique_name}"
-    wait_for(
-        lambda: SerializedDagModel.has_dag(dag_id),
-        120,
-        f"{dag_id} being parsed\n{tail(services.logs)}",
-        step=2,
-    )
-    with create_session() as session:
-        run = trigger_dag(
-            dag_id,
-            triggered_by=DagRunTriggeredByType.TEST,
-            logical_date=logical_date,
-            session=session,
-        )
-        assert run is not None
-        run_id = run.run_id
+    dag_id = publish_policy(services.policies, services.logs, unique_name, fields)
+    run_id = trigger_run(dag_id, logical_date)
 
     def mine() -> list[dict[str, Any]]:
         # The metadata database outlives a test session: a triggerer may finish callbacks

@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from tests.support.airflow_services import (
     airflow_process,
@@ -42,8 +41,11 @@ from tests.support.airflow_services import (
     celery_workers,
     database_result_backend,
     forget_broker_keys,
-    service_environment,
+    publish_policy,
+    sandbox_connection,
+    scheduler_environment,
     tail,
+    trigger_run,
     wait_for,
     worker_name,
 )
@@ -92,20 +94,11 @@ def airflow_services(request, tmp_path_factory, test_dsn) -> Iterator[Services]:
     with ExitStack() as stack:
         sandbox = SandboxServer(0).start()
         stack.callback(sandbox.stop)
-        env = service_environment(
-            RETENTION_POLICIES=str(policies),
-            **{
-                f"AIRFLOW_CONN_{HTTP_CONN_ID.upper()}": (
-                    f'{{"conn_type": "http", "host": "127.0.0.1", '
-                    f'"port": {sandbox.server_address[1]}, "schema": "http"}}'
-                )
-            },
-            AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL="5",
+        env = scheduler_environment(
+            policies,
+            logs,
+            **{f"AIRFLOW_CONN_{HTTP_CONN_ID.upper()}": sandbox_connection(sandbox)},
             AIRFLOW__API_AUTH__JWT_SECRET="retention-scheduler-test-secret",
-            AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION="False",
-            AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL="5",
-            AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC="1",
-            AIRFLOW__LOGGING__BASE_LOG_FOLDER=str(logs / "logs"),
             **settings,
         )
         if executor == "CeleryExecutor":
@@ -123,21 +116,9 @@ def airflow_services(request, tmp_path_factory, test_dsn) -> Iterator[Services]:
         yield Services(executor, logs, policies, sandbox, workers)
 
 
-def publish_policy(services: Services, name: str, fields: dict) -> str:
+def publish(services: Services, name: str, fields: dict) -> str:
     """Make ``name`` the policies file's one policy; returns its DAG id once it is parsed."""
-    from airflow.models.serialized_dag import SerializedDagModel
-
-    fields["schedule"] = None  # manual runs only (policy_fields drops None values)
-    # The dag-processor re-parses the DAG files every few seconds and picks this up.
-    services.policies.write_text(yaml.safe_dump({"policies": {name: fields}}))
-    dag_id = f"retention__{name}"
-    wait_for(
-        lambda: SerializedDagModel.has_dag(dag_id),
-        120,
-        f"{dag_id} being parsed\n{tail(services.logs)}",
-        step=2,
-    )
-    return dag_id
+    return publish_policy(services.policies, services.logs, name, fields)
 
 
 def run_with_slots(
@@ -151,26 +132,16 @@ def run_with_slots(
     rows: int = OBJECTS_PER_WINDOW * WINDOWS,
 ) -> str:
     """Trigger one run of ``rows`` rows with the pool at ``slots``; returns its run id."""
-    from airflow.api.common.trigger_dag import trigger_dag
     from airflow.models.dagrun import DagRun
     from airflow.models.pool import Pool
     from airflow.utils.session import create_session
-    from airflow.utils.types import DagRunTriggeredByType
 
     Pool.create_or_update_pool(pool, slots=slots, description="test", include_deferred=False)
     create_media_table(
         db, name, rows, tenants=1, first_id=first_id, cutoff=logical_date - dt.timedelta(days=30)
     )
     dag_id = f"retention__{name}"
-    with create_session() as session:
-        run = trigger_dag(
-            dag_id,
-            triggered_by=DagRunTriggeredByType.TEST,
-            logical_date=logical_date,
-            session=session,
-        )
-        assert run is not None
-        run_id = run.run_id
+    run_id = trigger_run(dag_id, logical_date)
 
     def finished() -> bool:
         with create_session() as session:
@@ -245,7 +216,7 @@ def test_pool_slots_cap_concurrent_callers_under_the_scheduler(
     sandbox.state.reset(latency_ms=POOL_LATENCY_MS)
     fields = remote_policy_fields(unique_name, pool, OBJECTS_PER_WINDOW, rate=100, burst=10)
     Pool.create_or_update_pool(pool, slots=2, description="test", include_deferred=False)
-    publish_policy(services, unique_name, fields)
+    publish(services, unique_name, fields)
     today = dt.datetime.now(dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
 
     run_with_slots(db, unique_name, pool, 2, 1, today - dt.timedelta(days=2), services.logs)
@@ -290,7 +261,7 @@ def test_the_shared_limiter_holds_across_workers_under_the_scheduler(
     )
     slots = CELERY_WORKERS * CELERY_CONCURRENCY  # every task slot of both workers
     Pool.create_or_update_pool(pool, slots=slots, description="test", include_deferred=False)
-    dag_id = publish_policy(services, unique_name, fields)
+    dag_id = publish(services, unique_name, fields)
     today = dt.datetime.now(dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     rows = LIMITED_WINDOWS * LIMITED_PER_WINDOW
     run_id = run_with_slots(

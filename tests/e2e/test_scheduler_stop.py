@@ -19,13 +19,15 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
-import yaml
 
 from tests.support.airflow_services import (
     airflow_process,
     api_server,
-    service_environment,
+    publish_policy,
+    sandbox_connection,
+    scheduler_environment,
     tail,
+    trigger_run,
     wait_for,
 )
 from tests.support.policies import HTTP_CONN_ID, policy_fields, remote_fields
@@ -59,29 +61,20 @@ def services(tmp_path: Path, unique_name: str) -> Iterator[tuple[Path, SandboxSe
                 request_timeout_seconds=5,
             ),
         )
-        fields["schedule"] = None
-        policies.write_text(yaml.safe_dump({"policies": {unique_name: fields}}))
-        env = service_environment(
-            RETENTION_POLICIES=str(policies),
-            **{
-                f"AIRFLOW_CONN_{HTTP_CONN_ID.upper()}": (
-                    f'{{"conn_type": "http", "host": "127.0.0.1", '
-                    f'"port": {sandbox.server_address[1]}, "schema": "http"}}'
-                )
-            },
+        env = scheduler_environment(
+            policies,
+            logs,
+            **{f"AIRFLOW_CONN_{HTTP_CONN_ID.upper()}": sandbox_connection(sandbox)},
             AIRFLOW__CORE__EXECUTOR="LocalExecutor",
-            AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL="5",
-            AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL="5",
             AIRFLOW__API_AUTH__JWT_SECRET="retention-stop-test-secret",
-            AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION="False",
-            AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC="1",
+            # the task checks in every 2 s, so a run marked failed is noticed within 2 s
             AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL="2",
-            AIRFLOW__LOGGING__BASE_LOG_FOLDER=str(logs / "logs"),
         )
         url = stack.enter_context(api_server(env, logs, apps="execution"))
         env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"] = f"{url}/execution/"
         stack.enter_context(airflow_process("dag-processor", ["dag-processor"], env, logs))
         stack.enter_context(airflow_process("scheduler", ["scheduler"], env, logs))
+        publish_policy(policies, logs, unique_name, fields)
         yield logs, sandbox
 
 
@@ -89,28 +82,17 @@ def test_marking_a_run_failed_cancels_its_window_before_the_sigkill(
     db, unique_name, services
 ) -> None:
     from airflow.api.common.mark_tasks import set_dag_run_state_to_failed
-    from airflow.api.common.trigger_dag import trigger_dag
     from airflow.models.serialized_dag import SerializedDagModel
     from airflow.utils.session import create_session
-    from airflow.utils.types import DagRunTriggeredByType
 
     logs, sandbox = services
     dag_id = f"retention__{unique_name}"
-    wait_for(lambda: SerializedDagModel.has_dag(dag_id), 120, f"{dag_id} parsed\n{tail(logs)}", 2)
     today = dt.datetime.now(dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     logical_date = today - dt.timedelta(days=1)
     create_media_table(
         db, unique_name, OBJECTS, tenants=1, cutoff=logical_date - dt.timedelta(days=30)
     )
-    with create_session() as session:
-        run = trigger_dag(
-            dag_id,
-            triggered_by=DagRunTriggeredByType.TEST,
-            logical_date=logical_date,
-            session=session,
-        )
-        assert run is not None
-        run_id = run.run_id
+    run_id = trigger_run(dag_id, logical_date)
     calls = lambda: len(sandbox.state.stats()["requests"])  # noqa: E731
     wait_for(lambda: calls() >= 3, 240, f"the window calling the API\n{tail(logs)}", 0.2)
 

@@ -82,8 +82,11 @@ def test_a_run_that_ended_without_reconcile_is_taken_over_and_closed(
         (windows[0].window_key,),
     )
 
-    ended = {"run-A": holder_state} if holder_state else {}
-    outcome = take_run_lease(db, unique_name, policy.dag_id, "run-B", states(**ended))
+    ended = states(**({"run-A": holder_state} if holder_state else {}))
+    settling = take_run_lease(db, unique_name, policy.dag_id, "run-B", ended)
+    assert not settling.taken, "its window's task may still be inside Airflow's SIGTERM grace"
+    assert "1 of its windows may still be stopping" in settling.message(unique_name)
+    outcome = take_run_lease(db, unique_name, policy.dag_id, "run-B", ended, grace_seconds=0)
 
     assert outcome.taken
     assert outcome.took_over == "run-A"

@@ -7,6 +7,7 @@ session's Airflow home and metadata database. Every wait has a deadline.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import signal
@@ -18,8 +19,10 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
+from typing import Any
 
 import requests
+import yaml
 
 AIRFLOW = str(Path(sys.executable).parent / "airflow")
 STARTUP_SECONDS = 120
@@ -103,6 +106,63 @@ def api_server(env: dict[str, str], logs: Path, *, apps: str = "all") -> Iterato
 def service_environment(**extra: str) -> dict[str, str]:
     """This process's environment (the test home and metadata database) plus ``extra``."""
     return {**os.environ, **extra}
+
+
+def scheduler_environment(policies: Path, logs: Path, **extra: str) -> dict[str, str]:
+    """``service_environment`` for a scheduler test: DAGs from ``policies``, parsed and
+    scheduled every few seconds, unpaused at creation, logs under ``logs``."""
+    return service_environment(
+        RETENTION_POLICIES=str(policies),
+        AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL="5",
+        AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL="5",
+        AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION="False",
+        AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC="1",
+        AIRFLOW__LOGGING__BASE_LOG_FOLDER=str(logs / "logs"),
+        **extra,
+    )
+
+
+def publish_policy(policies: Path, logs: Path, name: str, fields: dict[str, Any]) -> str:
+    """Make ``name`` the policies file's one policy, manual runs only; returns its DAG id
+    once the dag-processor has parsed it."""
+    from airflow.models.serialized_dag import SerializedDagModel
+
+    fields["schedule"] = None  # manual runs only (policy_fields drops None values)
+    policies.write_text(yaml.safe_dump({"policies": {name: fields}}))
+    dag_id = f"retention__{name}"
+    wait_for(
+        lambda: SerializedDagModel.has_dag(dag_id), 120, f"{dag_id} being parsed\n{tail(logs)}", 2
+    )
+    return dag_id
+
+
+def sandbox_connection(server: Any) -> str:
+    """The ``AIRFLOW_CONN_*`` value (JSON) of an HTTP connection to a server on loopback."""
+    return json.dumps(
+        {
+            "conn_type": "http",
+            "host": "127.0.0.1",
+            "port": server.server_address[1],
+            "schema": "http",
+        }
+    )
+
+
+def trigger_run(dag_id: str, logical_date: dt.datetime) -> str:
+    """Trigger one run as the UI would (the scheduler picks it up); returns its run id."""
+    from airflow.api.common.trigger_dag import trigger_dag
+    from airflow.utils.session import create_session
+    from airflow.utils.types import DagRunTriggeredByType
+
+    with create_session() as session:
+        run = trigger_dag(
+            dag_id,
+            triggered_by=DagRunTriggeredByType.TEST,
+            logical_date=logical_date,
+            session=session,
+        )
+        assert run is not None
+        return run.run_id
 
 
 def tail(logs: Path, chars: int = 3000) -> str:

@@ -12,7 +12,10 @@ CREATE TABLE IF NOT EXISTS retention.run_leases (
     taken_at     timestamptz,
     released_at  timestamptz,
     last_run_id  text,
-    last_outcome text        CHECK (last_outcome IN ('released', 'taken_over'))
+    last_outcome text        CHECK (last_outcome IN ('released', 'taken_over')),
+    -- when a run first saw the holder's DAG run ended with windows still running
+    -- (their tasks may still be in Airflow's SIGTERM grace): taken over a while later
+    holder_ended_at timestamptz
 );
 
 -- 'cancelled': the window's task was told to stop (SIGTERM) and stopped between
@@ -27,6 +30,7 @@ ALTER TABLE retention.runs DROP CONSTRAINT IF EXISTS runs_status_check;
 ALTER TABLE retention.runs ADD CONSTRAINT runs_status_check
     CHECK (status IN ('planned', 'clean', 'backlog', 'dirty', 'dry_run', 'cancelled'));
 
--- What the run's drain_operations pass did (operations of earlier runs and replays):
--- its deletions count in the run's rows_deleted next to its windows'.
+-- What the run's drain_operations passes did (operations of earlier runs and replays),
+-- a JSON array with one object per pass: their deletions count in the run's
+-- rows_deleted next to its windows'.
 ALTER TABLE retention.runs ADD COLUMN IF NOT EXISTS drain jsonb;

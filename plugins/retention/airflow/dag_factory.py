@@ -31,7 +31,7 @@ from retention.airflow.steps import (
     reconcile_step,
     take_run_lease_step,
 )
-from retention.evidence.reconcile import RetentionIncomplete
+from retention.evidence.reconcile import RetentionIncomplete, RunNotPlanned
 from retention.objects.operations import CredentialFailure, EndpointSuspect
 from retention.policy.loader import PolicyProblem, PolicySet
 from retention.policy.model import BATCH_ROWS_BOUNDS, WINDOW_ROWS_BOUNDS, Policy
@@ -365,7 +365,7 @@ def build_dag(
         def reconcile() -> dict[str, Any]:
             try:
                 return reconcile_step(policy, run_id=get_current_context()["run_id"])
-            except RetentionIncomplete as dirty:  # retrying cannot clean the table
+            except (RetentionIncomplete, RunNotPlanned) as dirty:  # a retry cannot help
                 raise AirflowFailException(str(dirty)) from dirty
 
         @task(multiple_outputs=False)

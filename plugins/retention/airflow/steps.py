@@ -43,7 +43,7 @@ from retention.rows.run_lease import (
     take_run_lease,
 )
 from retention.rows.windows import Window
-from retention.stopping import graceful_stop
+from retention.stopping import graceful_stop, raise_if_stopping
 
 log = logging.getLogger(__name__)
 metrics.install(stats)  # retention's metrics go through Airflow's stats facade (retention.metrics)
@@ -221,7 +221,11 @@ def delete_window_step(
     window of an earlier run cleared and rerun): never two runs at once.
     """
     chosen = Window.from_xcom(window)
-    with database_loss_explained(conn_id, f"window {chosen.label}"), postgres(conn_id) as conn:
+    with (
+        database_loss_explained(conn_id, f"window {chosen.label}"),
+        postgres(conn_id) as conn,
+        graceful_stop(cancel=conn.cancel_safe),
+    ):
         lease = take_run_lease(conn, chosen.policy, dag_id, chosen.run_id, run_state)
         if not lease.taken:
             raise RunLeaseHeld(
@@ -229,18 +233,17 @@ def delete_window_step(
                 + lease.message(chosen.policy)
                 + ". Clear this task again once that run has finished."
             )
-        with graceful_stop():
-            result = deleter.run(
-                conn, chosen, batch_rows=settings.batch_rows, dry_run=settings.dry_run
-            )
+        raise_if_stopping(f"window {chosen.label}")  # told to stop while taking the lease
+        result = deleter.run(conn, chosen, batch_rows=settings.batch_rows, dry_run=settings.dry_run)
     return result.as_dict()
 
 
 def drain_operations_step(policy: Policy, run_id: str) -> dict[str, Any]:
     """One bounded pass over pending operations of any window whose not_before has passed.
 
-    What it did is written to the run's row: reconcile counts its deletions in
-    the run's ``rows_deleted`` (after a replay, most of a run's work is here).
+    Each pass (a retry is another pass) is appended to the run's row, or its
+    error when it failed: reconcile counts the passes' deletions in the run's
+    ``rows_deleted`` (after a replay, most of a run's work is here).
     """
     assert policy.remote is not None
     remote = policy.remote
@@ -250,14 +253,23 @@ def drain_operations_step(policy: Policy, run_id: str) -> dict[str, Any]:
         closing(http_sender(remote.http_conn_id, remote.request_timeout_seconds)) as sender,
     ):
         gate = Gate(policy.name, policy.health, policy.table_spec, read_pause_switch)
-        with graceful_stop():
-            stats = work_operations(conn, OperationsKind(policy, sender), gate=gate)
-        outcome = {**stats.as_dict(), "pause": gate.totals()}
-        conn.execute(
-            query("run_record_drain"),
-            {"policy": policy.name, "run_id": run_id, "drain": json.dumps(outcome)},
-        )
-        return outcome
+        outcome: dict[str, Any] = {}
+        try:
+            with graceful_stop(cancel=conn.cancel_safe):
+                stats = work_operations(conn, OperationsKind(policy, sender), gate=gate)
+            outcome = {**stats.as_dict(), "pause": gate.totals()}
+            return outcome
+        except Exception as failed:
+            outcome = {"error": f"{type(failed).__name__}: {failed}"[:500], "pause": gate.totals()}
+            raise
+        finally:
+            try:
+                conn.execute(
+                    query("run_record_drain"),
+                    {"policy": policy.name, "run_id": run_id, "drain": json.dumps(outcome)},
+                )
+            except psycopg.Error:  # never hide the pass's own error behind this one
+                log.exception("policy %s: could not record what drain_operations did", policy.name)
 
 
 class DeliveryIncomplete(RuntimeError):
@@ -298,6 +310,7 @@ def _deliver(policy: Policy, notify: NotifySpec) -> dict[str, Any]:
     with (
         postgres(policy.postgres_conn_id) as conn,
         closing(http_sender(notify.http_conn_id, notify.timeout_seconds)) as sender,
+        graceful_stop(cancel=conn.cancel_safe),  # SIGTERM: unsent events are handed back
     ):
         stats = deliver_events(conn, policy.name, notify, sender, signer)
     if stats.stopped == "endpoint_disabled":
@@ -338,22 +351,24 @@ def reconcile_step(policy: Policy, *, run_id: str) -> dict[str, Any]:
 
     Every window task has ended by now (``all_done``), so a window still
     ``running`` lost its task (SIGKILL, a lost worker): it is closed as
-    ``cancelled`` first. The run lease is given back whatever the outcome.
+    ``cancelled`` first. The run lease is given back once the summary is
+    recorded (clean or dirty, both final). An error Airflow retries (a lost
+    connection, a timeout while counting) keeps it: no other run may start
+    deleting between this attempt and the retry. If the retries run out, the
+    DAG run ends and the next run takes the lease over.
     """
     with postgres(policy.postgres_conn_id) as conn:
-        try:
-            close_stale_windows(
-                conn,
-                policy.name,
-                only_run=run_id,
-                reason="its task ended without closing it (killed, or its worker was lost); "
-                "closed by reconcile",
-            )
-            summary = reconcile_run(conn, policy, run_id)
-            metrics.emit_run_gauges(conn, policy, summary)
-        finally:
-            if release_run_lease(conn, policy.name, run_id):
-                log.info("policy %s: run %s gave the run lease back", policy.name, run_id)
+        close_stale_windows(
+            conn,
+            policy.name,
+            only_run=run_id,
+            reason="its task ended without closing it (killed, or its worker was lost); "
+            "closed by reconcile",
+        )
+        summary = reconcile_run(conn, policy, run_id)
+        if release_run_lease(conn, policy.name, run_id):
+            log.info("policy %s: run %s gave the run lease back", policy.name, run_id)
+        metrics.emit_run_gauges(conn, policy, summary)
     log.info("policy %s run summary: %s", policy.name, summary)
     raise_if_dirty(summary)
     return summary

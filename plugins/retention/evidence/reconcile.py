@@ -21,6 +21,7 @@ from retention.db.sqlfiles import query
 from retention.policy.model import Policy
 from retention.rows.lifecycle import count_window
 from retention.rows.planner import load_plan
+from retention.rows.run_lease import holds_run_lease
 from retention.rows.target import TargetTable
 
 MAX_LISTED_WINDOWS = 10
@@ -30,15 +31,27 @@ class RetentionIncomplete(RuntimeError):
     """Rows older than the cutoff remain after a (non dry-run) run."""
 
 
+class RunNotPlanned(RuntimeError):
+    """The run never planned (it waited for the run lease in vain, or planning failed):
+    there is nothing to reconcile, and retrying cannot change that."""
+
+
 def reconcile_run(conn: Connection, policy: Policy, run_id: str) -> dict[str, Any]:
     """Count what remains, record the run summary and return it (does not raise on dirt)."""
     started = time.perf_counter()
     plan = load_plan(conn, policy.name, run_id)
     run = conn.execute(query("run_for_id"), {"policy": policy.name, "run_id": run_id}).fetchone()
     if plan is None or run is None:
-        raise RuntimeError(
-            f"policy {policy.name!r}: run {run_id!r} has no recorded plan; "
-            "plan_windows did not finish, so there is nothing to reconcile"
+        holder = holds_run_lease(conn, policy.name, run_id)
+        waited = (
+            f" Run {holder} holds the policy's run lease: this run never took it (see "
+            "take_run_lease's log); clear this run once that one has finished."
+            if holder
+            else " See the logs of take_run_lease and plan_windows."
+        )
+        raise RunNotPlanned(
+            f"policy {policy.name!r}: run {run_id!r} has no recorded plan; plan_windows did "
+            "not finish, so there is nothing to reconcile and nothing was deleted." + waited
         )
     plan_id, windows = plan
     cutoff: dt.datetime = run["cutoff"]
@@ -64,8 +77,8 @@ def reconcile_run(conn: Connection, policy: Policy, run_id: str) -> dict[str, An
         )
     }
     deleted_by_windows = sum(int(r["rows_deleted"]) for r in ledger.values())
-    drain = run["drain"]
-    deleted_by_drain = int(drain.get("rows_deleted", 0)) if drain else 0
+    drain_passes: list[dict[str, Any]] = run["drain"] or []
+    deleted_by_drain = sum(int(p.get("rows_deleted", 0)) for p in drain_passes)
     rows_deleted = deleted_by_windows + deleted_by_drain
     counted = [r["rows_counted"] for r in ledger.values() if r["rows_counted"] is not None]
     unfinished = sorted(k for k, r in ledger.items() if r["state"] not in ("done", "counted"))
@@ -132,7 +145,16 @@ def reconcile_run(conn: Connection, policy: Policy, run_id: str) -> dict[str, An
     if remote is not None:
         summary["remote"] = remote
         summary["max_lag_hours"] = policy.max_lag_hours
-        summary["drain"] = drain or {"note": "drain_operations did not record a pass"}
+        summary["drain"] = {
+            "passes": len(drain_passes),
+            "rows_deleted": deleted_by_drain,
+            "errors": [p["error"] for p in drain_passes if p.get("error")],
+            **(
+                {"note": "a pass failed: what it deleted before failing is not counted here"}
+                if any(p.get("error") for p in drain_passes)
+                else {}
+            ),
+        }
     summary["other_runs"] = other_runs(conn, policy.name, run_id, run["planned_at"])
     if policy.notify is not None:
         summary["events"] = events = explain_events(conn, policy, run["events_delivery"])

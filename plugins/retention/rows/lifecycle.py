@@ -29,7 +29,7 @@ from retention.policy.model import TableSpec, Timeouts
 from retention.rows.run_lease import record_stopped_run
 from retention.rows.target import TargetTable
 from retention.rows.windows import Window
-from retention.stopping import StopRequested
+from retention.stopping import StopRequested, stop_requested
 
 log = logging.getLogger(__name__)
 
@@ -87,30 +87,29 @@ def window_attempt(conn: Connection, window: Window, *, dry_run: bool) -> Iterat
     conn.execute(query("window_start"), {"window_key": window.window_key})
     try:
         yield result
-    except StopRequested as stopped:
-        result.seconds = time.perf_counter() - started
-        try:
-            close_window(conn, window, result, state="cancelled", error=stopped)
-            record_stopped_run(conn, window.policy, window.run_id, str(stopped))
-        except Exception:  # the connection may be gone; a later run closes the window
-            log.exception("window %s: could not record the stop", window.label)
-        metrics.window_seconds(window.policy, "cancelled", result.seconds)
-        log.warning(
-            "%s: cancelled after %d rows in %d batches, %.2fs (%s)",
-            window.label,
-            result.rows_deleted,
-            result.batches,
-            result.seconds,
-            stopped,
-        )
-        raise
     except BaseException as exc:
         result.seconds = time.perf_counter() - started
+        # Stopped on request: between batches, or by the cancel of a statement in flight.
+        stopped = isinstance(exc, StopRequested) or (
+            isinstance(exc, Exception) and stop_requested()
+        )
+        state = "cancelled" if stopped else "failed"
         try:
-            close_window(conn, window, result, state="failed", error=exc)
+            close_window(conn, window, result, state=state, error=exc)
+            if stopped:
+                record_stopped_run(conn, window.policy, window.run_id, str(exc))
         except Exception:  # the connection may be gone; the original error matters more
-            log.exception("window %s: could not record the failure", window.label)
-        metrics.window_seconds(window.policy, "failed", result.seconds)
+            log.exception("window %s: could not record that it %s", window.label, state)
+        metrics.window_seconds(window.policy, state, result.seconds)
+        if stopped:
+            log.warning(
+                "%s: cancelled after %d rows in %d batches, %.2fs (%s)",
+                window.label,
+                result.rows_deleted,
+                result.batches,
+                result.seconds,
+                exc,
+            )
         raise
     result.seconds = time.perf_counter() - started
     close_window(conn, window, result, state="counted" if dry_run else "done", error=result.note)

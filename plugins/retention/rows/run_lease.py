@@ -31,6 +31,13 @@ log = logging.getLogger(__name__)
 ENDED_STATES = frozenset({"success", "failed"})
 """DAG run states after which a run can hold nothing (None: the run no longer exists)."""
 
+TAKEOVER_GRACE_SECONDS = 30.0
+"""How long an ended holder's windows still ``running`` get before they are taken over.
+
+Marking a run failed ends the DAG run at once, while its tasks are told to stop
+only at their next heartbeat (``[workers] min_heartbeat_interval``, 5 s) and
+are killed 5 s after that. Their last batch must not overlap the next run's."""
+
 RunState = Callable[[str], str | None]
 """The state of a DAG run of this policy's DAG by run id (None if there is none)."""
 
@@ -74,10 +81,16 @@ class LeaseOutcome:
 
 
 def take_run_lease(
-    conn: Connection, policy: str, dag_id: str, run_id: str, run_state: RunState
+    conn: Connection,
+    policy: str,
+    dag_id: str,
+    run_id: str,
+    run_state: RunState,
+    grace_seconds: float = TAKEOVER_GRACE_SECONDS,
 ) -> LeaseOutcome:
     """Take the policy's run lease for ``run_id`` if it is free, already this run's, or
-    held by a run that has ended; otherwise report who holds it (nothing changes)."""
+    held by a run that has ended (and whose windows had ``grace_seconds`` to stop);
+    otherwise report who holds it."""
     with conn.transaction():
         row = conn.execute(query("run_lease_hold"), {"policy": policy, "dag_id": dag_id}).fetchone()
         assert row is not None
@@ -93,6 +106,19 @@ def take_run_lease(
                     run_id=run_id,
                     holder=holder,
                     holder_state=state,
+                    holder_since=row["taken_at"],
+                )
+            settling = conn.execute(
+                query("run_lease_settling"), {"policy": policy, "grace": grace_seconds}
+            ).fetchone()
+            assert settling is not None
+            if settling["running_windows"] and not settling["settled"]:
+                return LeaseOutcome(
+                    taken=False,
+                    run_id=run_id,
+                    holder=holder,
+                    holder_state=f"{state or 'gone'}; {settling['running_windows']} of its "
+                    f"windows may still be stopping, taken over {grace_seconds:g} s after",
                     holder_since=row["taken_at"],
                 )
         took_over = holder
