@@ -24,6 +24,7 @@ from retention.db.sqlfiles import query
 from retention.events.outbox import Signer, deliver_events
 from retention.evidence.audit import purge_audit, purge_removed_policies
 from retention.evidence.reconcile import raise_if_dirty, reconcile_run
+from retention.evidence.report import format_summary
 from retention.objects.deleter import ObjectDeleter, work_operations
 from retention.objects.operations import OperationsKind
 from retention.policy.model import NotifySpec, Policy
@@ -283,6 +284,6 @@ def reconcile_step(policy: Policy, *, run_id: str) -> dict[str, Any]:
     """Record and return the run summary; raise when rows remain unexplained."""
     with postgres(policy.postgres_conn_id) as conn:
         summary = reconcile_run(conn, policy, run_id)
-    log.info("policy %s run summary: %s", policy.name, summary)
+    log.info("policy %s run summary:\n%s", policy.name, format_summary(summary))
     raise_if_dirty(summary)
     return summary

@@ -1,0 +1,244 @@
+"""Progress lines for long loops: done of expected, rate, time left and time throttled.
+
+A window or a planner that works for minutes must not be silent between its
+first and last log line: an operator reading the task log wants to know how
+far it is, how fast it goes, when it will end and how much of its time went to
+pauses (the health gate, pacing, the API's rate limit). :class:`Progress` is
+fed after each batch and logs one line at most every ``every`` seconds
+(``RETENTION_PROGRESS_SECONDS``, default 10), plus one when it finishes.
+
+Lines lead with the short label (``tenant 7 · ids 1000–1999``) and put the
+numbers right after it, so they stay on screen in Airflow's log view; the
+clock is injectable, so the unit tests never sleep.
+
+:class:`PhaseTimer` does the same for work made of a few slow steps (the
+planner's probes): each step logs what it found and how long it took, and a
+loop inside a step logs a heartbeat every ``every`` seconds.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+log = logging.getLogger(__name__)
+
+PROGRESS_SECONDS_VARIABLE = "RETENTION_PROGRESS_SECONDS"
+DEFAULT_PROGRESS_SECONDS = 10.0
+
+
+def progress_interval(environ: Mapping[str, str] | None = None) -> float:
+    """Seconds between progress lines: ``RETENTION_PROGRESS_SECONDS``, else 10.
+
+    Read when a loop starts (never at import), so tests and operators can
+    change it without reloading anything. A value that is not a positive
+    number is an error naming the variable, not a silent default.
+    """
+    raw = (os.environ if environ is None else environ).get(PROGRESS_SECONDS_VARIABLE)
+    if raw is None or not raw.strip():
+        return DEFAULT_PROGRESS_SECONDS
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = float("nan")
+    if not seconds > 0:  # also rejects NaN
+        raise ValueError(
+            f"{PROGRESS_SECONDS_VARIABLE}={raw!r}: expected a positive number of seconds "
+            f"between progress lines (default {DEFAULT_PROGRESS_SECONDS:g})"
+        )
+    return seconds
+
+
+def duration(seconds: float) -> str:
+    """``0.4 s``, ``12 s``, ``3 min 05 s``, ``2 h 07 min``: short enough for a log line."""
+    if seconds < 10:
+        return f"{seconds:.1f} s"
+    whole = round(seconds)
+    if whole < 60:
+        return f"{whole} s"
+    if whole < 3600:
+        return f"{whole // 60} min {whole % 60:02d} s"
+    return f"{whole // 3600} h {whole % 3600 // 60:02d} min"
+
+
+def rate(per_second: float) -> str:
+    """``1,234/s``, ``12.5/s``, ``0.25/s``: three significant figures at most."""
+    if per_second >= 100:
+        return f"{per_second:,.0f}/s"
+    if per_second >= 10:
+        return f"{per_second:.1f}/s"
+    return f"{per_second:.2f}/s"
+
+
+def throttle_words(reasons: Mapping[str, float]) -> str:
+    """``throttled 4.2 s (paced 3.0 s, replica_lag 1.2 s)``, or ``not throttled``."""
+    spent = {k: v for k, v in reasons.items() if v > 0}
+    total = sum(spent.values())
+    if total <= 0:
+        return "not throttled"
+    parts = ", ".join(f"{k} {duration(v)}" for k, v in sorted(spent.items(), key=lambda kv: -kv[1]))
+    return f"throttled {duration(total)} ({parts})"
+
+
+@dataclass
+class Progress:
+    """Logs how far one loop is: fed after each batch, a line every ``every`` s and at the end.
+
+    ``expected`` is what the loop expects to do (rows: the statistics' estimate,
+    shown with ``~``; operations: an exact count); None when nothing is known,
+    and then no percentage or ETA is shown. The rate is over wall-clock time,
+    throttling included, because that is the rate the ETA will see.
+    """
+
+    label: str
+    expected: int | None
+    unit: str = "rows"
+    estimate: bool = True  # ``expected`` is an estimate (shown as ~N)
+    every: float = field(default_factory=progress_interval)
+    clock: Callable[[], float] = time.monotonic
+    logger: logging.Logger = log
+    done: int = 0
+    throttled: dict[str, float] = field(default_factory=dict)
+    started: float = field(init=False)
+    _last_line: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.started = self._last_line = self.clock()
+
+    def update(
+        self, done: int, throttled: Mapping[str, float] | None = None, extra: str = ""
+    ) -> bool:
+        """Record the total done so far (and time throttled, by reason); log when due.
+
+        Returns whether a line was logged.
+        """
+        self.done = done
+        if throttled is not None:
+            self.throttled = dict(throttled)
+        now = self.clock()
+        if now - self._last_line < self.every:
+            return False
+        self._last_line = now
+        self.logger.info("%s", self.line(now, extra=extra))
+        return True
+
+    def finish(self, verb: str = "done", extra: str = "") -> str:
+        """Log (and return) the final line."""
+        text = self.line(self.clock(), final=True, verb=verb, extra=extra)
+        self.logger.info("%s", text)
+        return text
+
+    @property
+    def elapsed(self) -> float:
+        return max(0.0, self.clock() - self.started)
+
+    def per_second(self, now: float | None = None) -> float:
+        elapsed = (self.clock() if now is None else now) - self.started
+        return self.done / elapsed if elapsed > 0 else 0.0
+
+    def line(self, now: float, *, final: bool = False, verb: str = "done", extra: str = "") -> str:
+        """``<label>: done 1,200 of ~5,000 rows (24%), 120/s, ETA 32 s, not throttled``."""
+        elapsed = max(0.0, now - self.started)
+        speed = self.done / elapsed if elapsed > 0 else 0.0
+        of, share = self._of()
+        parts = [f"{self.label}: {verb} {self.done:,}{of} {self.unit}{share}"]
+        if final:
+            parts[0] += f" in {duration(elapsed)}"
+        parts.append(rate(speed))
+        if not final:
+            parts.append(self._eta(speed))
+        parts.append(throttle_words(self.throttled))
+        if extra:
+            parts.append(extra)
+        return ", ".join(p for p in parts if p)
+
+    def _of(self) -> tuple[str, str]:
+        """`` of ~5,000`` and `` (24%)`` (empty when nothing is expected)."""
+        if self.expected is None:
+            return "", ""
+        tilde = "~" if self.estimate else ""
+        share = ""
+        if self.expected > 0:
+            share = f" ({min(999, round(100 * self.done / self.expected))}%)"
+        return f" of {tilde}{self.expected:,}", share
+
+    def _eta(self, speed: float) -> str:
+        if self.expected is None:
+            return ""
+        left = self.expected - self.done
+        if left <= 0:
+            return "ETA now (past the estimate)" if self.estimate else "ETA now"
+        if speed <= 0:
+            return "ETA unknown"
+        return f"ETA {duration(left / speed)}"
+
+
+@dataclass
+class PhaseTimer:
+    """Times the steps of a slow piece of work made of a few statements (the planner).
+
+    ``with timer.step("probing the eligible key range") as step:`` logs
+    ``<label>: <what> took 1.2 s[: <found>]`` when the step ends, where
+    ``step.found`` is what the step learned (set inside the block); a loop
+    inside a step calls ``step.tick(i, n)`` and gets a heartbeat line every
+    ``every`` seconds. :attr:`steps` keeps each step's seconds for the caller.
+    """
+
+    label: str
+    every: float = field(default_factory=progress_interval)
+    clock: Callable[[], float] = time.monotonic
+    logger: logging.Logger = log
+    steps: dict[str, float] = field(default_factory=dict)
+
+    @contextmanager
+    def step(self, what: str) -> Iterator[Step]:
+        current = Step(self, what, self.clock())
+        try:
+            yield current
+        except BaseException:
+            current.completed = False
+            raise
+        finally:
+            took = self.clock() - current.started
+            self.steps[what] = self.steps.get(what, 0.0) + took
+            found = f": {current.found}" if current.found else ""
+            failed = "" if current.completed else " (and failed)"
+            self.logger.info("%s: %s took %s%s%s", self.label, what, duration(took), failed, found)
+
+    def total(self) -> float:
+        return sum(self.steps.values())
+
+
+@dataclass
+class Step:
+    """One running step of a :class:`PhaseTimer`."""
+
+    timer: PhaseTimer
+    what: str
+    started: float
+    found: str = ""
+    completed: bool = True
+    _last_line: float | None = None
+
+    def tick(self, done: int, total: int | None, unit: str = "probes") -> bool:
+        """A heartbeat inside a loop of the step; logs every ``every`` seconds."""
+        now = self.timer.clock()
+        last = self.started if self._last_line is None else self._last_line
+        if now - last < self.timer.every:
+            return False
+        self._last_line = now
+        of = f" of {total:,}" if total is not None else ""
+        self.timer.logger.info(
+            "%s: %s: %s%s %s, %s so far",
+            self.timer.label,
+            self.what,
+            f"{done:,}",
+            of,
+            unit,
+            duration(now - self.started),
+        )
+        return True
