@@ -65,13 +65,14 @@ def duration(seconds: float) -> str:
     return f"{whole // 3600} h {whole % 3600 // 60:02d} min"
 
 
-def rate(per_second: float) -> str:
-    """``1,234/s``, ``12.5/s``, ``0.25/s``: three significant figures at most."""
+def rate(per_second: float, unit: str = "") -> str:
+    """``1,234 rows/s``, ``12.5 rows/s``, ``0.25/s``: three significant figures at most."""
+    per = f" {unit}/s" if unit else "/s"
     if per_second >= 100:
-        return f"{per_second:,.0f}/s"
+        return f"{per_second:,.0f}{per}"
     if per_second >= 10:
-        return f"{per_second:.1f}/s"
-    return f"{per_second:.2f}/s"
+        return f"{per_second:.1f}{per}"
+    return f"{per_second:.2f}{per}"
 
 
 def throttle_words(reasons: Mapping[str, float]) -> str:
@@ -126,55 +127,79 @@ class Progress:
         self.logger.info("%s", self.line(now, extra=extra))
         return True
 
-    def finish(self, verb: str = "done", extra: str = "") -> str:
-        """Log (and return) the final line."""
+    def finish(
+        self,
+        verb: str = "done",
+        extra: str = "",
+        *,
+        done: int | None = None,
+        throttled: Mapping[str, float] | None = None,
+    ) -> str:
+        """Log (and return) the final line, with the last figures if given."""
+        if done is not None:
+            self.done = done
+        if throttled is not None:
+            self.throttled = dict(throttled)
         text = self.line(self.clock(), final=True, verb=verb, extra=extra)
         self.logger.info("%s", text)
         return text
 
-    @property
-    def elapsed(self) -> float:
-        return max(0.0, self.clock() - self.started)
-
-    def per_second(self, now: float | None = None) -> float:
-        elapsed = (self.clock() if now is None else now) - self.started
-        return self.done / elapsed if elapsed > 0 else 0.0
-
     def line(self, now: float, *, final: bool = False, verb: str = "done", extra: str = "") -> str:
-        """``<label>: done 1,200 of ~5,000 rows (24%), 120/s, ETA 32 s, not throttled``."""
-        elapsed = max(0.0, now - self.started)
-        speed = self.done / elapsed if elapsed > 0 else 0.0
-        of, share = self._of()
-        parts = [f"{self.label}: {verb} {self.done:,}{of} {self.unit}{share}"]
-        if final:
-            parts[0] += f" in {duration(elapsed)}"
-        parts.append(rate(speed))
-        if not final:
-            parts.append(self._eta(speed))
-        parts.append(throttle_words(self.throttled))
-        if extra:
-            parts.append(extra)
-        return ", ".join(p for p in parts if p)
+        """``<label>: done 1,200 of ~5,000 rows (24%), 120 rows/s, ETA 32 s, not throttled``."""
+        return progress_line(
+            self.label,
+            self.done,
+            self.expected,
+            max(0.0, now - self.started),
+            self.throttled,
+            unit=self.unit,
+            estimate=self.estimate,
+            final=final,
+            verb=verb,
+            extra=extra,
+        )
 
-    def _of(self) -> tuple[str, str]:
-        """`` of ~5,000`` and `` (24%)`` (empty when nothing is expected)."""
-        if self.expected is None:
-            return "", ""
-        tilde = "~" if self.estimate else ""
-        share = ""
-        if self.expected > 0:
-            share = f" ({min(999, round(100 * self.done / self.expected))}%)"
-        return f" of {tilde}{self.expected:,}", share
 
-    def _eta(self, speed: float) -> str:
-        if self.expected is None:
-            return ""
-        left = self.expected - self.done
+def progress_line(
+    label: str,
+    done: int,
+    expected: int | None,
+    elapsed: float,
+    throttled: Mapping[str, float],
+    *,
+    unit: str = "rows",
+    estimate: bool = True,
+    final: bool = False,
+    verb: str = "done",
+    extra: str = "",
+) -> str:
+    """One progress line (pure); a ``final`` one gives the total time instead of an ETA.
+
+    ``<label>: <verb> <done> of <expected> <unit> (<share>)[ in <time>], <rate>,
+    [ETA <time>, ]<throttled>[, <extra>]``: the label first, then the numbers.
+    """
+    speed = done / elapsed if elapsed > 0 else 0.0
+    of, share = "", ""
+    if expected is not None:
+        of = f" of {'~' if estimate else ''}{expected:,}"
+        if expected > 0:
+            share = f" ({min(999, round(100 * done / expected))}%)"
+    parts = [f"{label}: {verb} {done:,}{of} {unit}{share}"]
+    if final:
+        parts[0] += f" in {duration(elapsed)}"
+    parts.append(rate(speed, unit))
+    if not final and expected is not None:
+        left = expected - done
         if left <= 0:
-            return "ETA now (past the estimate)" if self.estimate else "ETA now"
-        if speed <= 0:
-            return "ETA unknown"
-        return f"ETA {duration(left / speed)}"
+            parts.append("ETA now (past the estimate)" if estimate else "ETA now")
+        elif speed <= 0:
+            parts.append("ETA unknown")
+        else:
+            parts.append(f"ETA {duration(left / speed)}")
+    parts.append(throttle_words(throttled))
+    if extra:
+        parts.append(extra)
+    return ", ".join(parts)
 
 
 @dataclass

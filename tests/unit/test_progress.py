@@ -50,7 +50,7 @@ def test_a_line_every_interval_not_after_each_batch(
     assert [i + 1 for i, was in enumerate(logged) if was] == [5, 10, 15, 20, 25]
     first = messages(caplog)[0]
     assert first == (
-        "tenant 7 · ids 1–5000: done 500 of ~5,000 rows (10%), 50.0/s, ETA 1 min 30 s, "
+        "tenant 7 · ids 1–5000: done 500 of ~5,000 rows (10%), 50.0 rows/s, ETA 1 min 30 s, "
         "not throttled"
     )
 
@@ -59,7 +59,9 @@ def test_the_label_leads_and_the_numbers_follow(clock: FakeClock) -> None:
     progress = Progress("ids 1–9", expected=10, every=10, clock=clock)
     clock.advance(4)
     progress.update(2, {"paced": 1.0})
-    assert progress.line(clock()).startswith("ids 1–9: done 2 of ~10 rows (20%), 0.50/s, ETA 16 s")
+    assert progress.line(clock()).startswith(
+        "ids 1–9: done 2 of ~10 rows (20%), 0.50 rows/s, ETA 16 s"
+    )
 
 
 def test_final_line_has_total_time_rate_and_throttling(
@@ -72,7 +74,7 @@ def test_final_line_has_total_time_rate_and_throttling(
     assert messages(caplog) == [], "within the interval: no line yet"
     text = progress.finish("deleted")
     assert text == (
-        "no tenant · ids 10–99: deleted 1,200 of ~1,000 rows (120%) in 5.0 s, 240/s, "
+        "no tenant · ids 10–99: deleted 1,200 of ~1,000 rows (120%) in 5.0 s, 240 rows/s, "
         "throttled 5.5 s (blocked_sessions 3.5 s, paced 2.0 s)"
     )
     assert messages(caplog) == [text]
@@ -84,14 +86,17 @@ def test_unknown_expected_shows_no_share_and_no_eta(clock: FakeClock) -> None:
     )
     clock.advance(20)
     progress.update(40)
-    assert progress.line(clock()) == "operations drain: done 40 operations, 2.00/s, not throttled"
+    assert (
+        progress.line(clock())
+        == "operations drain: done 40 operations, 2.00 operations/s, not throttled"
+    )
 
 
 def test_exact_expected_and_eta_edges(clock: FakeClock) -> None:
     progress = Progress("w", expected=10, unit="operations", estimate=False, clock=clock)
-    assert progress.line(clock()) == "w: done 0 of 10 operations (0%), 0.00/s, ETA unknown, " + (
-        "not throttled"
-    )
+    assert progress.line(
+        clock()
+    ) == "w: done 0 of 10 operations (0%), 0.00 operations/s, ETA unknown, " + ("not throttled")
     clock.advance(1)
     progress.update(10)
     assert "ETA now," in progress.line(clock())
@@ -118,6 +123,7 @@ def test_durations(seconds: float, words: str) -> None:
 )
 def test_rates(per_second: float, words: str) -> None:
     assert rate(per_second) == words
+    assert rate(per_second, "rows") == words.replace("/s", " rows/s")
 
 
 def test_throttle_words_largest_reason_first() -> None:

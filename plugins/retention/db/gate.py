@@ -157,6 +157,13 @@ class Gate:
             "paced_seconds": round(self.paced_seconds, 3),
         }
 
+    def throttled(self) -> dict[str, float]:
+        """Seconds paused so far by reason, pacing included (``paced``), for progress lines."""
+        reasons = dict(self.reasons)
+        if self.paced_seconds:
+            reasons[PACED] = self.paced_seconds
+        return reasons
+
     def _look(self, conn: Connection) -> Verdict:
         self._checked_at = self.clock()
         if self._paused_by_switch():

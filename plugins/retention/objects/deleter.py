@@ -21,6 +21,7 @@ from retention.db.gate import Gate, PauseSwitch
 from retention.db.sqlfiles import query
 from retention.objects.operations import OperationsKind, enqueue_window
 from retention.policy.model import Policy
+from retention.progress import Progress
 from retention.queue.http import HttpSender
 from retention.queue.limiter import TokenBucket
 from retention.queue.worker import Worker, WorkerStats
@@ -35,6 +36,7 @@ def work_operations(
     scope: str | None = None,
     budget_seconds: float | None = None,
     gate: Gate | None = None,
+    progress: Progress | None = None,
 ) -> WorkerStats:
     """One bounded pass over a policy's due operations (of one window, if ``scope``).
 
@@ -48,6 +50,7 @@ def work_operations(
         budget_seconds=budget_seconds or remote.task_budget_seconds,
         limiter=TokenBucket.for_remote(conn, remote),
         gate=gate or Gate(policy.name, policy.health, policy.table_spec),
+        progress=progress,
     )
     return worker.run(scope)
 
@@ -68,15 +71,25 @@ class ObjectDeleter(WindowDeleter):
     ) -> None:
         gate.wait(conn)  # nothing is enqueued while the policy is paused or the database unwell
         enqueued = enqueue_window(conn, self.policy, window, batch_rows)
+        progress = Progress(
+            window.label, self._unfinished(conn, window), unit="operations", estimate=False
+        )
         with closing(self.open_sender()) as sender:
             kind = OperationsKind(self.policy, sender)
-            stats = work_operations(conn, kind, scope=window.window_key, gate=gate)
+            stats = work_operations(
+                conn, kind, scope=window.window_key, gate=gate, progress=progress
+            )
         for rows, elapsed_ms in kind.transactions:
             result.add_batch(rows, elapsed_ms)
-        row = conn.execute(
-            query("ops_window_unfinished"), {"window_key": window.window_key}
-        ).fetchone()
-        left = int(row["unfinished"]) if row else 0
+        left = self._unfinished(conn, window)
         if left:
             result.note = f"{left} operations left pending for the drain step (backlog)"
         result.details = {"enqueued": enqueued, "remote": stats.as_dict()}
+
+    @staticmethod
+    def _unfinished(conn: Connection, window: Window) -> int:
+        """The window's operations still pending or in flight (read-only)."""
+        row = conn.execute(
+            query("ops_window_unfinished"), {"window_key": window.window_key}
+        ).fetchone()
+        return int(row["unfinished"]) if row else 0

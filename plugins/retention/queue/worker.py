@@ -30,6 +30,7 @@ from typing import Any, Protocol, TypeVar
 
 from retention.db.connection import Connection, relaxed_durability
 from retention.db.gate import Gate
+from retention.progress import Progress
 from retention.queue.classify import Classification, ClassificationTable, Outcome, classify
 from retention.queue.http import HttpResult
 from retention.queue.leased import Finish, LeasedQueue
@@ -172,6 +173,7 @@ class Worker:
         owner: str | None = None,
         clock: Callable[[], float] = time.monotonic,
         now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
+        progress: Progress | None = None,
     ) -> None:
         self.conn = conn
         self.kind = kind
@@ -182,6 +184,9 @@ class Worker:
         self.now = now
         self.deadline = clock() + budget_seconds
         self.stats = WorkerStats(kind=kind.queue.table.kind, owner=self.owner)
+        self.progress = progress or Progress(
+            f"policy {kind.queue.policy}", None, unit=self.stats.kind, estimate=False, clock=clock
+        )
         # Outage detection: a call without an answer is about its object only when the
         # calls around it answered; two in a row, or none answered at all, is an outage.
         self.tentative: tuple[int, Classification] | None = None
@@ -201,6 +206,7 @@ class Worker:
                     break
                 self.stats.claimed += len(rows)
                 stop = self._work([self.kind.job(row) for row in rows], scope)
+                self.progress.update(self.stats.done, self._throttled(), self._outcome_words())
                 if stop is not None:
                     self.stats.stopped = stop.reason
                     error = stop.error
@@ -213,15 +219,49 @@ class Worker:
             self.stats.token_takes = self.limiter.takes
             self.stats.tokens_taken = self.limiter.tokens_taken
             self.stats.tokens_dropped = self.limiter.tokens_dropped
-        log.info(
-            "%s worker %s: %s",
-            self.stats.kind,
-            self.owner,
-            {k: v for k, v in self.stats.as_dict().items() if v not in (0, {}, None, False)},
+        self.progress.finish(
+            extra=self._outcome_words(final=True), done=self.stats.done, throttled=self._throttled()
         )
         if error is not None:
             raise error
         return self.stats
+
+    def _throttled(self) -> dict[str, float]:
+        """Time this pass waited, by reason: the gate's pauses and the API's rate limit."""
+        waited = dict(self.gate.throttled()) if self.gate is not None else {}
+        if self.limiter is not None and self.limiter.waited_seconds:
+            waited["rate_limit"] = self.limiter.waited_seconds
+        return waited
+
+    def _outcome_words(self, *, final: bool = False) -> str:
+        """``3 retried, 1 dead, 412 claimed…``: what else the pass did, for its progress lines."""
+        stats = self.stats
+        counts = {
+            "retried": stats.retried,
+            "snoozed": stats.snoozed,
+            "dead": stats.dead,
+            "released": stats.released,
+            "stale": stats.stale,
+            "lost leases": stats.lost_leases,
+            "outage pauses": stats.outage_pauses,
+        }
+        words = [f"{n:,} {what}" for what, n in counts.items() if n]
+        if stats.rows_deleted:
+            words.insert(0, f"{stats.rows_deleted:,} rows deleted")
+        if final:
+            words.append(f"{len(stats.batches)} batches")
+            if stats.statuses:
+                words.append("answers " + ", ".join(f"{k} ×{n}" for k, n in stats.statuses.items()))
+            if stats.failure_classes:
+                words.append(
+                    "failures " + ", ".join(f"{k} {n}" for k, n in stats.failure_classes.items())
+                )
+            if stats.out_of_time:
+                words.append("out of time")
+            if stats.stopped:
+                words.append(f"stopped: {stats.stopped}")
+            words.append(f"worker {self.owner}")
+        return ", ".join(words)
 
     def _work(self, batch: list[Any], scope: str | None) -> Stop | None:
         """Send each claimed job; record the batch's outcomes together, whatever happens.

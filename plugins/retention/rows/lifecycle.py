@@ -24,6 +24,7 @@ from retention.db.connection import Connection, bounded
 from retention.db.gate import Gate
 from retention.db.sqlfiles import query
 from retention.policy.model import TableSpec, Timeouts
+from retention.progress import progress_line
 from retention.rows.target import TargetTable
 from retention.rows.windows import Window
 
@@ -93,15 +94,18 @@ def window_attempt(conn: Connection, window: Window, *, dry_run: bool) -> Iterat
     result.seconds = time.perf_counter() - started
     close_window(conn, window, result, state="counted" if dry_run else "done", error=result.note)
     log.info(
-        "%s: %s %d rows in %d batches, %.2fs, longest batch %.0f ms, %d timeouts%s",
-        window.label,
-        "counted" if dry_run else "deleted",
-        (result.rows_counted or 0) if dry_run else result.rows_deleted,
-        result.batches,
-        result.seconds,
-        result.longest_batch_ms,
-        result.timeouts,
-        f"; {result.note}" if result.note else "",
+        "%s",
+        progress_line(
+            window.label,
+            (result.rows_counted or 0) if dry_run else result.rows_deleted,
+            window.expected_rows,
+            result.seconds,
+            result.pause.get("pause_reasons") or {},
+            final=True,
+            verb="counted" if dry_run else "deleted",
+            extra=f"{result.batches} batches, longest {result.longest_batch_ms:.0f} ms, "
+            f"{result.timeouts} timeouts" + (f"; {result.note}" if result.note else ""),
+        ),
     )
 
 

@@ -1,0 +1,115 @@
+"""Lock warnings name the session that holds the lock: a real blocking transaction."""
+
+from __future__ import annotations
+
+import logging
+import re
+
+import psycopg
+import pytest
+
+from retention.db.connection import Connection
+from retention.rows.deleter import WindowDeleteError, delete_window
+from retention.rows.locks import describe_holders, lock_holders
+from retention.rows.planner import plan_windows
+from tests.support.policies import make_policy
+from tests.support.tables import create_table, ids_left, old, request
+
+DELETER_LOG = "retention.rows.deleter"
+
+
+def lock_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == DELETER_LOG and r.levelno == logging.WARNING
+    ]
+
+
+def test_a_row_lock_warning_names_the_blocking_pid(
+    db: Connection, unique_name: str, test_dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="retention")
+    create_table(db, unique_name, [(i, 1, old()) for i in range(1, 41)])
+    policy = make_policy(
+        unique_name,
+        window_rows=100,
+        batch_rows=16,
+        lock_timeout_ms=100,
+        health={"busy_sleep_ratio": 0},
+    )
+    (window,) = plan_windows(db, request(policy))
+    blocker = psycopg.connect(test_dsn, application_name="report_job")
+    blocker.execute(f"SELECT 1 FROM public.{unique_name} WHERE id = 25 FOR UPDATE")  # noqa: S608
+    pid = blocker.info.backend_pid
+
+    def release_on_first_sleep(_: float) -> None:
+        blocker.rollback()
+
+    try:
+        result = delete_window(
+            db, policy, window, batch_rows=16, dry_run=False, sleep=release_on_first_sleep
+        )
+    finally:
+        blocker.close()
+    assert result.rows_deleted == 40
+    warnings = lock_warnings(caplog)
+    assert len(warnings) == result.timeouts >= 5
+    first = warnings[0]
+    assert re.match(
+        rf"{re.escape(window.label)}: batch of \d+ keys after 16 hit lock_timeout \(100 ms\)", first
+    )
+    assert f"on public.{unique_name}" in first
+    assert f"held by pid {pid} (report_job, idle in transaction for " in first
+    assert "holds 1 row lock (key 25)" in first
+    assert "FOR UPDATE" in first, "what the holder last ran"
+    assert all(f"pid {pid}" in w for w in warnings), warnings
+
+
+def test_a_table_lock_warning_names_the_blocking_pid(
+    db: Connection, unique_name: str, test_dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="retention")
+    create_table(db, unique_name, [(i, 1, old()) for i in range(1, 11)])
+    policy = make_policy(unique_name, window_rows=100, batch_rows=4, lock_timeout_ms=100)
+    (window,) = plan_windows(db, request(policy))
+    blocker = psycopg.connect(test_dsn, application_name="migration")
+    blocker.execute(f"LOCK TABLE public.{unique_name} IN ACCESS EXCLUSIVE MODE")
+    pid = blocker.info.backend_pid
+    try:
+        delete_window(
+            db, policy, window, batch_rows=4, dry_run=False, sleep=lambda _: blocker.rollback()
+        )
+    finally:
+        blocker.close()
+    assert ids_left(db, unique_name) == []
+    (first, *_) = lock_warnings(caplog)
+    assert f"held by pid {pid} (migration, " in first
+    assert "holds table lock AccessExclusiveLock" in first
+
+
+def test_a_row_that_stays_locked_is_skipped_naming_its_holder(
+    db: Connection, unique_name: str, test_dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="retention")
+    create_table(db, unique_name, [(i, 1, old()) for i in range(1, 11)])
+    policy = make_policy(unique_name, window_rows=100, batch_rows=4, lock_timeout_ms=50)
+    (window,) = plan_windows(db, request(policy))
+    with psycopg.connect(test_dsn) as blocker:
+        blocker.execute(f"UPDATE public.{unique_name} SET payload = 'y' WHERE id = 6")  # noqa: S608
+        pid = blocker.info.backend_pid
+        with pytest.raises(WindowDeleteError, match=r"keys \[6\]"):
+            delete_window(db, policy, window, batch_rows=4, dry_run=False, sleep=lambda _: None)
+    skipped = [w for w in lock_warnings(caplog) if "skipping it" in w]
+    assert len(skipped) == 1
+    assert skipped[0].startswith(f"{window.label}: row 6 timed out 5 times even alone")
+    assert f"held by pid {pid} " in skipped[0]
+
+
+def test_no_holder_found_is_said_plainly(db: Connection, unique_name: str) -> None:
+    create_table(db, unique_name, [(i, 1, old()) for i in range(1, 11)])
+    policy = make_policy(unique_name, window_rows=100)
+    (window,) = plan_windows(db, request(policy))
+    holders = lock_holders(db, policy.table_spec, window, window.first_id - 1, 10)
+    assert holders == []
+    assert describe_holders(holders).startswith("no session holds them any more")
