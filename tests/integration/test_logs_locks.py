@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
 
 import psycopg
 import pytest
 
-from retention.db.connection import Connection
+from retention.db.connection import Connection, connect_dsn
+from retention.db.gate import Gate
+from retention.db.health import describe_lock_waiters
 from retention.rows.deleter import WindowDeleteError, delete_window
 from retention.rows.locks import describe_holders, lock_holders
 from retention.rows.planner import plan_windows
@@ -113,3 +119,48 @@ def test_no_holder_found_is_said_plainly(db: Connection, unique_name: str) -> No
     holders = lock_holders(db, policy.table_spec, window, window.first_id - 1, 10)
     assert holders == []
     assert describe_holders(holders).startswith("no session holds them any more")
+
+
+def test_a_health_pause_on_blocked_sessions_names_who_waits_on_which_pid(
+    db: Connection, unique_name: str, test_dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="retention.db.gate")
+    create_table(db, unique_name, [(1, 1, old())])
+    policy = make_policy(unique_name)
+    with (
+        connect_dsn(test_dsn) as holder,
+        psycopg.connect(test_dsn, autocommit=True, application_name="billing") as victim,
+    ):
+        holder_pid, victim_pid = holder.info.backend_pid, victim.info.backend_pid
+        holder.execute("BEGIN")
+        holder.execute(f"SELECT 1 FROM public.{unique_name} WHERE id = 1 FOR UPDATE")  # noqa: S608
+        waiter = threading.Thread(
+            target=lambda: victim.execute(
+                f"UPDATE public.{unique_name} SET payload = 'z' WHERE id = 1"  # noqa: S608
+            ),
+            daemon=True,
+        )
+        waiter.start()
+        try:
+            wait_for(lambda: describe_lock_waiters(db), "the other session to wait on the lock")
+            gate = Gate(policy.name, policy.health, policy.table_spec, label="ids 1–1")
+            assert gate.wait(db, until=gate.clock()) is False, "paused, and out of time"
+        finally:
+            holder.execute("ROLLBACK")
+            waiter.join(30)
+    (paused,) = [r.getMessage() for r in caplog.records if "paused:" in r.getMessage()]
+    assert paused.startswith("ids 1–1: paused: 1 session(s) wait on locks held by retention")
+    assert f"pid {victim_pid} (billing, waiting " in paused
+    assert f"UPDATE public.{unique_name} SET payload" in paused  # noqa: S608
+    assert paused.endswith(f"on retention pid {holder_pid}")
+
+
+def wait_for(condition: Callable[[], Any], what: str, deadline: float = 30.0) -> Any:
+    """Poll ``condition`` until it is truthy (or fail after ``deadline`` seconds)."""
+    ends = time.monotonic() + deadline
+    while time.monotonic() < ends:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")

@@ -64,7 +64,7 @@ class ObjectDeleter(WindowDeleter):
     switch: PauseSwitch | None = None
 
     def gate_for(self, window: Window) -> Gate:
-        return Gate(window.policy, self.policy.health, self.table, self.switch)
+        return Gate(window.policy, self.policy.health, self.table, self.switch, label=window.label)
 
     def delete(
         self, conn: Connection, window: Window, batch_rows: int, result: WindowResult, gate: Gate

@@ -95,7 +95,8 @@ class RowDeleter(WindowDeleter):
     sleep: Callable[[float], None] = field(default=time.sleep)
 
     def gate_for(self, window: Window) -> Gate:
-        return Gate(window.policy, self.health, self.table, self.switch, sleep=self.sleep)
+        health, switch = self.health, self.switch
+        return Gate(window.policy, health, self.table, switch, sleep=self.sleep, label=window.label)
 
     def delete(
         self, conn: Connection, window: Window, batch_rows: int, result: WindowResult, gate: Gate
