@@ -12,6 +12,7 @@ the transaction of its atomic finish.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from contextlib import closing
 from dataclasses import dataclass
@@ -27,6 +28,8 @@ from retention.queue.limiter import TokenBucket
 from retention.queue.worker import Worker, WorkerStats
 from retention.rows.lifecycle import WindowDeleter, WindowResult
 from retention.rows.windows import Window
+
+log = logging.getLogger(__name__)
 
 
 def work_operations(
@@ -72,7 +75,11 @@ class ObjectDeleter(WindowDeleter):
         gate.wait(conn)  # nothing is enqueued while the policy is paused or the database unwell
         enqueued = enqueue_window(conn, self.policy, window, batch_rows)
         progress = Progress(
-            window.label, self._unfinished(conn, window), unit="operations", estimate=False
+            window.label,
+            self._unfinished(conn, window),
+            unit="operations",
+            estimate=False,
+            logger=log,
         )
         with closing(self.open_sender()) as sender:
             kind = OperationsKind(self.policy, sender)

@@ -185,7 +185,12 @@ class Worker:
         self.deadline = clock() + budget_seconds
         self.stats = WorkerStats(kind=kind.queue.table.kind, owner=self.owner)
         self.progress = progress or Progress(
-            f"policy {kind.queue.policy}", None, unit=self.stats.kind, estimate=False, clock=clock
+            f"policy {kind.queue.policy}",
+            None,
+            unit=self.stats.kind,
+            estimate=False,
+            clock=clock,
+            logger=log,
         )
         # Outage detection: a call without an answer is about its object only when the
         # calls around it answered; two in a row, or none answered at all, is an outage.

@@ -114,7 +114,7 @@ class RowDeleter(WindowDeleter):
         after = window.first_id - 1
         timeouts_at_one = 0
         skipped: list[int] = []
-        progress = Progress(window.label, window.expected_rows)
+        progress = Progress(window.label, window.expected_rows, logger=log)
         while True:
             gate.wait(conn)  # the pause switch and the database's health, between batches
             size = sizer.size
