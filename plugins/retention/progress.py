@@ -54,7 +54,9 @@ def progress_interval(environ: Mapping[str, str] | None = None) -> float:
 
 
 def duration(seconds: float) -> str:
-    """``0.4 s``, ``12 s``, ``3 min 05 s``, ``2 h 07 min``: short enough for a log line."""
+    """``40 ms``, ``2.4 s``, ``12 s``, ``3 min 05 s``, ``2 h 07 min``: short, for a log line."""
+    if seconds < 0.9995:  # what would round to 1000 ms reads as 1.0 s
+        return f"{seconds * 1000:.0f} ms"
     if seconds < 10:
         return f"{seconds:.1f} s"
     whole = round(seconds)
@@ -63,6 +65,11 @@ def duration(seconds: float) -> str:
     if whole < 3600:
         return f"{whole // 60} min {whole % 60:02d} s"
     return f"{whole // 3600} h {whole % 3600 // 60:02d} min"
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 window``, ``12 windows``, ``1,200 rows``."""
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
 def rate(per_second: float, unit: str = "") -> str:

@@ -112,7 +112,16 @@ def test_extra_words_go_last(clock: FakeClock) -> None:
 
 @pytest.mark.parametrize(
     ("seconds", "words"),
-    [(0.04, "0.0 s"), (9.96, "10.0 s"), (12.4, "12 s"), (185, "3 min 05 s"), (7620, "2 h 07 min")],
+    [
+        (0.04, "40 ms"),
+        (0.9994, "999 ms"),
+        (0.9996, "1.0 s"),
+        (1.0, "1.0 s"),
+        (9.96, "10.0 s"),
+        (12.4, "12 s"),
+        (185, "3 min 05 s"),
+        (7620, "2 h 07 min"),
+    ],
 )
 def test_durations(seconds: float, words: str) -> None:
     assert duration(seconds) == words
@@ -166,7 +175,7 @@ def test_phase_timer_logs_each_step_and_heartbeats(
     with pytest.raises(RuntimeError):
         failing_probe()
     assert messages(caplog) == [
-        "policy p: plan: reading indexes took 0.3 s: key and timestamp indexed",
+        "policy p: plan: reading indexes took 300 ms: key and timestamp indexed",
         "policy p: plan: snapping window starts: 3 of 6 probes, 12 s so far",
         "policy p: plan: snapping window starts: 6 of 6 probes, 24 s so far",
         "policy p: plan: snapping window starts took 24 s",

@@ -103,8 +103,13 @@ def window_attempt(conn: Connection, window: Window, *, dry_run: bool) -> Iterat
             result.pause.get("pause_reasons") or {},
             final=True,
             verb="counted" if dry_run else "deleted",
-            extra=f"{result.batches} batches, longest {result.longest_batch_ms:.0f} ms, "
-            f"{result.timeouts} timeouts" + (f"; {result.note}" if result.note else ""),
+            extra=(
+                ""
+                if dry_run
+                else f"{result.batches} batches, longest {result.longest_batch_ms:.0f} ms, "
+                f"{result.timeouts} timeouts"
+            )
+            + (f"; {result.note}" if result.note else ""),
         ),
     )
 

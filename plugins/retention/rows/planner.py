@@ -23,7 +23,7 @@ from psycopg.types.json import Jsonb
 from retention.db.connection import Connection, bounded
 from retention.db.sqlfiles import query
 from retention.policy.model import Policy, TableSpec
-from retention.progress import PhaseTimer, Step
+from retention.progress import PhaseTimer, Step, duration, plural
 from retention.rows.probes import KeyRange, RangeProbe, TableIndexes, key_histogram
 from retention.rows.sizing import (
     cut_points,
@@ -296,7 +296,7 @@ def plan_windows(conn: Connection, request: PlanRequest) -> list[Window]:
     probe = RangeProbe(conn, policy, target, indexes, request.cutoff, whole)
     with timer.step("listing tenants") as step:
         groups = tenant_groups(conn, policy, target, request.cutoff, request.max_windows)
-        step.found = f"{len(groups)} window group(s)"
+        step.found = plural(len(groups), "window group")
     ranges = eligible_ranges(probe, groups, timer)
     notes += sorted({r.note for r in ranges if r.note})
     per_window = rows_per_window(
@@ -315,7 +315,7 @@ def plan_windows(conn: Connection, request: PlanRequest) -> list[Window]:
     with timer.step("cutting windows") as step:
         for key_range, count in zip(ranges, counts, strict=True):
             windows += plan_group(probe, request, key_range, count, histogram, len(windows), step)
-        step.found = f"{len(windows)} windows of ~{per_window:,} rows"
+        step.found = f"{plural(len(windows), 'window')} of ~{per_window:,} rows"
     planned = len(windows)
     windows = fit_to_map_limit(windows, request.max_windows)
     if len(windows) < planned:
@@ -331,14 +331,15 @@ def plan_windows(conn: Connection, request: PlanRequest) -> list[Window]:
     with timer.step("recording the plan"):
         record_plan(conn, request, windows, time.perf_counter() - started, per_window, notes)
         recorded = load_plan(conn, policy.name, request.run_id)
+    planned_windows = recorded[1] if recorded else []
     log.info(
-        "policy %s plan: %d windows, ~%s rows, planned in %.1f s",
+        "policy %s plan: %s, ~%s, planned in %s",
         policy.name,
-        len(recorded[1]) if recorded else 0,
-        f"{sum(w.expected_rows for w in recorded[1]) if recorded else 0:,}",
-        time.perf_counter() - started,
+        plural(len(planned_windows), "window"),
+        plural(sum(w.expected_rows for w in planned_windows), "row"),
+        duration(time.perf_counter() - started),
     )
-    return recorded[1] if recorded else []
+    return planned_windows
 
 
 def record_plan(
