@@ -463,11 +463,11 @@ class OperationsKind:
                 attempt_spent=1,  # the call that confirmed was a real attempt
             )
         log.warning(
-            "operation %s (row %s): local delete %s: %s",
-            attempt.job.key,
+            "row %s: local delete %s after the API confirmed: %s (operation %s)",
             attempt.job.row_key,
             "failed for good" if permanent else "failed for now, retried later",
             what,
+            attempt.job.key,
         )
         retry = Attempt(attempt.job, change, attempt.started, attempt.finished)
         self.adjusted[attempt.job.key] = change

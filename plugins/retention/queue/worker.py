@@ -390,7 +390,7 @@ class Worker:
         log.warning(
             "%s: no answer from the API (%s), and the call before got none either; "
             "pausing the scope for %.0f s (outage pause %d); no attempt is spent",
-            self.stats.kind,
+            self.progress.label,
             c.reason,
             pause,
             self.stats.outage_pauses,
@@ -433,7 +433,13 @@ class Worker:
                 self.stats.stale += 1
             elif finish.state == "dead":
                 self.stats.dead += 1
-                log.warning("%s %s is dead: %s", self.stats.kind, attempt.job.key, finish.reason)
+                log.warning(
+                    "%s: %s dead: %s (key %s)",
+                    self.progress.label,
+                    self.stats.kind.removesuffix("s"),
+                    finish.reason,
+                    attempt.job.key,
+                )
             elif finish.state == "pending":
                 if finish.attempt_spent:
                     self.stats.retried += 1

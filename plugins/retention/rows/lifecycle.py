@@ -89,7 +89,7 @@ def window_attempt(conn: Connection, window: Window, *, dry_run: bool) -> Iterat
         try:
             close_window(conn, window, result, state="failed", error=exc)
         except Exception:  # the connection may be gone; the original error matters more
-            log.exception("window %s: could not record the failure", window.label)
+            log.exception("%s: could not record the failure in retention.windows", window.label)
         raise
     result.seconds = time.perf_counter() - started
     close_window(conn, window, result, state="counted" if dry_run else "done", error=result.note)
