@@ -198,7 +198,7 @@ def progress_line(
     if not final and expected is not None:
         left = expected - done
         if left <= 0:
-            parts.append("ETA now (past the estimate)" if estimate else "ETA now")
+            parts.append("ETA now (past the estimate)" if estimate and left < 0 else "ETA now")
         elif speed <= 0:
             parts.append("ETA unknown")
         else:
@@ -215,15 +215,19 @@ class PhaseTimer:
 
     ``with timer.step("probing the eligible key range") as step:`` logs
     ``<label>: <what> took 1.2 s[: <found>]`` when the step ends, where
-    ``step.found`` is what the step learned (set inside the block); a loop
+    ``step.found`` is what the step learned (set inside the block): at INFO
+    when the step took ``quiet_below`` seconds or more (or failed), else at
+    DEBUG, so a plan of a small table is one closing line with
+    :meth:`summary`, and a slow probe of a big table says which it was. A loop
     inside a step calls ``step.tick(i, n)`` and gets a heartbeat line every
-    ``every`` seconds. :attr:`steps` keeps each step's seconds for the caller.
+    ``every`` seconds. :attr:`steps` keeps each step's seconds.
     """
 
     label: str
     every: float = field(default_factory=progress_interval)
     clock: Callable[[], float] = time.monotonic
     logger: logging.Logger = log
+    quiet_below: float = 1.0  # a step quicker than this (that did not fail) logs at DEBUG
     steps: dict[str, float] = field(default_factory=dict)
 
     @contextmanager
@@ -238,11 +242,13 @@ class PhaseTimer:
             took = self.clock() - current.started
             self.steps[what] = self.steps.get(what, 0.0) + took
             found = f": {current.found}" if current.found else ""
-            failed = "" if current.completed else " (and failed)"
-            self.logger.info("%s: %s took %s%s%s", self.label, what, duration(took), failed, found)
+            verb = "took" if current.completed else "failed after"
+            level = logging.DEBUG if current.completed and took < self.quiet_below else logging.INFO
+            self.logger.log(level, "%s: %s %s %s%s", self.label, what, verb, duration(took), found)
 
-    def total(self) -> float:
-        return sum(self.steps.values())
+    def summary(self) -> str:
+        """``table 4 ms, probes 1.2 s, …``: every step's time, for the closing line."""
+        return ", ".join(f"{what} {duration(took)}" for what, took in self.steps.items())
 
 
 @dataclass

@@ -63,7 +63,7 @@ def test_a_row_window_logs_progress_and_a_true_last_line(
         "25",
     )
     assert first["eta"].startswith("ETA ")
-    assert progress[-1]["eta"] == "ETA now (past the estimate)"  # type: ignore[index]
+    assert progress[-1]["eta"] == "ETA now"  # type: ignore[index]
     assert progress[-1]["throttled"].startswith("throttled ")  # type: ignore[index]
     assert "(paced " in progress[-1]["throttled"]  # type: ignore[index]
 
@@ -140,3 +140,27 @@ def test_a_remote_window_logs_operations_done_of_expected(
     assert last.startswith(f"{window.label}: done 30 of 30 operations (100%) in ")
     assert "30 rows deleted" in last
     assert "answers " in last
+
+
+def test_the_planner_closes_with_each_step_and_its_time(
+    db: Connection, unique_name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="retention.rows.planner")
+    create_table(db, unique_name, [(i, 1 + i % 3, old()) for i in range(1, 41)])
+    policy = make_policy(unique_name, window_rows=10, batch_rows=5, window_per_tenant=True)
+    windows = plan_windows(db, request(policy))
+    records = [r for r in caplog.records if r.name == "retention.rows.planner"]
+    closing = [r.getMessage() for r in records if r.levelno == logging.INFO]
+    assert len(closing) == 1, "a quick plan is one line at INFO"
+    pattern = (
+        rf"^policy {unique_name} plan: {len(windows)} windows, ~[\d,]+ rows, planned in [\d.]+ m?s "
+        r"\(table check [\d.]+ m?s, tenants [\d.]+ m?s, key range probes [\d.]+ m?s, "
+        r"tenant probes [\d.]+ m?s, histogram [\d.]+ m?s, cutting windows [\d.]+ m?s, "
+        r"recording [\d.]+ m?s\)$"
+    )
+    assert re.match(pattern, closing[0]), closing[0]
+    steps = [r.getMessage() for r in records if r.levelno == logging.DEBUG]
+    assert f"policy {unique_name} plan: tenants took" in steps[1]
+    assert steps[1].endswith(": 3 window groups")
+    assert steps[2].endswith(": ids 1–40, ~40 rows")
+    assert steps[3].endswith(": 3 of 3 with eligible rows")

@@ -157,7 +157,7 @@ def test_interval_is_read_when_the_loop_starts(monkeypatch: pytest.MonkeyPatch) 
 def test_phase_timer_logs_each_step_and_heartbeats(
     clock: FakeClock, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="retention.progress")
+    caplog.set_level(logging.DEBUG, logger="retention.progress")
     timer = PhaseTimer("policy p: plan", every=10, clock=clock)
     with timer.step("reading indexes") as step:
         clock.advance(0.3)
@@ -174,12 +174,17 @@ def test_phase_timer_logs_each_step_and_heartbeats(
 
     with pytest.raises(RuntimeError):
         failing_probe()
+    levels = [r.levelname for r in caplog.records if r.name == "retention.progress"]
+    assert levels == ["DEBUG", "INFO", "INFO", "INFO", "INFO"], "a quick step only at DEBUG"
+    assert timer.summary() == (
+        "reading indexes 300 ms, snapping window starts 24 s, probing the eligible key range 1.0 s"
+    )
     assert messages(caplog) == [
         "policy p: plan: reading indexes took 300 ms: key and timestamp indexed",
         "policy p: plan: snapping window starts: 3 of 6 probes, 12 s so far",
         "policy p: plan: snapping window starts: 6 of 6 probes, 24 s so far",
         "policy p: plan: snapping window starts took 24 s",
-        "policy p: plan: probing the eligible key range took 1.0 s (and failed)",
+        "policy p: plan: probing the eligible key range failed after 1.0 s",
     ]
     assert timer.steps == pytest.approx(
         {
@@ -187,4 +192,15 @@ def test_phase_timer_logs_each_step_and_heartbeats(
             "snapping window starts": 24,
             "probing the eligible key range": 1,
         }
+    )
+
+
+def test_past_an_estimate_says_so(clock: FakeClock) -> None:
+    progress = Progress("w", expected=10, clock=clock)
+    clock.advance(1)
+    progress.update(10)
+    assert ", ETA now, " in progress.line(clock())
+    progress.update(12)
+    assert "done 12 of ~10 rows (120%), 12.0 rows/s, ETA now (past the estimate)," in (
+        progress.line(clock())
     )

@@ -161,11 +161,11 @@ def drop_partition(
         ) from locked
     conn.execute(query("partition_drop_record"), {**record, "state": "detached"})
     log.info(
-        "policy %s: detached %s (%s, about %d rows)",
+        "policy %s: detached %s, ~%s rows (%s)",
         policy.name,
         partition.qualified,
+        f"{partition.estimated_rows:,}",
         partition.bounds,
-        partition.estimated_rows,
     )
     if keep:
         return

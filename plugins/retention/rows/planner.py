@@ -233,7 +233,7 @@ def eligible_ranges(
 ) -> list[KeyRange]:
     """The eligible key range of each group (one per tenant, each clipped to the table's
     eligible range), every probe step timed and logged."""
-    with timer.step("probing the eligible key range") as step:
+    with timer.step("key range probes") as step:
         whole = probe.eligible_range("all", None)
         step.found = (
             f"ids {whole.first_id}–{whole.last_id}, ~{whole.estimated_rows:,} rows"
@@ -243,7 +243,7 @@ def eligible_ranges(
     if groups == [("all", None)] or whole is None:
         return [whole] if whole is not None else []
     ranges: list[KeyRange] = []
-    with timer.step("probing each tenant's key range") as step:
+    with timer.step("tenant probes") as step:
         for i, (scope, tenant) in enumerate(groups, 1):
             tenant_range = probe.within(whole, scope, tenant)
             if tenant_range is not None:
@@ -276,7 +276,7 @@ def plan_windows(conn: Connection, request: PlanRequest) -> list[Window]:
         )
     started = time.perf_counter()
     timer = PhaseTimer(f"policy {policy.name} plan", logger=log)
-    with timer.step("checking the table and its indexes") as step:
+    with timer.step("table check") as step:
         check_table(conn, policy.name, policy.table_spec)
         target = TargetTable.of(policy.table_spec)
         indexes = TableIndexes.read(conn, policy.table_spec)
@@ -294,7 +294,7 @@ def plan_windows(conn: Connection, request: PlanRequest) -> list[Window]:
         else None
     )
     probe = RangeProbe(conn, policy, target, indexes, request.cutoff, whole)
-    with timer.step("listing tenants") as step:
+    with timer.step("tenants") as step:
         groups = tenant_groups(conn, policy, target, request.cutoff, request.max_windows)
         step.found = plural(len(groups), "window group")
     ranges = eligible_ranges(probe, groups, timer)
@@ -308,7 +308,7 @@ def plan_windows(conn: Connection, request: PlanRequest) -> list[Window]:
     counts = [window_count(e, per_window, request.max_windows) for e in estimates]
     if sum(counts) < request.min_windows:  # spread over the pool's slots when rows allow
         counts = share_windows(estimates, min(request.min_windows, sum(estimates)))
-    with timer.step("reading the key histogram") as step:
+    with timer.step("histogram") as step:
         histogram = key_histogram(conn, policy.table_spec)
         step.found = f"{len(histogram)} bounds" if histogram else "none (no ANALYZE yet)"
     windows: list[Window] = []
@@ -328,16 +328,17 @@ def plan_windows(conn: Connection, request: PlanRequest) -> list[Window]:
         )
     for note in notes:
         log.warning("policy %s plan: %s", policy.name, note)
-    with timer.step("recording the plan"):
+    with timer.step("recording"):
         record_plan(conn, request, windows, time.perf_counter() - started, per_window, notes)
         recorded = load_plan(conn, policy.name, request.run_id)
     planned_windows = recorded[1] if recorded else []
     log.info(
-        "policy %s plan: %s, ~%s, planned in %s",
+        "policy %s plan: %s, ~%s, planned in %s (%s)",
         policy.name,
         plural(len(planned_windows), "window"),
         plural(sum(w.expected_rows for w in planned_windows), "row"),
         duration(time.perf_counter() - started),
+        timer.summary(),
     )
     return planned_windows
 
