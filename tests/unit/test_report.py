@@ -148,6 +148,17 @@ def test_unknown_keys_of_any_shape_are_shown() -> None:
     assert rows["wide.k7"] == "7", "a wide dict gets one row per entry"
 
 
+def test_long_texts_in_a_list_get_a_row_each() -> None:
+    notes = [
+        "no index on created_at: windows cover the whole key range up to 99",
+        "the last run found 3 old row(s) outside its windows",
+    ]
+    lines = format_summary({"status": "clean", "plan_notes": notes}).splitlines()
+    assert [line.split("  ")[-1].strip() for line in lines[1:]] == notes
+    assert lines[1].startswith("plan_notes ")
+    assert not lines[2][: len("plan_notes")].strip(), "a continuation row has no name"
+
+
 def test_long_lists_of_dicts_are_cut() -> None:
     data = {"dirty_windows": [{"label": f"ids {i}", "rows_remaining": 1} for i in range(14)]}
     lines = format_summary(data).splitlines()

@@ -5,7 +5,8 @@ long line that wraps off the screen, with the status somewhere in the middle.
 :func:`format_summary` lays it out as ``name  value`` rows, status first,
 numbers with thousands separators, nested dicts as dotted names
 (``remote.eligible_rows_by_state``), small flat dicts and lists of dicts
-(dirty windows, partitions) as one readable row each. It knows no key by
+(dirty windows, partitions) and long texts (notes, window keys) as one
+readable row each. It knows no key by
 heart beyond the first rows, so keys added to the summary later show up
 without a change here. Pure: the unit tests feed it dicts.
 """
@@ -19,6 +20,7 @@ from typing import Any
 FIRST_KEYS = ("status", "dry_run", "policy", "run_id")
 MAX_LIST_ITEMS = 10
 MAX_INLINE_ITEMS = 6  # a flat dict with more entries than this gets one row per entry
+LONG_TEXT = 40  # a list holding a longer string (a note, a window key) gets a row per item
 ESTIMATE_FLAG = "rows_planned_is_estimate"
 
 
@@ -46,7 +48,7 @@ def _rows(prefix: str, data: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
                 yield name, _inline(value)
             else:
                 yield from _rows(f"{name}.", value)
-        elif isinstance(value, list | tuple) and any(isinstance(v, Mapping) for v in value):
+        elif isinstance(value, list | tuple) and any(_own_row(v) for v in value):
             shown = value[:MAX_LIST_ITEMS]
             for i, item in enumerate(shown):
                 text = _inline(item) if isinstance(item, Mapping) else _scalar(item)
@@ -57,6 +59,11 @@ def _rows(prefix: str, data: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
             yield name, _joined(value)
         else:
             yield name, _scalar(value)
+
+
+def _own_row(item: Any) -> bool:
+    """List items that read better one per row: dicts, and long texts."""
+    return isinstance(item, Mapping) or (isinstance(item, str) and len(item) > LONG_TEXT)
 
 
 def _empty(value: Any) -> bool:
