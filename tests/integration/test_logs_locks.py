@@ -11,13 +11,16 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg import sql
 
 from retention.db.connection import Connection, connect_dsn
 from retention.db.gate import Gate
 from retention.db.health import describe_lock_waiters
 from retention.rows.deleter import WindowDeleteError, delete_window
 from retention.rows.locks import describe_holders, lock_holders
+from retention.rows.partitions import PartitionDropError
 from retention.rows.planner import plan_windows
+from tests.integration.test_partitions import MONTHS, fast_path, partitioned
 from tests.support.policies import make_policy
 from tests.support.tables import create_table, ids_left, old, request
 
@@ -164,3 +167,26 @@ def wait_for(condition: Callable[[], Any], what: str, deadline: float = 30.0) ->
             return value
         time.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.mark.parametrize(("default", "mode"), [(False, "SHARE"), (True, "ACCESS SHARE")])
+def test_a_partition_detach_that_hits_lock_timeout_names_the_holder(
+    db: Connection, test_dsn: str, unique_name: str, default: bool, mode: str
+) -> None:
+    partitioned(db, unique_name, MONTHS, default=default)
+    policy = make_policy(unique_name, lock_timeout_ms=200)
+    with psycopg.connect(test_dsn, autocommit=True, application_name="reporting") as holder:
+        holder.execute("BEGIN")
+        holder.execute(
+            sql.SQL("LOCK TABLE {} IN {} MODE").format(
+                sql.Identifier("public", unique_name), sql.SQL(mode)
+            )
+        )
+        pid = holder.info.backend_pid
+        with pytest.raises(PartitionDropError) as failed:
+            fast_path(db, policy)
+        holder.execute("ROLLBACK")
+    message = str(failed.value)
+    assert f"another session holds a lock on public.{unique_name} (held by pid {pid} " in message
+    assert "(reporting, idle in transaction for " in message
+    assert "Nothing was detached" in message

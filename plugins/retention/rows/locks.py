@@ -37,6 +37,19 @@ log = logging.getLogger(__name__)
 
 LOOKUP_TIMEOUT_MS = 2_000
 MAX_NAMED = 3  # sessions named in one warning
+# Table lock modes that block a DELETE (its ROW EXCLUSIVE) outright: LOCK TABLE, ALTER
+# TABLE, CREATE INDEX without CONCURRENTLY, VACUUM FULL, TRUNCATE.
+DELETE_CONFLICTS = ("ShareLock", "ShareRowExclusiveLock", "ExclusiveLock", "AccessExclusiveLock")
+# Every mode: what ACCESS EXCLUSIVE (a plain DETACH PARTITION, a DROP TABLE) waits for.
+ALL_MODES = (
+    "AccessShareLock",
+    "RowShareLock",
+    "RowExclusiveLock",
+    "ShareUpdateExclusiveLock",
+    *DELETE_CONFLICTS,
+)
+# What SHARE UPDATE EXCLUSIVE (DETACH PARTITION CONCURRENTLY) waits for.
+SHARE_UPDATE_EXCLUSIVE_CONFLICTS = ("ShareUpdateExclusiveLock", *DELETE_CONFLICTS)
 
 
 @dataclass(frozen=True)
@@ -87,19 +100,46 @@ def lock_holders(
             holders += [_holder(r, _rows_held(r)) for r in rows.fetchall()]
     except (psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable):
         pass  # the table itself is locked: the catalog lookup below names who holds it
-    table_rows = conn.execute(
-        query("lock_blockers"), {"schema": table.schema, "table": table.name}
-    ).fetchall()
+    on_table = table_lock_rows(conn, [(table.schema, table.name)], DELETE_CONFLICTS)
     named = {h.pid for h in holders}
-    for row in table_rows:
-        if row["conflicts"] and row["pid"] not in named:
-            holders.append(_holder(row, f"table lock {row['modes']}"))
-    if not holders:
+    holders += [
+        _table_holder(row) for row in on_table if row["conflicts"] and row["pid"] not in named
+    ]
+    if not holders:  # maybe row locks we could not trace (a multixact): sessions that write
         holders = [
-            _holder(row, f"table lock {row['modes']}, maybe row locks", certain=False)
-            for row in table_rows
+            _table_holder(row, certain=False)
+            for row in on_table
+            if {"RowShareLock", "RowExclusiveLock"} & set(row["modes"])
         ]
     return holders
+
+
+def table_lock_holders(
+    conn: Connection, tables: list[tuple[str, str]], conflicting: tuple[str, ...]
+) -> str:
+    """Who holds a lock in one of the ``conflicting`` modes on one of ``tables`` (schema,
+    name), described for an error message; never raises on a failed lookup."""
+    try:
+        rows = table_lock_rows(conn, tables, conflicting)
+    except psycopg.Error as failed:
+        if conn.broken:
+            raise
+        return f"could not look up who holds it ({type(failed).__name__})"
+    return describe_holders([_table_holder(row) for row in rows if row["conflicts"]])
+
+
+def table_lock_rows(
+    conn: Connection, tables: list[tuple[str, str]], conflicting: tuple[str, ...]
+) -> list[dict[str, Any]]:
+    """``lock_blockers.sql``: other sessions holding locks on ``tables`` (catalog only)."""
+    return conn.execute(
+        query("lock_blockers"),
+        {
+            "schemas": [schema for schema, _ in tables],
+            "tables": [name for _, name in tables],
+            "conflicting": list(conflicting),
+        },
+    ).fetchall()
 
 
 def describe_holders(holders: list[LockHolder]) -> str:
@@ -130,6 +170,12 @@ def _rows_held(row: dict[str, Any]) -> str:
     first, last, count = row["first_key"], row["last_key"], int(row["rows_locked"])
     keys = f"key {first}" if first == last else f"keys {first}–{last}"
     return f"{count} row lock{'s' if count != 1 else ''} ({keys})"
+
+
+def _table_holder(row: dict[str, Any], *, certain: bool = True) -> LockHolder:
+    modes = ", ".join(sorted(row["modes"]))
+    holds = f"table lock {modes}" if certain else f"table lock {modes}, maybe row locks"
+    return _holder(row, holds, certain=certain)
 
 
 def _holder(row: dict[str, Any], holds: str, *, certain: bool = True) -> LockHolder:
