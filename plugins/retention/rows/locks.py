@@ -1,4 +1,4 @@
-"""Who held the locks a batch could not get: the PIDs a lock warning names.
+"""Who held the locks a statement could not get: the PIDs a lock warning names.
 
 ``pg_blocking_pids(pid)`` names the sessions holding up a statement that is
 waiting *now*. A batch of ours that hit ``lock_timeout`` is no longer waiting:
@@ -14,8 +14,10 @@ read through the key index). A session holding a table lock that blocks
 several lockers, whose ids sit in a multixact, or the lock is already gone),
 the sessions holding write locks on the table are named as possible holders.
 
-This runs only after a lock timeout, which already cost ``lock_ms``; it never
-fails the batch: a lookup that cannot be made says so in the warning.
+The partition path asks the same catalog question with the modes its DDL
+waits for (:func:`table_lock_holders`). A lookup runs only after a lock
+timeout, which already cost ``lock_ms``; it never fails the work: a lookup
+that cannot be made says so in the message.
 """
 
 from __future__ import annotations
