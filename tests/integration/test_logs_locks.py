@@ -21,8 +21,10 @@ from retention.rows.locks import describe_holders, lock_holders
 from retention.rows.partitions import PartitionDropError
 from retention.rows.planner import plan_windows
 from tests.integration.test_partitions import MONTHS, fast_path, partitioned
-from tests.support.policies import make_policy
-from tests.support.tables import create_table, ids_left, old, request
+from tests.support.policies import make_policy, remote_policy
+from tests.support.remote import enqueue_all
+from tests.support.remote import work as work_pass
+from tests.support.tables import create_media_table, create_table, ids_left, old, request
 
 DELETER_LOG = "retention.rows.deleter"
 
@@ -190,3 +192,20 @@ def test_a_partition_detach_that_hits_lock_timeout_names_the_holder(
     assert f"another session holds a lock on public.{unique_name} (held by pid {pid} " in message
     assert "(reporting, idle in transaction for " in message
     assert "Nothing was detached" in message
+
+
+def test_a_remote_local_delete_that_hits_lock_timeout_names_the_holder(
+    db: Connection, unique_name: str, sandbox, test_dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    create_media_table(db, unique_name, 3)
+    policy = remote_policy(unique_name).model_copy(update={"lock_timeout_ms": 100})
+    enqueue_all(db, policy)
+    with psycopg.connect(test_dsn, application_name="exporter") as blocker:
+        blocker.execute(f"SELECT 1 FROM public.{unique_name} WHERE id = 2 FOR UPDATE")  # noqa: S608
+        pid = blocker.info.backend_pid
+        with caplog.at_level(logging.WARNING, logger="retention"):
+            work_pass(test_dsn, policy, sandbox)
+    (warning,) = [r.getMessage() for r in caplog.records if "local delete" in r.getMessage()]
+    assert warning.startswith("row 2: local delete failed for now, retried later after the API")
+    assert f"held by pid {pid} (exporter, idle in transaction for " in warning
+    assert "holds 1 row lock (key 2)" in warning

@@ -23,6 +23,7 @@ that cannot be made says so in the message.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,7 +33,7 @@ from retention.db.connection import Connection
 from retention.db.sqlfiles import query
 from retention.policy.model import TableSpec
 from retention.progress import duration
-from retention.rows.target import TargetTable
+from retention.rows.target import TargetTable, TenantScope
 from retention.rows.windows import Window
 
 log = logging.getLogger(__name__)
@@ -83,14 +84,24 @@ def lock_holders(
 ) -> list[LockHolder]:
     """The sessions holding the locks on the next ``batch_rows`` keys of ``window`` after
     ``after``, or on the table itself (see the module docs); [] when none is found."""
+    return key_range_lock_holders(
+        conn, table, window.tenant_scope, window.tenant, after, window.last_id, batch_rows
+    )
+
+
+def key_range_lock_holders(
+    conn: Connection,
+    table: TableSpec,
+    scope: TenantScope,
+    tenant: Any,
+    after: int,
+    last_id: int,
+    batch_rows: int,
+) -> list[LockHolder]:
+    """:func:`lock_holders` for the first ``batch_rows`` keys in (after, last_id] of a scope."""
     target = TargetTable.of(table)
     holders: list[LockHolder] = []
-    params = {
-        "after": after,
-        "last_id": window.last_id,
-        "batch_rows": batch_rows,
-        "tenant": window.tenant,
-    }
+    params = {"after": after, "last_id": last_id, "batch_rows": batch_rows, "tenant": tenant}
     try:
         with conn.transaction():
             conn.execute(
@@ -98,7 +109,7 @@ def lock_holders(
                 " set_config('lock_timeout', %s, true)",
                 (f"{LOOKUP_TIMEOUT_MS}ms", f"{LOOKUP_TIMEOUT_MS // 4}ms"),
             )
-            rows = conn.execute(target.query("lock_row_holders", window.tenant_scope), params)
+            rows = conn.execute(target.query("lock_row_holders", scope), params)
             holders += [_holder(r, _rows_held(r)) for r in rows.fetchall()]
     except (psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable):
         pass  # the table itself is locked: the catalog lookup below names who holds it
@@ -159,8 +170,20 @@ def find_lock_holders(
     conn: Connection, table: TableSpec, window: Window, after: int, batch_rows: int
 ) -> str:
     """:func:`lock_holders` described for a warning; never raises on a failed lookup."""
+    return _described(lambda: lock_holders(conn, table, window, after, batch_rows), conn)
+
+
+def row_lock_holders(conn: Connection, table: TableSpec, key: int) -> str:
+    """Who holds the lock on one row (or its table), described; never raises on a failed
+    lookup. For a remote operation whose local delete hit ``lock_timeout``."""
+    return _described(
+        lambda: key_range_lock_holders(conn, table, "all", None, key - 1, key, 1), conn
+    )
+
+
+def _described(lookup: Callable[[], list[LockHolder]], conn: Connection) -> str:
     try:
-        return describe_holders(lock_holders(conn, table, window, after, batch_rows))
+        return describe_holders(lookup())
     except psycopg.Error as failed:
         if conn.broken:
             raise
