@@ -239,7 +239,8 @@ class Worker:
         return waited
 
     def _outcome_words(self, *, final: bool = False) -> str:
-        """``3 retried, 1 dead, 412 claimed…``: what else the pass did, for its progress lines."""
+        """``30 rows deleted, 3 retried, 1 dead``: what else the pass did, after the counts of
+        its progress lines; the last line adds batches, answers, failures and how it ended."""
         stats = self.stats
         counts = {
             "retried": stats.retried,
