@@ -10,7 +10,7 @@ TEST_RUN := $(RUN) export AIRFLOW_HOME="$$RETENTION_TEST_AIRFLOW_HOME" \
 	AIRFLOW__DATABASE__SQL_ALCHEMY_CONN="$$RETENTION_TEST_SQL_ALCHEMY_CONN" \
 	AIRFLOW__LOGGING__BASE_LOG_FOLDER="$$RETENTION_TEST_AIRFLOW_HOME/logs" &&
 
-.PHONY: demo test test-env unit mutation airflow bench-rows bench-remote bench-partitions bench-scale bench-foreground lint format schema lock env stop-pg clean
+.PHONY: demo cli test test-env unit mutation airflow bench-rows bench-remote bench-partitions bench-scale bench-foreground lint format schema lock env stop-pg clean
 
 $(STAMP): requirements.txt requirements-dev.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,12 @@ env: $(STAMP)
 
 demo: env
 	@$(RUN) python scripts/demo.py
+
+# The operator's command line, e.g. make cli ARGS="explain 896bc2f1" or
+# make cli ARGS="dead-letters --failure-class"; it reads .local/env itself.
+cli: $(STAMP)
+	@test -f .local/env || $(MAKE) --no-print-directory env
+	@PYTHONPATH=plugins $(BIN)/python -m retention.cli $(ARGS)
 
 # The tests' metadata database, migrated like the local one.
 test-env: env
@@ -53,8 +59,10 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
+# airflow standalone, with the sandbox deletion API (:8765) and the event receiver (:8766)
+# that the demo policies' connections name; both stop when Airflow does.
 airflow: env
-	@$(RUN) airflow standalone
+	@$(RUN) python scripts/dev_services.py -- airflow standalone
 
 # Every bench target passes ARGS on to its script, e.g. make bench-scale ARGS="--executor celery".
 bench-rows: env

@@ -195,9 +195,15 @@ def main() -> None:
         "RETENTION_DEMO_DSN": make_conninfo(**dbs["demo"]),
         "RETENTION_TEST_DSN": make_conninfo(**dbs["test"]),
         "RETENTION_TEST_CONN": airflow_connection(dbs["test"]),
+        # The tests' target as an Airflow connection too, e.g. for
+        # `make cli ARGS="--conn-id retention_test dead-letters"`.
+        "AIRFLOW_CONN_RETENTION_TEST": airflow_connection(dbs["test"]),
         # The tests run Airflow with a home and a metadata database of their own,
         # so `make test` never touches what `make demo` and `make airflow` use.
         "RETENTION_TEST_AIRFLOW_HOME": str(test_home),
+        # This checkout has a test database: its absence fails the tests instead
+        # of skipping them (without .local/env, e.g. `astro dev pytest`, they skip).
+        "RETENTION_TEST_REQUIRE_DB": "1",
         "RETENTION_TEST_SQL_ALCHEMY_CONN": sqlalchemy_url(dbs["test_metadata"]),
         "PYTHONPATH": f"{ROOT / 'plugins'}:{ROOT}",
     }

@@ -47,8 +47,8 @@ class Handler(BaseHTTPRequestHandler):
 class EventReceiver(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, port: int, secret: str) -> None:
-        super().__init__(("127.0.0.1", port), Handler)
+    def __init__(self, port: int, secret: str, *, host: str = "127.0.0.1") -> None:
+        super().__init__((host, port), Handler)
         self.secret = secret
         self.lock = threading.Lock()
         self.events: dict[str, dict[str, Any]] = {}

@@ -3,7 +3,8 @@
 Layers, each importing only the ones before it:
 
 1. ``paths``, ``policy`` (the model, the loader, the JSON Schema), ``db``
-   (connections, bounded transactions, SQL files, migrations);
+   (connections, bounded transactions, SQL files, migrations), ``metrics``
+   (sent by every layer through the sink the Airflow layer installs);
 2. ``rows`` (cutoff, planner, windows, the window lifecycle, the row deleter)
    and ``queue`` (the leased queue, its worker, classification, HTTP, limiter);
 3. ``objects`` (remote operations: a job kind, and the object deleter) and

@@ -2,13 +2,18 @@
 
 - ``migrate``: apply the ``retention`` schema's migrations (for a deploy pipeline;
   every policy DAG also runs them first, in ``migrate_schema``);
-- ``dead-letters``: list dead operations awaiting review;
-- ``explain KEY``: the evidence record of one operation;
+- ``dead-letters``: list dead operations awaiting review (``--failure-class``
+  without a value lists the classes that exist);
+- ``explain TERM``: the evidence record of one operation, found by its key, a
+  key prefix, its object id or its row key (several matches are listed);
 - ``schema``: print the policies file's JSON Schema (``--write`` refreshes the
   checked-in copy and the README's field table).
 
 Database commands connect through an Airflow connection id (``--conn-id``,
 resolved as a task would, e.g. from ``AIRFLOW_CONN_<ID>``) or a libpq DSN (``--dsn``).
+Run from a checkout, the command loads the checkout's ``.local/env`` (written by
+``make env``) itself, without overriding variables already set; ``make cli
+ARGS="..."`` does the same with ``plugins/`` on the path.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import json
 import sys
 
 from retention.db.connection import Connection, connect_dsn
+from retention.paths import load_local_env
 
 
 def _connection(args: argparse.Namespace) -> Connection:
@@ -39,11 +45,24 @@ def _parser() -> argparse.ArgumentParser:
     migrate.add_argument("--conn-id", dest="sub_conn_id", help="Airflow connection id")
     dead = commands.add_parser("dead-letters", help="list dead operations awaiting review")
     dead.add_argument("--policy")
-    dead.add_argument("--failure-class")
+    dead.add_argument(
+        "--failure-class",
+        nargs="?",
+        const="",
+        help="only this class; without a value: list the classes that exist, with counts",
+    )
     dead.add_argument("--limit", type=int, default=100)
     dead.add_argument("--json", action="store_true", help="one JSON object per line")
-    explain_cmd = commands.add_parser("explain", help="the evidence record of one operation")
-    explain_cmd.add_argument("operation_key")
+    explain_cmd = commands.add_parser(
+        "explain",
+        help="the evidence record of one operation (by key, key prefix, object id or row key)",
+    )
+    explain_cmd.add_argument(
+        "term",
+        metavar="KEY|PREFIX|OBJECT_ID|ROW_KEY",
+        help="an operation key, its first digits (4 or more), an object id or a row key",
+    )
+    explain_cmd.add_argument("--policy", help="only operations of this policy")
     explain_cmd.add_argument("--json", action="store_true")
     schema = commands.add_parser("schema", help="print the policies file's JSON Schema")
     schema.add_argument(
@@ -55,6 +74,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    load_local_env()  # before anything imports Airflow, which reads AIRFLOW_HOME at import
     args = _parser().parse_args(argv)
     if getattr(args, "sub_conn_id", None):
         args.conn_id = args.sub_conn_id
@@ -68,16 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"applied {', '.join(applied)}" if applied else "retention schema is up to date")
         return 0
     if args.command == "explain":
-        from retention.evidence.explain import UnknownOperation, explain, render
-
-        with _connection(args) as conn:
-            try:
-                record = explain(conn, args.operation_key)
-            except UnknownOperation as missing:
-                print(missing, file=sys.stderr)
-                return 1
-        print(json.dumps(record, indent=2) if args.json else render(record))
-        return 0
+        return _explain(args)
     return _dead_letters(args)
 
 
@@ -95,13 +106,86 @@ def _schema(*, write: bool) -> int:
     return 0
 
 
+def _explain(args: argparse.Namespace) -> int:
+    from retention.evidence.explain import UnknownOperation, explain, render
+    from retention.evidence.lookup import MAX_MATCHES, find_operations, is_operation_key
+
+    term = args.term.strip()
+    where = f" of policy {args.policy!r}" if args.policy else ""
+    with _connection(args) as conn:
+        if is_operation_key(term) and not args.policy:
+            try:
+                record = explain(conn, term)
+            except UnknownOperation:
+                record = None
+            if record is not None:
+                print(json.dumps(record, indent=2) if args.json else render(record))
+                return 0
+        try:
+            matches = find_operations(conn, term, policy=args.policy, limit=MAX_MATCHES + 1)
+        except ValueError as empty:
+            print(empty, file=sys.stderr)
+            return 2
+        if len(matches) == 1:
+            record = explain(conn, matches[0]["operation_key"])
+            print(json.dumps(record, indent=2) if args.json else render(record))
+            return 0
+    if not matches:
+        print(
+            f"no operation{where} matches {term!r} as an operation key, a key prefix "
+            "(4 or more hex digits), an object id or a row key",
+            file=sys.stderr,
+        )
+        return 1
+    shown = matches[:MAX_MATCHES]
+    if args.json:
+        for row in shown:
+            print(json.dumps(row, default=str))
+    else:
+        for row in shown:
+            print(
+                f"{row['operation_key']}  {row['policy']}  object={row['object_id']} "
+                f"row={row['row_key']}  {row['state']}"
+                + (f" ({row['failure_class']})" if row["failure_class"] else "")
+                + f"  updated {row['updated_at']:%Y-%m-%d %H:%M}"
+            )
+    more = "; showing the newest 20" if len(matches) > MAX_MATCHES else ""
+    print(
+        f"{len(shown)}{'+' if more else ''} operations{where} match {term!r}{more}: "
+        "explain one by its key (or narrow with --policy or a longer prefix)",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _failure_classes(conn: Connection, policy: str | None) -> str:
+    from retention.evidence.lookup import dead_failure_classes
+
+    classes = dead_failure_classes(conn, policy=policy)
+    if not classes:
+        return "no dead operations" + (f" of policy {policy!r}" if policy else "")
+    lines = [f"  {row['failure_class'] or '(none)'}: {row['operations']}" for row in classes]
+    return "failure classes of dead operations (count):\n" + "\n".join(lines)
+
+
 def _dead_letters(args: argparse.Namespace) -> int:
+    from retention.evidence.explain import answer
     from retention.evidence.replay import dead_operations
 
     with _connection(args) as conn:
+        if args.failure_class == "":
+            print(_failure_classes(conn, args.policy))
+            return 0
         rows = dead_operations(
             conn, policy=args.policy, failure_class=args.failure_class, limit=args.limit
         )
+        if not rows and args.failure_class:
+            print(
+                f"no dead operations of failure class {args.failure_class!r}; "
+                + _failure_classes(conn, args.policy),
+                file=sys.stderr,
+            )
+            return 1
     if args.json:
         for row in rows:
             print(json.dumps(row, default=str))
@@ -112,7 +196,7 @@ def _dead_letters(args: argparse.Namespace) -> int:
     for row in rows:
         print(
             f"{row['operation_key']}  {row['policy']}  object={row['object_id']} "
-            f"tenant={row['tenant']}  {row['failure_class']} (HTTP {row['last_status_code']}) "
+            f"tenant={row['tenant']}  {row['failure_class']} ({answer(row['last_status_code'])}) "
             f"after {row['attempt_count']} attempts, "
             f"dead since {row['dead_since']:%Y-%m-%d %H:%M}: {row['reason']}"
         )

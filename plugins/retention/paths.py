@@ -6,6 +6,8 @@ root is two folders up in every deployment (local, Astro, MWAA, Composer).
 
 from __future__ import annotations
 
+import os
+import shlex
 from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -14,3 +16,21 @@ SQL_DIR = INCLUDE_DIR / "sql"
 DEFAULT_POLICIES_PATH = INCLUDE_DIR / "retention_policies.yaml"
 POLICY_SCHEMA_PATH = INCLUDE_DIR / "retention_policies.schema.json"
 AIRFLOW_SETTINGS_PATH = PROJECT_ROOT / "airflow_settings.yaml"
+LOCAL_ENV_PATH = PROJECT_ROOT / ".local" / "env"
+
+
+def load_local_env(path: Path = LOCAL_ENV_PATH) -> bool:
+    """Export a checkout's ``.local/env`` (written by ``make env``) into this process.
+
+    So ``python -m retention.cli`` and the tests work without ``set -a; . .local/env``
+    first. Variables already set win (an operator's ``AIRFLOW_CONN_*`` is never
+    overridden). Returns False when there is no such file: on Astro and in any
+    deployment, where settings come from the environment alone.
+    """
+    if not path.is_file():
+        return False
+    for line in path.read_text().splitlines():
+        key, _, value = line.partition("=")
+        if key and not key.startswith("#") and key not in os.environ:
+            os.environ[key] = shlex.split(value)[0] if value else ""
+    return True

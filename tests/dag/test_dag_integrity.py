@@ -51,7 +51,7 @@ def test_every_dag_follows_the_house_rules(shipped: DagBag) -> None:
             assert task.owner not in ("", "airflow"), (dag_id, task.task_id)
 
 
-def test_policy_dags_have_the_four_steps_and_params(shipped: DagBag) -> None:
+def test_policy_dags_have_their_steps_and_params(shipped: DagBag) -> None:
     policy_dags = {k: v for k, v in shipped.dags.items() if k != "retention__replay"}
     assert set(policy_dags) == {"retention__event_logs", "retention__media_assets"}
     for dag_id, dag in policy_dags.items():
@@ -64,15 +64,29 @@ def test_policy_dags_have_the_four_steps_and_params(shipped: DagBag) -> None:
             "drop_partitions",
         }
         steps = [t.task_id for t in dag.tasks if t.task_id not in extra]
-        assert steps == ["compute_cutoff", "plan_windows", "delete_window", "reconcile"]
+        assert steps == [
+            "compute_cutoff",
+            "take_run_lease",
+            "plan_windows",
+            "delete_window",
+            "reconcile",
+        ]
     for dag in policy_dags.values():
         assert dag.get_task("purge_audit").upstream_task_ids == {"compute_cutoff"}
         migrate = dag.get_task("migrate_schema")
         assert migrate.upstream_task_ids == set(), "migrations run first"
         assert migrate.downstream_task_ids == {"compute_cutoff"}
         assert dag.get_task("compute_cutoff").upstream_task_ids == {"migrate_schema"}
+    for dag in policy_dags.values():  # nothing deletes before the run holds the run lease
+        lease = dag.get_task("take_run_lease")
+        assert lease.upstream_task_ids == {"compute_cutoff"}
+        assert lease.mode == "reschedule", "a waiting run holds no worker slot"
+        assert "take_run_lease" in dag.get_task("plan_windows").upstream_task_ids
     rows = policy_dags["retention__event_logs"]
-    assert rows.get_task("drop_partitions").upstream_task_ids == {"compute_cutoff"}
+    assert rows.get_task("drop_partitions").upstream_task_ids == {
+        "compute_cutoff",
+        "take_run_lease",
+    }
     assert rows.get_task("drop_partitions").downstream_task_ids == {"plan_windows"}
     media = policy_dags["retention__media_assets"]
     assert "drop_partitions" not in media.task_ids, "remote rows each need their own call"

@@ -87,6 +87,7 @@ def test_remote_policy_run_deletes_objects_then_rows(
         "plan_windows",
         "purge_audit",
         "reconcile",
+        "take_run_lease",
     ]
     run = dag.test(logical_date=LOGICAL_DATE)
     assert run.state == "success"

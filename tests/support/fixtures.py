@@ -1,9 +1,11 @@
 """Fixtures for the tiers that need the real Postgres (integration, DAG, end to end).
 
 A test that asks for the database skips, with the reason, when no test
-database is configured (a fresh clone, ``astro dev pytest``); ``make test``
-always configures one, so there nothing skips. A configured database that
-does not answer is an error, not a skip.
+database is configured or none answers at the configured address (a fresh
+clone, ``astro dev pytest``, a laptop with PostgreSQL stopped), so the unit
+and DAG tiers still run and pass. ``make env`` writes
+``RETENTION_TEST_REQUIRE_DB=1`` to ``.local/env``: in a checkout set up that way
+(``make test``, CI) a database that does not answer is an error, not a skip.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import psycopg
 import pytest
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
@@ -40,8 +43,27 @@ def test_dsn() -> str:
     dsn = os.environ.get("RETENTION_TEST_DSN")
     if not dsn:
         pytest.skip("no test database: run `make test` (or `make env` once) to configure one")
+    problem = unreachable(dsn)
+    if problem:
+        message = f"no test database answers at {problem}"
+        if os.environ.get("RETENTION_TEST_REQUIRE_DB") == "1":
+            pytest.fail(f"{message} (RETENTION_TEST_REQUIRE_DB=1: start PostgreSQL or `make env`)")
+        pytest.skip(f"{message}; start PostgreSQL or run `make env`")
     clean_target(dsn)
     return dsn
+
+
+def unreachable(dsn: str) -> str | None:
+    """Where the test database is and why it does not answer; None when it does."""
+    params = conninfo_to_dict(dsn)
+    where = f"{params.get('host', 'localhost')}:{params.get('port', 5432)}"
+    try:
+        with psycopg.connect(dsn, connect_timeout=3, autocommit=True) as conn:
+            conn.execute("SELECT 1")
+    except psycopg.OperationalError as failed:
+        first_line = str(failed).strip().splitlines()[0] if str(failed).strip() else "no answer"
+        return f"{where} (RETENTION_TEST_DSN): {first_line}"
+    return None
 
 
 def clean_target(dsn: str) -> None:

@@ -218,8 +218,8 @@ class SandboxServer(ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self, port: int = 0, **config: Any) -> None:
-        super().__init__(("127.0.0.1", port), Handler)
+    def __init__(self, port: int = 0, *, host: str = "127.0.0.1", **config: Any) -> None:
+        super().__init__((host, port), Handler)
         self.state = SandboxState(**config)
         self.thread: threading.Thread | None = None
 

@@ -15,8 +15,10 @@ PACKAGE = Path(retention.__file__).resolve().parent
 RANK = {
     "paths": 0,
     "progress": 0,  # log lines of long loops; imports nothing of the package
+    "stopping": 0,
     "policy": 1,
     "db": 2,
+    "metrics": 2,
     "rows": 3,
     "queue": 3,
     "objects": 4,
@@ -24,6 +26,7 @@ RANK = {
     "evidence": 5,
     "airflow": 6,
     "cli": 6,
+    "ui": 6,  # the Retention view (api-server pages), beside the Airflow layer
 }
 # Siblings of one rank that must not know each other.
 FORBIDDEN = {("rows", "queue"), ("queue", "rows"), ("objects", "events")}

@@ -10,6 +10,8 @@
   may read the DAG of the operation's policy (Airflow's auth manager decides);
   401 without a login, 403 without that permission, 404 for a key that is not
   a 64-hex operation key or is unknown.
+- ``/retention/ui/``: the Retention view, HTML pages under the same Airflow
+  login (see :mod:`retention.ui.app`).
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ from retention.events import hints
 from retention.evidence.explain import UnknownOperation, explain
 from retention.policy import Policy, load_policies
 from retention.policy.model import DAG_ID_PREFIX
+from retention.ui.access import Access, AirflowAccess
+from retention.ui.app import ui_router
 
 OPERATION_KEY = re.compile(r"[0-9a-f]{64}")
 
@@ -67,28 +71,24 @@ def _airflow_user() -> Callable[..., Any]:
     return get_user
 
 
-def _may_read_dag(user: Any, dag_id: str) -> bool:
-    """What Airflow's auth manager says: may this user read this DAG?"""
-    from airflow.api_fastapi.app import get_auth_manager
-    from airflow.api_fastapi.auth.managers.models.resource_details import DagDetails
-
-    return bool(
-        get_auth_manager().is_authorized_dag(method="GET", details=DagDetails(id=dag_id), user=user)
-    )
-
-
 def _no_user() -> None:
     return None
 
 
 def create_app(
-    *, airflow_auth: bool = True, authorize: Callable[[Any, str], bool] | None = None
+    *,
+    airflow_auth: bool = True,
+    authorize: Callable[[Any, str], bool] | None = None,
+    ui_access: Access | None = None,
 ) -> FastAPI:
     """The app. ``airflow_auth=False`` only where no Airflow auth manager runs (tests), where
-    ``authorize(user, dag_id)`` stands in for the auth manager's DAG permission."""
+    ``authorize(user, dag_id)`` stands in for the auth manager's DAG permission, and
+    ``ui_access`` for the Retention view's questions to Airflow."""
     app = FastAPI(title="Retention", description=__doc__)
+    app.include_router(ui_router(ui_access), prefix="/ui")
     user_dependency = _airflow_user() if airflow_auth else _no_user
-    may_read = authorize or (_may_read_dag if airflow_auth else lambda _user, _dag: True)
+    # the auth manager's DAG permission, asked the same way as the Retention view asks it
+    may_read = authorize or (AirflowAccess().may_read if airflow_auth else lambda _u, _d: True)
 
     @app.post("/hints", status_code=202)
     async def post_hints(request: Request) -> JSONResponse:

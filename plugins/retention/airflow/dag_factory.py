@@ -8,14 +8,16 @@ file's import error), while the other policies still load.
 from __future__ import annotations
 
 import datetime as dt
+import os
 from typing import Any
 
-from airflow.sdk import DAG, Param, TriggerRule, get_current_context, task
+from airflow.sdk import DAG, Param, PokeReturnValue, TriggerRule, get_current_context, task
 from airflow.sdk.configuration import conf
 from airflow.sdk.exceptions import AirflowFailException
 
 from retention.airflow.steps import (
     DeliveryIncomplete,
+    RunLeaseHeld,
     compute_cutoff_step,
     delete_window_step,
     deleter_for,
@@ -26,12 +28,14 @@ from retention.airflow.steps import (
     plan_windows_step,
     purge_audit_step,
     reconcile_step,
+    take_run_lease_step,
 )
 from retention.evidence.reconcile import RetentionIncomplete
 from retention.objects.operations import CredentialFailure, EndpointSuspect
 from retention.policy.loader import PolicyProblem, PolicySet
 from retention.policy.model import BATCH_ROWS_BOUNDS, WINDOW_ROWS_BOUNDS, Policy
 from retention.policy.params import run_settings
+from retention.rows.run_lease import RunState
 
 DAG_DOC = """
 ### Retention policy DAG
@@ -43,23 +47,32 @@ Enforces one retention policy from `include/retention_policies.yaml` on a Postgr
 1. `compute_cutoff`: `cutoff = anchor − retain_days`; the anchor is `data_interval_end`,
    else `logical_date`, else `run_after`, so reruns and backfills of a date delete the
    same rows. A cutoff in the future is refused.
-2. `drop_partitions` (row policies): when the table is range-partitioned on the
+2. `take_run_lease`: runs of one policy never overlap, whatever started them (a
+   backfill, a manual run, a cleared task). While another run holds the policy's run
+   lease this task waits, rescheduled every minute without a worker slot; a run whose
+   DAG run ended without `reconcile` is taken over, and the windows it left `running`
+   are closed as `cancelled`. `reconcile` gives the lease back.
+3. `drop_partitions` (row policies): when the table is range-partitioned on the
    timestamp column, partitions wholly older than the cutoff are detached
    (`CONCURRENTLY` when there is no default partition) and dropped, or only detached
    with `partitions: detach_only`; evidence in `retention.partition_drops`. Otherwise
    it does nothing.
-3. `plan_windows`: finds the eligible key range with a few index probes (never a walk
+4. `plan_windows`: finds the eligible key range with a few index probes (never a walk
    of the rows) and cuts it into immutable windows, recorded in `retention.windows`.
    Each window carries about `target_window_seconds` of work at the rate earlier
    windows measured (or `window_rows` rows when set); `expected_rows` is the
    statistics' estimate, and the delete still filters on the timestamp. Without an
    index on the timestamp column, windows cover the whole key range (the run's
    `plan_notes` say so).
-4. `delete_window`: one mapped task per window; deletes in batches, each its own short
+5. `delete_window`: one mapped task per window; deletes in batches, each its own short
    transaction with `lock_timeout` and `statement_timeout`, sized to take about
    `target_batch_ms`; a timed-out batch is split and retried, never skipped.
-5. `reconcile`: counts rows still older than the cutoff, writes `retention.runs`,
-   returns the summary, and fails if any remain.
+   Marking the run or the task failed stops it gracefully: the batch or call in flight
+   finishes, nothing new starts, unstarted leases are released, the window ends
+   `cancelled` and the run gets a partial summary (status `cancelled`).
+6. `reconcile`: closes windows whose task died without closing them, counts rows still
+   older than the cutoff, writes `retention.runs`, returns the summary, fails if any
+   remain, and gives the run lease back.
 
 Policies with a `remote:` section delete each row's object through the rate-limited
 API first, through the `retention.operations` ledger: `drain_operations` works
@@ -77,6 +90,82 @@ they are older than `audit_days` (default 400), in bounded batches.
 **Params:** `dry_run` (plan and count, delete nothing, call nothing), `window_rows` and
 `batch_rows` overrides.
 """
+
+
+RUN_LEASE_POKE_SECONDS = 60.0
+"""How often a run waiting for the policy's run lease looks again (rescheduled, no slot held);
+``$RETENTION_RUN_LEASE_POKE_SECONDS`` when the DAG is parsed overrides it."""
+RUN_LEASE_WAIT_SECONDS = 24 * 3600.0
+"""How long a run waits for the run lease before it fails (the sensor's timeout);
+``$RETENTION_RUN_LEASE_WAIT_SECONDS`` overrides it."""
+
+
+def dag_run_state(context: Any, dag_id: str) -> RunState:
+    """Airflow's answer to "what state is run X of this DAG in" (None: no such run)."""
+    ti = context["ti"]
+
+    def state(run_id: str) -> str | None:
+        try:
+            answer = ti.get_dagrun_state(dag_id=dag_id, run_id=run_id)
+        except Exception:
+            if ti.get_dr_count(dag_id=dag_id, run_ids=[run_id]) == 0:
+                return None  # deleted: it holds nothing
+            raise
+        return str(getattr(answer, "value", answer))  # "success", not "DagRunState.SUCCESS"
+
+    return state
+
+
+def run_lease_sensor(policy: Policy) -> Any:
+    """The ``take_run_lease`` task: waits, rescheduled, while another run of the policy runs."""
+
+    @task.sensor(
+        poke_interval=float(
+            os.environ.get("RETENTION_RUN_LEASE_POKE_SECONDS", RUN_LEASE_POKE_SECONDS)
+        ),
+        timeout=float(os.environ.get("RETENTION_RUN_LEASE_WAIT_SECONDS", RUN_LEASE_WAIT_SECONDS)),
+        mode="reschedule",  # waits without holding a worker slot
+    )
+    def take_run_lease() -> PokeReturnValue:
+        context = get_current_context()
+        outcome = take_run_lease_step(
+            policy, run_id=context["run_id"], run_state=dag_run_state(context, policy.dag_id)
+        )
+        return PokeReturnValue(is_done=outcome.taken, xcom_value=outcome.as_dict())
+
+    return take_run_lease()
+
+
+def drain_operations_task(policy: Policy) -> Any:
+    """The ``drain_operations`` task of a remote policy: one pass over due operations."""
+    assert policy.remote is not None
+
+    @task(multiple_outputs=False, pool=policy.remote.pool, pool_slots=policy.pool_slots)
+    def drain_operations() -> dict[str, Any]:
+        if run_settings(policy, get_current_context()["params"]).dry_run:
+            return {"skipped": "dry run: no remote call"}
+        try:
+            return drain_operations_step(policy, get_current_context()["run_id"])
+        except (CredentialFailure, EndpointSuspect) as refused:  # a retry cannot fix it
+            raise AirflowFailException(str(refused)) from refused
+
+    return drain_operations()
+
+
+def deliver_events_task(policy: Policy) -> Any:
+    """The ``deliver_events`` task of a policy with ``notify:``."""
+    assert policy.notify is not None
+
+    @task(multiple_outputs=False, pool=policy.notify.pool, trigger_rule=TriggerRule.ALL_DONE)
+    def deliver_events() -> dict[str, Any]:
+        context = get_current_context()
+        dry_run = run_settings(policy, context["params"]).dry_run
+        try:
+            return deliver_events_step(policy, context["run_id"], dry_run=dry_run)
+        except DeliveryIncomplete as incomplete:  # retrying cannot revive dead events
+            raise AirflowFailException(str(incomplete)) from incomplete
+
+    return deliver_events()
 
 
 def policy_doc(policy: Policy, warnings: list[str]) -> str:
@@ -98,23 +187,40 @@ def policy_doc(policy: Policy, warnings: list[str]) -> str:
         f"within [{policy.min_batch_rows}, {policy.max_batch_rows}] |",
         f"| owner | {policy.owner} |",
     ]
+    if policy.max_lag_hours is not None:
+        rows.append(f"| max_lag_hours | {policy.max_lag_hours:g} (reconcile fails past it) |")
     if policy.remote is None:
         rows.append(f"| pool | `{policy.pool}` × {policy.pool_slots} slot(s) per window |")
     else:
         remote = policy.remote
+        version = f"`{remote.version_column}`" if remote.version_column else "the row's timestamp"
+        not_found = (
+            f"confirms the deletion (after a 2xx; breaker at {remote.not_found_breaker})"
+            if remote.not_found_is_deleted
+            else "is a rejection (dead for review)"
+        )
         rows += [
-            f"| remote | `{remote.method} {remote.endpoint}` on connection "
-            f"`{remote.http_conn_id}`, object id `{remote.object_id_column}` |",
-            f"| rate limit | {remote.rate_per_second:g}/s, burst {remote.burst}, "
-            f"scope `{remote.scope}` |",
             f"| pool | `{remote.pool}` (remote.pool) × {policy.pool_slots} slot(s): "
             "`delete_window` and `drain_operations` |",
-            f"| max_lag_hours | {policy.max_lag_hours:g} |",
+            f"| remote | `{remote.method} {remote.endpoint}` on connection "
+            f"`{remote.http_conn_id}`, object id `{remote.object_id_column}`, version {version} |",
+            f"| rate limit | {remote.rate_per_second:g}/s, burst {remote.burst}, "
+            f"scope `{remote.scope}` (back to full rate {remote.recovery_seconds:g} s "
+            "after a 429) |",
+            f"| calls | claim batch {remote.claim_batch}, max attempts {remote.max_attempts}, "
+            f"lease {remote.lease:g} s, request timeout {remote.request_timeout_seconds:g} s, "
+            f"task budget {remote.task_budget_seconds:g} s |",
+            f"| retries | backoff {remote.backoff_base_seconds:g} s up to "
+            f"{remote.backoff_max_seconds:g} s; `{remote.idempotency_header}` header on every "
+            f"attempt; {remote.auth_failure_limit} refusals (401/403) in a row stop the task |",
+            f"| 404 | {not_found} |",
         ]
     if policy.notify is not None:
+        notify = policy.notify
         rows.append(
-            f"| notify | `POST {policy.notify.endpoint}` on `{policy.notify.http_conn_id}`, "
-            f"`deliver_events` in pool `{policy.notify.pool}` |"
+            f"| notify | `POST {notify.endpoint}` on `{notify.http_conn_id}`, "
+            f"`deliver_events` in pool `{notify.pool}`; max attempts {notify.max_attempts}, "
+            f"timeout {notify.timeout_seconds:g} s, lease {notify.lease:g} s |"
         )
     pools = (
         "**Pools.** `delete_window` runs in the policy's `pool`; its slots cap how many "
@@ -193,11 +299,11 @@ def build_dag(
         **dag_kwargs,
     ) as dag:
 
-        @task
+        @task(multiple_outputs=False)
         def migrate_schema() -> dict[str, Any]:
             return migrate_schema_step(policy.postgres_conn_id)
 
-        @task
+        @task(multiple_outputs=False)
         def compute_cutoff() -> dict[str, Any]:
             context = get_current_context()
             return compute_cutoff_step(
@@ -222,37 +328,44 @@ def build_dag(
             )
 
         @task(
+            multiple_outputs=False,
             pool=window_pool,
             pool_slots=policy.pool_slots,
             map_index_template="{{ window_label }}",
         )
         def delete_window(window: dict[str, Any]) -> dict[str, Any]:
             context = get_current_context()
-            context["window_label"] = window["label"]  # type: ignore[typeddict-unknown-key]
+            settings = run_settings(policy, context["params"])
+            # The grid shows this name: a dry run's windows say so at a glance.
+            context["window_label"] = (  # type: ignore[typeddict-unknown-key]
+                f"dry run · {window['label']}" if settings.dry_run else window["label"]
+            )
             try:
                 return delete_window_step(
                     policy.postgres_conn_id,
                     deleter,
                     window=window,
-                    settings=run_settings(policy, context["params"]),
+                    settings=settings,
+                    dag_id=policy.dag_id,
+                    run_state=dag_run_state(context, policy.dag_id),
                 )
-            except (CredentialFailure, EndpointSuspect) as refused:
+            except (CredentialFailure, EndpointSuspect, RunLeaseHeld) as refused:
                 raise AirflowFailException(str(refused)) from refused
 
-        @task
+        @task(multiple_outputs=False)
         def purge_audit() -> dict[str, Any]:
             if run_settings(policy, get_current_context()["params"]).dry_run:
                 return {"skipped": "dry run: nothing is purged"}
             return purge_audit_step(policy, current, named)
 
-        @task(trigger_rule=TriggerRule.ALL_DONE)
+        @task(multiple_outputs=False, trigger_rule=TriggerRule.ALL_DONE)
         def reconcile() -> dict[str, Any]:
             try:
                 return reconcile_step(policy, run_id=get_current_context()["run_id"])
             except RetentionIncomplete as dirty:  # retrying cannot clean the table
                 raise AirflowFailException(str(dirty)) from dirty
 
-        @task
+        @task(multiple_outputs=False)
         def drop_partitions(cutoff: dict[str, Any]) -> dict[str, Any]:
             context = get_current_context()
             return drop_partitions_step(
@@ -265,39 +378,19 @@ def build_dag(
         cutoff = compute_cutoff()
         migrate_schema() >> cutoff
         cutoff >> purge_audit()
+        lease = run_lease_sensor(policy)
+        cutoff >> lease
         plan = plan_windows(cutoff)
+        lease >> plan
         if policy.remote is None:  # remote rows each need their own API call
-            drop_partitions(cutoff) >> plan
+            lease >> drop_partitions(cutoff) >> plan
         deletes = delete_window.expand_kwargs(plan)
         if policy.remote is not None:
-
-            @task(pool=policy.remote.pool, pool_slots=policy.pool_slots)
-            def drain_operations() -> dict[str, Any]:
-                if run_settings(policy, get_current_context()["params"]).dry_run:
-                    return {"skipped": "dry run: no remote call"}
-                try:
-                    return drain_operations_step(policy)
-                except (
-                    CredentialFailure,
-                    EndpointSuspect,
-                ) as refused:  # a retry minutes later cannot fix it
-                    raise AirflowFailException(str(refused)) from refused
-
-            plan >> drain_operations() >> deletes
+            plan >> drain_operations_task(policy) >> deletes
         if policy.notify is not None:
-
-            @task(pool=policy.notify.pool, trigger_rule=TriggerRule.ALL_DONE)
-            def deliver_events() -> dict[str, Any]:
-                context = get_current_context()
-                dry_run = run_settings(policy, context["params"]).dry_run
-                try:
-                    return deliver_events_step(policy, context["run_id"], dry_run=dry_run)
-                except DeliveryIncomplete as incomplete:  # retrying cannot revive dead events
-                    raise AirflowFailException(str(incomplete)) from incomplete
-
             # Reconcile runs after the delivery, so the events in its summary are final,
             # and it makes the run dirty when the delivery failed or never ran.
-            deletes >> deliver_events() >> reconcile()
+            deletes >> deliver_events_task(policy) >> reconcile()
         else:
             deletes >> reconcile()
     return dag

@@ -16,7 +16,9 @@ from typing import Any
 
 import psycopg
 from airflow.sdk import Variable
+from airflow.sdk.observability import stats
 
+from retention import metrics
 from retention.airflow.connections import http_sender, postgres, signing_secret
 from retention.db.gate import PAUSE_VARIABLE, Gate
 from retention.db.migrate import migrate
@@ -34,9 +36,18 @@ from retention.rows.deleter import RowDeleter
 from retention.rows.lifecycle import WindowDeleter
 from retention.rows.partitions import drop_expired_partitions
 from retention.rows.planner import PlanRequest, check_table, plan_id_for, plan_windows
+from retention.rows.run_lease import (
+    LeaseOutcome,
+    RunState,
+    close_stale_windows,
+    release_run_lease,
+    take_run_lease,
+)
 from retention.rows.windows import Window
+from retention.stopping import graceful_stop
 
 log = logging.getLogger(__name__)
+metrics.install(stats)  # retention's metrics go through Airflow's stats facade (retention.metrics)
 
 DEFAULT_AUDIT_DAYS = Policy.model_fields["audit_days"].default
 
@@ -183,18 +194,55 @@ def plan_windows_step(
     return [{"window": w.to_xcom()} for w in windows]
 
 
+class RunLeaseHeld(RuntimeError):
+    """Another run of the policy holds the run lease: this task must not delete now."""
+
+
+def take_run_lease_step(policy: Policy, *, run_id: str, run_state: RunState) -> LeaseOutcome:
+    """Take the policy's run lease (or report the run holding it); see ``rows.run_lease``."""
+    with postgres(policy.postgres_conn_id) as conn:
+        outcome = take_run_lease(conn, policy.name, policy.dag_id, run_id, run_state)
+    if not outcome.taken:
+        log.warning(outcome.message(policy.name))
+    return outcome
+
+
 def delete_window_step(
-    conn_id: str, deleter: WindowDeleter, *, window: dict[str, Any], settings: RunSettings
+    conn_id: str,
+    deleter: WindowDeleter,
+    *,
+    window: dict[str, Any],
+    settings: RunSettings,
+    dag_id: str,
+    run_state: RunState,
 ) -> dict[str, Any]:
-    """Delete (or count, in a dry run) one window with the policy's strategy."""
+    """Delete (or count, in a dry run) one window with the policy's strategy.
+
+    The window's run must hold the policy's run lease, or take it when free (a
+    window of an earlier run cleared and rerun): never two runs at once.
+    """
     chosen = Window.from_xcom(window)
     with database_loss_explained(conn_id, f"window {chosen.label}"), postgres(conn_id) as conn:
-        result = deleter.run(conn, chosen, batch_rows=settings.batch_rows, dry_run=settings.dry_run)
+        lease = take_run_lease(conn, chosen.policy, dag_id, chosen.run_id, run_state)
+        if not lease.taken:
+            raise RunLeaseHeld(
+                f"window {chosen.label} of run {chosen.run_id} did not run: "
+                + lease.message(chosen.policy)
+                + ". Clear this task again once that run has finished."
+            )
+        with graceful_stop():
+            result = deleter.run(
+                conn, chosen, batch_rows=settings.batch_rows, dry_run=settings.dry_run
+            )
     return result.as_dict()
 
 
-def drain_operations_step(policy: Policy) -> dict[str, Any]:
-    """One bounded pass over pending operations of any window whose not_before has passed."""
+def drain_operations_step(policy: Policy, run_id: str) -> dict[str, Any]:
+    """One bounded pass over pending operations of any window whose not_before has passed.
+
+    What it did is written to the run's row: reconcile counts its deletions in
+    the run's ``rows_deleted`` (after a replay, most of a run's work is here).
+    """
     assert policy.remote is not None
     remote = policy.remote
     with (
@@ -203,8 +251,14 @@ def drain_operations_step(policy: Policy) -> dict[str, Any]:
         closing(http_sender(remote.http_conn_id, remote.request_timeout_seconds)) as sender,
     ):
         gate = Gate(policy.name, policy.health, policy.table_spec, read_pause_switch)
-        stats = work_operations(conn, OperationsKind(policy, sender), gate=gate)
-        return {**stats.as_dict(), "pause": gate.totals()}
+        with graceful_stop():
+            stats = work_operations(conn, OperationsKind(policy, sender), gate=gate)
+        outcome = {**stats.as_dict(), "pause": gate.totals()}
+        conn.execute(
+            query("run_record_drain"),
+            {"policy": policy.name, "run_id": run_id, "drain": json.dumps(outcome)},
+        )
+        return outcome
 
 
 class DeliveryIncomplete(RuntimeError):
@@ -281,9 +335,26 @@ def purge_audit_step(policy: Policy, current: list[Policy], named: set[str]) -> 
 
 
 def reconcile_step(policy: Policy, *, run_id: str) -> dict[str, Any]:
-    """Record and return the run summary; raise when rows remain unexplained."""
+    """Record and return the run summary; raise when rows remain unexplained.
+
+    Every window task has ended by now (``all_done``), so a window still
+    ``running`` lost its task (SIGKILL, a lost worker): it is closed as
+    ``cancelled`` first. The run lease is given back whatever the outcome.
+    """
     with postgres(policy.postgres_conn_id) as conn:
-        summary = reconcile_run(conn, policy, run_id)
+        try:
+            close_stale_windows(
+                conn,
+                policy.name,
+                only_run=run_id,
+                reason="its task ended without closing it (killed, or its worker was lost); "
+                "closed by reconcile",
+            )
+            summary = reconcile_run(conn, policy, run_id)
+            metrics.emit_run_gauges(conn, policy, summary)
+        finally:
+            if release_run_lease(conn, policy.name, run_id):
+                log.info("policy %s: run %s gave the run lease back", policy.name, run_id)
     log.info("policy %s run summary:\n%s", policy.name, format_summary(summary))
     raise_if_dirty(summary)
     return summary

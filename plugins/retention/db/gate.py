@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import psycopg
 
+from retention import metrics
 from retention.db.connection import Connection
 from retention.db.health import (
     CLEAR,
@@ -34,6 +35,7 @@ from retention.db.health import (
     sleep_ratio,
 )
 from retention.policy.model import HealthSpec, TableSpec
+from retention.stopping import raise_if_stopping, stoppable_sleep
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +72,7 @@ class Gate:
     switch: PauseSwitch | None = None
     check_every: float = 1.0
     clock: Callable[[], float] = time.monotonic
-    sleep: Callable[[float], None] = time.sleep
+    sleep: Callable[[float], None] = stoppable_sleep
     reader: Callable[[Connection, TableSpec], HealthReading] = read_health
     label: str = ""  # what the gate's log lines lead with (a window's label), else the policy
     pauses: int = 0
@@ -118,6 +120,7 @@ class Gate:
                     )
                     return False
                 self.sleep(min(self.check_every, self.spec.max_pause_seconds - waited))
+                raise_if_stopping(f"policy {self.policy} (paused)")
                 verdict = self._look(conn)
             log.info("%s: resumed after %.1f s paused", self.who, self.clock() - started)
             return True
@@ -125,6 +128,7 @@ class Gate:
             waited = self.clock() - started
             self.paused_seconds += waited
             self.reasons[kind] = self.reasons.get(kind, 0.0) + waited
+            metrics.throttled(self.policy, kind, waited)
 
     def pace(self, batch_seconds: float) -> None:
         """Sleep a share of the last batch's time (pt-archiver's ``--sleep-coef``): the
@@ -152,6 +156,7 @@ class Gate:
             pause = batch_seconds * ratio
             self.sleep(pause)
             self.paced_seconds += pause
+            metrics.throttled(self.policy, PACED, pause)
 
     def totals(self) -> dict[str, object]:
         """For the window ledger and the run summary."""

@@ -18,6 +18,15 @@ class UnknownOperation(LookupError):
     """No operation has this key."""
 
 
+def answer(status_code: int | None) -> str:
+    """How an attempt was answered, for people: ``HTTP 404``, or ``no response``.
+
+    A timeout or a refused connection has no status code; "HTTP None" read as if
+    the API had answered something.
+    """
+    return "no response" if status_code is None else f"HTTP {status_code}"
+
+
 def _iso(value: Any) -> Any:
     return value.isoformat() if isinstance(value, dt.datetime) else value
 
@@ -148,7 +157,7 @@ def render(record: dict[str, Any]) -> str:
         f"  eligible:   {e['reason']}",
         f"  deletion:   {d['state']}"
         + (
-            f", confirmed at {d['confirmed_at']} (HTTP {d['last_status_code']})"
+            f", confirmed at {d['confirmed_at']} ({answer(d['last_status_code'])})"
             if d["confirmed"]
             else ""
         ),
@@ -165,7 +174,7 @@ def render(record: dict[str, Any]) -> str:
     ]
     lines += [
         f"    #{h['attempt']} {h['at']}  {h['outcome']} "
-        f"(HTTP {h['status_code']}) {h['duration_ms']} ms"
+        f"({answer(h['status_code'])}) {h['duration_ms']} ms"
         for h in a["history"]
     ]
     lines += [f"  replayed:   {r['at']} by {r['by']}: {r['reason']}" for r in record["replays"]]

@@ -63,7 +63,10 @@ def reconcile_run(conn: Connection, policy: Policy, run_id: str) -> dict[str, An
             query("windows_for_plan"), {"policy": policy.name, "plan_id": plan_id}
         )
     }
-    rows_deleted = sum(int(r["rows_deleted"]) for r in ledger.values())
+    deleted_by_windows = sum(int(r["rows_deleted"]) for r in ledger.values())
+    drain = run["drain"]
+    deleted_by_drain = int(drain.get("rows_deleted", 0)) if drain else 0
+    rows_deleted = deleted_by_windows + deleted_by_drain
     counted = [r["rows_counted"] for r in ledger.values() if r["rows_counted"] is not None]
     unfinished = sorted(k for k, r in ledger.items() if r["state"] not in ("done", "counted"))
     failed = sorted(k for k, r in ledger.items() if r["state"] in ("failed", "running"))
@@ -80,6 +83,7 @@ def reconcile_run(conn: Connection, policy: Policy, run_id: str) -> dict[str, An
         # or upstream_failed) is not a finished run, whatever the table looks like.
         status = "dirty"
     summary: dict[str, Any] = {
+        "run_kind": "dry run: nothing deleted, nothing called" if dry_run else "deletion",
         "policy": policy.name,
         "dag_id": policy.dag_id,
         "run_id": run_id,
@@ -96,11 +100,14 @@ def reconcile_run(conn: Connection, policy: Policy, run_id: str) -> dict[str, An
         "rows_planned": int(run["rows_planned"]),
         "rows_planned_is_estimate": True,  # the statistics' estimate, not a count
         "rows_deleted": rows_deleted,
+        "rows_deleted_by_windows": deleted_by_windows,
+        "rows_deleted_by_drain": deleted_by_drain,
         "rows_counted": sum(counted) if dry_run else None,
         "rows_remaining": total_remaining,
         "rows_remaining_in_windows": in_windows,
         "rows_outside_windows": total_remaining - in_windows,
-        "dirty_windows": remaining_by_window[:MAX_LISTED_WINDOWS],
+        # A dry run deletes nothing, so every window still has its rows: not dirt.
+        "dirty_windows": [] if dry_run else remaining_by_window[:MAX_LISTED_WINDOWS],
         "plan_seconds": _round(run["plan_seconds"]),
         "delete_seconds": _round(sum(float(r["seconds"]) for r in ledger.values())),
         "longest_batch_ms": _round(
@@ -125,6 +132,8 @@ def reconcile_run(conn: Connection, policy: Policy, run_id: str) -> dict[str, An
     if remote is not None:
         summary["remote"] = remote
         summary["max_lag_hours"] = policy.max_lag_hours
+        summary["drain"] = drain or {"note": "drain_operations did not record a pass"}
+    summary["other_runs"] = other_runs(conn, policy.name, run_id, run["planned_at"])
     if policy.notify is not None:
         summary["events"] = events = explain_events(conn, policy, run["events_delivery"])
         if events["problems"] and not dry_run:
@@ -148,6 +157,30 @@ def reconcile_run(conn: Connection, policy: Policy, run_id: str) -> dict[str, An
         },
     )
     return summary
+
+
+def other_runs(
+    conn: Connection, policy: str, run_id: str, since: dt.datetime
+) -> list[dict[str, Any]]:
+    """What other runs of the policy deleted while this one was under way.
+
+    This run's ``rows_deleted`` counts only its own work; when another run's
+    windows worked at the same time (a cleared task of an old run, a lease
+    taken over), the summary shows them next to it instead of letting a small
+    count next to "clean" look like a mystery.
+    """
+    return [
+        {
+            "run_id": row["run_id"],
+            "windows": int(row["windows"]),
+            "rows_deleted": int(row["rows_deleted"] or 0),
+            "first_started": row["first_started"].isoformat(),
+            "last_finished": row["last_finished"].isoformat() if row["last_finished"] else None,
+        }
+        for row in conn.execute(
+            query("runs_overlapping"), {"policy": policy, "run_id": run_id, "since": since}
+        )
+    ]
 
 
 def pause_totals(windows: Iterable[dict[str, Any]]) -> dict[str, Any]:
@@ -244,13 +277,30 @@ def explain_events(
         problems.append("deliver_events did not run in this run")
     elif delivery.get("error"):
         problems.append(f"deliver_events failed: {delivery['error'][:300]}")
+    pending = by_state.get("pending", 0) + by_state.get("in_flight", 0)
     return {
+        # Counted by reconcile, after this run's deliver_events task ended: final for the run.
+        "delivered_this_run": int((delivery or {}).get("done", 0)),
+        "pending_after_delivery": pending,
+        "pending_why": _pending_why(pending, delivery),
         "by_state": by_state,
         "overdue": int(row["overdue"]),
         "endpoint_disabled_at": disabled.isoformat() if disabled else None,
         "delivery": delivery,
         "problems": problems,
     }
+
+
+def _pending_why(pending: int, delivery: dict[str, Any] | None) -> str | None:
+    """Why events are still pending after this run's delivery, in words."""
+    if not pending:
+        return None
+    if not delivery or delivery.get("skipped") or delivery.get("error"):
+        return "this run delivered nothing; the next run's deliver_events sends them"
+    stopped = delivery.get("stopped")
+    if delivery.get("out_of_time") or stopped:
+        return f"delivery stopped ({stopped or 'time budget spent'}); the next run sends the rest"
+    return "retrying (backing off) or created after the delivery pass; the next run sends them"
 
 
 def explain_remote(

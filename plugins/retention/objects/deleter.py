@@ -25,9 +25,10 @@ from retention.policy.model import Policy
 from retention.progress import Progress
 from retention.queue.http import HttpSender
 from retention.queue.limiter import TokenBucket
-from retention.queue.worker import Worker, WorkerStats
+from retention.queue.worker import STOPPING, Worker, WorkerStats
 from retention.rows.lifecycle import WindowDeleter, WindowResult
 from retention.rows.windows import Window
+from retention.stopping import StopRequested
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +89,13 @@ class ObjectDeleter(WindowDeleter):
             )
         for rows, elapsed_ms in kind.transactions:
             result.add_batch(rows, elapsed_ms)
+        if stats.stopped == STOPPING:  # the calls made are recorded; the rest is pending again
+            result.details = {"enqueued": enqueued, "remote": stats.as_dict()}
+            raise StopRequested(
+                f"window {window.label}: stopped on request (SIGTERM) after "
+                f"{stats.done + stats.retried + stats.dead} call(s); {stats.released} claimed "
+                "operation(s) were released unstarted and stay pending"
+            )
         left = self._unfinished(conn, window)
         if left:
             result.note = f"{left} operations left pending for the drain step (backlog)"

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from retention.db.connection import Connection
 from retention.db.sqlfiles import query
 from retention.policy.model import RemoteSpec
+from retention.stopping import stop_requested, stoppable_sleep
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +60,7 @@ class TokenBucket:
 
     conn: Connection
     scope: str
-    sleep: Callable[[float], None] = time.sleep
+    sleep: Callable[[float], None] = stoppable_sleep
     clock: Callable[[], float] = time.monotonic
     effective_rate: float = 0.0
     waited_seconds: float = 0.0
@@ -142,6 +143,8 @@ class TokenBucket:
                 on_wait()
             self.waited_seconds += pause
             self.sleep(pause)
+            if stop_requested():  # SIGTERM: the call this token was for never starts
+                return False
             self.last_grant = None  # a wait is not this worker's pace
 
     def drop_held(self) -> None:

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
+from retention import metrics
 from retention.db.connection import Connection, relaxed_durability
 from retention.db.gate import Gate
 from retention.progress import Progress
@@ -35,6 +36,7 @@ from retention.queue.classify import Classification, ClassificationTable, Outcom
 from retention.queue.http import HttpResult
 from retention.queue.leased import Finish, LeasedQueue
 from retention.queue.limiter import TokenBucket
+from retention.stopping import stop_requested
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +68,8 @@ class Stop:
 
 
 OUTAGE_MAX_PAUSE_SECONDS = 60.0
+STOPPING = "stopping"  # WorkerStats.stopped after a SIGTERM: unstarted jobs were handed back
+LIMITER = "limiter"  # the throttled_seconds reason of time spent waiting for tokens
 
 
 class JobKind(Protocol[J]):
@@ -203,6 +207,9 @@ class Worker:
         error: Exception | None = None
         with relaxed_durability(self.conn):
             while self.clock() < self.deadline:
+                if stop_requested():  # SIGTERM: claim nothing more
+                    self.stats.stopped = STOPPING
+                    break
                 if self.gate is not None and not self.gate.wait(self.conn, until=self.deadline):
                     self.stats.stopped = "paused"  # still paused at the budget: all stays pending
                     break
@@ -224,6 +231,10 @@ class Worker:
             self.stats.token_takes = self.limiter.takes
             self.stats.tokens_taken = self.limiter.tokens_taken
             self.stats.tokens_dropped = self.limiter.tokens_dropped
+            metrics.limiter_rate(
+                self.kind.queue.policy, self.limiter.scope, self.limiter.effective_rate
+            )
+            metrics.throttled(self.kind.queue.policy, LIMITER, self.limiter.waited_seconds)
         self.progress.finish(
             extra=self._outcome_words(final=True), done=self.stats.done, throttled=self._throttled()
         )
@@ -319,7 +330,11 @@ class Worker:
             keep_leases()  # before the token: nothing slow between a token and its call
             if job.key not in held:
                 continue
+            if stop_requested():  # SIGTERM: unstarted jobs are handed back by _work
+                return Stop(STOPPING)
             if not self._wait_for_token(keep_leases, upcoming):
+                if stop_requested():
+                    return Stop(STOPPING)
                 self.stats.out_of_time = True
                 return None
             if job.key not in held:  # renewed while waiting for the token, and lost
@@ -329,9 +344,11 @@ class Worker:
             c = classify(result.status, result.headers, result.error, self.now(), self.kind.table)
             c = self.kind.refine(self.conn, c, self.stats)
             self.stats.outcomes[c.outcome.value] += 1
+            metrics.remote_request(self.kind.queue.policy, self.stats.kind, c.outcome.value)
             self.stats.statuses[str(result.status or result.error)] += 1
             if c.outcome is Outcome.RATE_LIMITED and self.limiter is not None:
-                self.limiter.throttle(c.retry_after_seconds or 1.0)
+                rate = self.limiter.throttle(c.retry_after_seconds or 1.0)
+                metrics.limiter_rate(self.kind.queue.policy, self.limiter.scope, rate)
             if result.status is None and self._is_outage(attempts, c):
                 attempts.append(Attempt(job, self._outage(c), result.started, result.finished))
                 if self.limiter is None:
@@ -426,6 +443,7 @@ class Worker:
         deleted = sum(recorded.values())
         self.stats.rows_deleted += deleted
         self.stats.batches.append((deleted, elapsed_ms))
+        metrics.queue_batch(self.kind.queue.policy, self.stats.kind, deleted, elapsed_ms)
         for attempt in attempts:
             finish = self.kind.adjusted.pop(attempt.job.key, attempt.finish)
             if attempt.job.key in recorded and finish.failure_class and finish.state != "done":

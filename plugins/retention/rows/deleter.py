@@ -26,6 +26,7 @@ from typing import Any
 
 import psycopg
 
+from retention import metrics
 from retention.db.connection import Connection, bounded
 from retention.db.gate import Gate, PauseSwitch
 from retention.db.sqlfiles import query
@@ -35,6 +36,7 @@ from retention.rows.lifecycle import WindowDeleter, WindowResult
 from retention.rows.locks import find_lock_holders
 from retention.rows.target import TargetTable
 from retention.rows.windows import Window
+from retention.stopping import raise_if_stopping, stoppable_sleep
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +94,7 @@ class RowDeleter(WindowDeleter):
     timing: BatchTiming = field(default_factory=BatchTiming)
     health: HealthSpec = field(default_factory=HealthSpec)
     switch: PauseSwitch | None = None
-    sleep: Callable[[float], None] = field(default=time.sleep)
+    sleep: Callable[[float], None] = field(default=stoppable_sleep)
 
     def gate_for(self, window: Window) -> Gate:
         health, switch = self.health, self.switch
@@ -116,6 +118,7 @@ class RowDeleter(WindowDeleter):
         skipped: list[int] = []
         progress = Progress(window.label, window.expected_rows, logger=log)
         while True:
+            raise_if_stopping(f"window {window.label}")  # SIGTERM: no new batch
             gate.wait(conn)  # the pause switch and the database's health, between batches
             size = sizer.size
             params = {
@@ -148,8 +151,7 @@ class RowDeleter(WindowDeleter):
                         },
                     )
             except (psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable) as exc:
-                result.timeouts += 1
-                why = self._timeout_words(conn, window, exc, after, size)
+                why = self._count_timeout(conn, window, exc, after, size, result)
                 if size == 1:
                     timeouts_at_one += 1
                     if timeouts_at_one >= MAX_TIMEOUTS_AT_ONE_ROW:
@@ -188,6 +190,7 @@ class RowDeleter(WindowDeleter):
             batch_ms = (time.perf_counter() - began) * 1000
             timeouts_at_one = 0
             result.add_batch(deleted, batch_ms)
+            metrics.row_batch(window.policy, deleted, batch_ms)
             sizer.succeeded(batch_ms, bound["keys"])
             progress.update(result.rows_deleted, gate.throttled())
             if bound["keys"] < size:
@@ -202,10 +205,18 @@ class RowDeleter(WindowDeleter):
                 "retry them once the lock is gone; nothing was lost."
             )
 
-    def _timeout_words(
-        self, conn: Connection, window: Window, exc: psycopg.Error, after: int, size: int
+    def _count_timeout(
+        self,
+        conn: Connection,
+        window: Window,
+        exc: psycopg.Error,
+        after: int,
+        size: int,
+        result: WindowResult,
     ) -> str:
-        """What stopped a batch: ``hit lock_timeout (100 ms) on public.t; held by pid …``."""
+        """Count a timed-out batch and say what stopped it, while the lock is still held:
+        ``hit lock_timeout (100 ms) on public.t; held by pid …``."""
+        result.timeouts += 1
         if isinstance(exc, psycopg.errors.LockNotAvailable):
             holders = find_lock_holders(conn, self.table, window, after, size)
             return f"hit lock_timeout ({self.timeouts.lock_ms} ms) on {self.table}; {holders}"
@@ -236,7 +247,7 @@ def delete_window(
     *,
     batch_rows: int,
     dry_run: bool,
-    sleep: Callable[[float], None] = time.sleep,
+    sleep: Callable[[float], None] = stoppable_sleep,
     switch: PauseSwitch | None = None,
 ) -> WindowResult:
     """Empty one window of a row policy (or, in a dry run, count it), recording the attempt."""

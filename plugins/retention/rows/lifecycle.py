@@ -3,8 +3,9 @@
 Both deletion strategies (rows deleted directly, objects deleted through an
 API first) run inside :func:`window_attempt`, so every attempt is recorded the
 same way: ``running`` with its attempt counted when it starts, then ``done``
-(``counted`` in a dry run) or ``failed`` with the error, its time and its
-timeouts. The closing write always commits synchronously, whatever the
+(``counted`` in a dry run), ``failed`` with the error, its time and its
+timeouts, or ``cancelled`` when a SIGTERM stopped it between batches (the run
+then gets a partial summary). The closing write always commits synchronously, whatever the
 session's setting: it is the evidence that the window's work happened.
 """
 
@@ -20,13 +21,16 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
+from retention import metrics
 from retention.db.connection import Connection, bounded
 from retention.db.gate import Gate
 from retention.db.sqlfiles import query
 from retention.policy.model import TableSpec, Timeouts
 from retention.progress import progress_line
+from retention.rows.run_lease import record_stopped_run
 from retention.rows.target import TargetTable
 from retention.rows.windows import Window
+from retention.stopping import StopRequested
 
 log = logging.getLogger(__name__)
 
@@ -84,15 +88,34 @@ def window_attempt(conn: Connection, window: Window, *, dry_run: bool) -> Iterat
     conn.execute(query("window_start"), {"window_key": window.window_key})
     try:
         yield result
+    except StopRequested as stopped:
+        result.seconds = time.perf_counter() - started
+        try:
+            close_window(conn, window, result, state="cancelled", error=stopped)
+            record_stopped_run(conn, window.policy, window.run_id, str(stopped))
+        except Exception:  # the connection may be gone; a later run closes the window
+            log.exception("window %s: could not record the stop", window.label)
+        metrics.window_seconds(window.policy, "cancelled", result.seconds)
+        log.warning(
+            "%s: cancelled after %d rows in %d batches, %.2fs (%s)",
+            window.label,
+            result.rows_deleted,
+            result.batches,
+            result.seconds,
+            stopped,
+        )
+        raise
     except BaseException as exc:
         result.seconds = time.perf_counter() - started
         try:
             close_window(conn, window, result, state="failed", error=exc)
         except Exception:  # the connection may be gone; the original error matters more
             log.exception("%s: could not record the failure in retention.windows", window.label)
+        metrics.window_seconds(window.policy, "failed", result.seconds)
         raise
     result.seconds = time.perf_counter() - started
     close_window(conn, window, result, state="counted" if dry_run else "done", error=result.note)
+    metrics.window_seconds(window.policy, "counted" if dry_run else "done", result.seconds)
     log.info(
         "%s",
         progress_line(

@@ -1,0 +1,177 @@
+"""One run at a time per policy: the run lease in ``retention.run_leases``.
+
+``max_active_runs=1`` on the DAG does not stop overlapping runs: ``airflow
+backfill create`` runs up to ten at once unless told otherwise, and a cleared
+task of an old run can run next to a new one. Overlapping runs of one policy
+delete each other's rows, and each then reports numbers that describe neither.
+
+So a run takes the policy's lease before its first deletion and reconcile
+gives it back. While another run holds it, the run waits (the DAG's
+``take_run_lease`` sensor reschedules itself, holding no worker slot). A
+holder whose DAG run has ended without giving it back (marked failed,
+killed before reconcile) is taken over: its windows left ``running`` are
+closed as ``cancelled`` and it gets a partial summary, so nothing stays open
+forever. Whether a DAG run has ended is Airflow's answer (``run_state``), not a
+timeout, because a healthy run can wait hours for pool slots.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from retention.db.connection import Connection
+from retention.db.sqlfiles import query
+
+log = logging.getLogger(__name__)
+
+ENDED_STATES = frozenset({"success", "failed"})
+"""DAG run states after which a run can hold nothing (None: the run no longer exists)."""
+
+RunState = Callable[[str], str | None]
+"""The state of a DAG run of this policy's DAG by run id (None if there is none)."""
+
+
+@dataclass(frozen=True)
+class LeaseOutcome:
+    """What one attempt to take the lease found and did (one XCom value)."""
+
+    taken: bool
+    run_id: str
+    holder: str | None = None  # the other run holding it, when not taken
+    holder_state: str | None = None
+    holder_since: dt.datetime | None = None
+    took_over: str | None = None  # an ended run whose lease this run took
+    closed_windows: list[str] = field(default_factory=list)
+
+    def message(self, policy: str) -> str:
+        if not self.taken:
+            since = f" since {self.holder_since:%Y-%m-%d %H:%M:%S}Z" if self.holder_since else ""
+            return (
+                f"policy {policy}: run {self.holder} holds the run lease{since} "
+                f"(its DAG run is {self.holder_state}); run {self.run_id} waits for it to "
+                "finish. Runs of one policy never overlap."
+            )
+        if self.took_over:
+            return (
+                f"policy {policy}: run {self.run_id} took the run lease over from run "
+                f"{self.took_over}, whose DAG run ended ({self.holder_state or 'gone'}) "
+                f"without reconcile; closed {len(self.closed_windows)} window(s) it left running"
+            )
+        return f"policy {policy}: run {self.run_id} holds the run lease"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "taken": self.taken,
+            "holder": self.holder,
+            "holder_state": self.holder_state,
+            "took_over": self.took_over,
+            "closed_windows": len(self.closed_windows),
+        }
+
+
+def take_run_lease(
+    conn: Connection, policy: str, dag_id: str, run_id: str, run_state: RunState
+) -> LeaseOutcome:
+    """Take the policy's run lease for ``run_id`` if it is free, already this run's, or
+    held by a run that has ended; otherwise report who holds it (nothing changes)."""
+    with conn.transaction():
+        row = conn.execute(query("run_lease_hold"), {"policy": policy, "dag_id": dag_id}).fetchone()
+        assert row is not None
+        holder: str | None = row["run_id"]
+        if holder == run_id:  # already this run's (a later task, a retry): nothing to do
+            return LeaseOutcome(taken=True, run_id=run_id)
+        state = None
+        if holder is not None:
+            state = run_state(holder)
+            if state is not None and state not in ENDED_STATES:
+                return LeaseOutcome(
+                    taken=False,
+                    run_id=run_id,
+                    holder=holder,
+                    holder_state=state,
+                    holder_since=row["taken_at"],
+                )
+        took_over = holder
+        conn.execute(
+            query("run_lease_take"),
+            {"policy": policy, "dag_id": dag_id, "run_id": run_id, "taken_over": took_over},
+        )
+        closed = close_stale_windows(
+            conn,
+            policy,
+            except_run=run_id,
+            reason=f"its task ended without closing it; closed when run {run_id} started",
+        )
+        for ended in sorted({r for _, r in closed} | ({took_over} if took_over else set())):
+            record_stopped_run(
+                conn,
+                policy,
+                ended,
+                f"the DAG run ended before reconcile; closed when run {run_id} took the lease",
+            )
+    outcome = LeaseOutcome(
+        taken=True,
+        run_id=run_id,
+        holder_state=state,
+        took_over=took_over,
+        closed_windows=[k for k, _ in closed],
+    )
+    log.info(outcome.message(policy))
+    return outcome
+
+
+def release_run_lease(conn: Connection, policy: str, run_id: str) -> bool:
+    """Give the lease back if ``run_id`` holds it (True); a no-op otherwise."""
+    with conn.transaction():
+        released = conn.execute(
+            query("run_lease_release"), {"policy": policy, "run_id": run_id}
+        ).fetchone()
+    return released is not None
+
+
+def holds_run_lease(conn: Connection, policy: str, run_id: str) -> str | None:
+    """None when ``run_id`` may work now (it holds the lease, or nobody does); else the
+    run that holds it."""
+    row = conn.execute(query("run_lease_holder"), {"policy": policy}).fetchone()
+    holder = row["run_id"] if row else None
+    return None if holder in (None, run_id) else holder
+
+
+def close_stale_windows(
+    conn: Connection,
+    policy: str,
+    *,
+    reason: str,
+    only_run: str | None = None,
+    except_run: str | None = None,
+) -> list[tuple[str, str]]:
+    """Close windows left ``running`` (of ``only_run``, or of every run but ``except_run``)
+    as ``cancelled``; return their (window key, run id)."""
+    rows = conn.execute(
+        query("windows_close_stale"),
+        {"policy": policy, "reason": reason, "only_run": only_run, "except_run": except_run},
+    ).fetchall()
+    for row in rows:
+        log.warning(
+            "policy %s: window %s of run %s was left running; closed as cancelled",
+            policy,
+            row["window_key"],
+            row["run_id"],
+        )
+    return [(row["window_key"], row["run_id"]) for row in rows]
+
+
+def record_stopped_run(conn: Connection, policy: str, run_id: str, reason: str) -> bool:
+    """Give a run that stopped before reconcile a partial summary (status ``cancelled``).
+
+    A reconciled run keeps its summary; a later reconcile of this run replaces
+    the partial one with the full count.
+    """
+    row = conn.execute(
+        query("run_record_stopped"), {"policy": policy, "run_id": run_id, "reason": reason}
+    ).fetchone()
+    return row is not None

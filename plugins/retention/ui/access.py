@@ -1,0 +1,147 @@
+"""The Retention view's Airflow side: who is logged in, what they may do, and the
+few facts only Airflow knows (paused DAGs, the pause Variable), plus starting a
+``retention__replay`` run.
+
+The pages never decide permissions themselves: every question goes to
+Airflow's auth manager, the same one the rest of the UI asks. Airflow is
+imported inside each method (the api-server has it; the package's other
+layers must import without it).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, Protocol
+
+from fastapi import HTTPException, Request
+
+REPLAY_DAG_ID = "retention__replay"
+
+
+class TriggerRefused(RuntimeError):
+    """Airflow would not start the run: the DAG is not parsed yet, or its params refuse the conf."""
+
+
+class Access(Protocol):
+    """What the pages ask of Airflow (a stand-in serves tests without an api-server)."""
+
+    async def user(self, request: Request) -> Any | None:
+        """The logged-in user, or None (no login, or an expired or bad token)."""
+
+    def login_url(self, next_url: str) -> str:
+        """Where a browser without a login goes (coming back to ``next_url``)."""
+
+    def user_name(self, user: Any) -> str: ...
+
+    def may_read(self, user: Any, dag_id: str) -> bool:
+        """May this user read this DAG (its runs, its evidence)?"""
+
+    def may_trigger(self, user: Any, dag_id: str) -> bool:
+        """May this user create a run of this DAG?"""
+
+    def paused_dags(self, dag_ids: list[str]) -> dict[str, bool]:
+        """Airflow's paused flag of each DAG it knows."""
+
+    def pause_switch(self) -> str | None:
+        """The Variable ``retention_pause`` now (None: not set)."""
+
+    def trigger(self, dag_id: str, conf: dict[str, Any], user: Any, note: str) -> str:
+        """Start a run of ``dag_id`` with ``conf`` on behalf of ``user``; returns its run id.
+
+        Raises :class:`TriggerRefused` with Airflow's reason when it will not.
+        """
+
+
+class AirflowAccess:
+    """The real thing: Airflow's auth manager, metadata database and Variables."""
+
+    async def user(self, request: Request) -> Any | None:
+        from airflow.api_fastapi.core_api.security import bearer_scheme, get_user
+
+        try:
+            credentials = await bearer_scheme(request)
+            return await get_user(request, None, credentials)
+        except HTTPException:
+            return None
+
+    def login_url(self, next_url: str) -> str:
+        from airflow.api_fastapi.app import get_auth_manager
+
+        return str(get_auth_manager().get_url_login(next_url=next_url))
+
+    def user_name(self, user: Any) -> str:
+        return str(user.get_name())
+
+    def may_read(self, user: Any, dag_id: str) -> bool:
+        from airflow.api_fastapi.app import get_auth_manager
+        from airflow.api_fastapi.auth.managers.models.resource_details import DagDetails
+
+        return bool(
+            get_auth_manager().is_authorized_dag(
+                method="GET", details=DagDetails(id=dag_id), user=user
+            )
+        )
+
+    def may_trigger(self, user: Any, dag_id: str) -> bool:
+        """What the public API's ``POST /dags/{dag_id}/dagRuns`` requires."""
+        from airflow.api_fastapi.app import get_auth_manager
+        from airflow.api_fastapi.auth.managers.models.resource_details import (
+            DagAccessEntity,
+            DagDetails,
+        )
+
+        return bool(
+            get_auth_manager().is_authorized_dag(
+                method="POST",
+                access_entity=DagAccessEntity.RUN,
+                details=DagDetails(id=dag_id),
+                user=user,
+            )
+        )
+
+    def paused_dags(self, dag_ids: list[str]) -> dict[str, bool]:
+        from airflow.models.dag import DagModel
+        from airflow.utils.session import create_session
+        from sqlalchemy import select
+
+        with create_session() as session:
+            rows = session.execute(
+                select(DagModel.dag_id, DagModel.is_paused).where(DagModel.dag_id.in_(dag_ids))
+            ).all()
+        return {dag_id: bool(paused) for dag_id, paused in rows}
+
+    def pause_switch(self) -> str | None:
+        from airflow.models.variable import Variable
+
+        from retention.db.gate import PAUSE_VARIABLE
+
+        value = Variable.get(PAUSE_VARIABLE, default_var=None)
+        return None if value is None else str(value)
+
+    def trigger(self, dag_id: str, conf: dict[str, Any], user: Any, note: str) -> str:
+        from airflow.api.common.trigger_dag import trigger_dag
+        from airflow.exceptions import DagNotFound, DagRunAlreadyExists
+        from airflow.utils.types import DagRunTriggeredByType
+
+        now = dt.datetime.now(dt.UTC)
+        try:
+            run = trigger_dag(
+                dag_id,
+                triggered_by=DagRunTriggeredByType.UI,
+                triggering_user_name=self.user_name(user),
+                # one run per policy of a selection, started in the same second: the
+                # policy in the id keeps them apart
+                run_id=f"manual__{now.isoformat()}__{conf.get('policy', '')}",
+                conf=conf,
+                note=note,
+            )
+        except DagNotFound as missing:
+            raise TriggerRefused(
+                f"Airflow does not know the DAG {dag_id!r} yet (is dags/retention_replay.py "
+                f"deployed, and has the dag-processor parsed it?): {missing}"
+            ) from missing
+        except (DagRunAlreadyExists, ValueError) as refused:  # ParamValidationError too
+            raise TriggerRefused(f"Airflow refused a run of {dag_id!r}: {refused}") from refused
+        if run is None:
+            raise RuntimeError(f"Airflow did not create a run of {dag_id}")
+        return str(run.run_id)

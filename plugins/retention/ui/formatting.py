@@ -1,0 +1,73 @@
+"""How the Retention view writes numbers, times and durations (Jinja2 filters).
+
+Pure functions: an operator reads "3 h 12 min" and "12,400", and the
+browser test reads the same text back to compare it with the database.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from typing import Any
+
+DASH = "–"
+
+
+def number(value: float | None) -> str:
+    """Whole numbers with thousands separators; a missing value is a dash."""
+    if value is None:
+        return DASH
+    return f"{value:,.0f}"
+
+
+def rate(value: float | None) -> str:
+    """A rate: one decimal below 100, whole above; a dash when missing."""
+    if value is None:
+        return DASH
+    return f"{value:,.1f}" if value < 100 else f"{value:,.0f}"
+
+
+def duration(seconds: float | None) -> str:
+    """``45 s``, ``12 min 5 s``, ``3 h 12 min``, ``2 d 4 h``; a dash when missing."""
+    if seconds is None:
+        return DASH
+    whole = round(seconds)
+    days, rest = divmod(whole, 86_400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days} d {hours} h"
+    if hours:
+        return f"{hours} h {minutes} min"
+    if minutes:
+        return f"{minutes} min {secs} s"
+    return f"{secs} s"
+
+
+def when(value: dt.datetime | None) -> str:
+    """A moment in UTC to the second, ``2026-03-01 12:00:05 UTC``; a dash when missing."""
+    if value is None:
+        return DASH
+    return value.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def sparkline(values: list[int], width: int = 120, height: int = 24) -> list[dict[str, float]]:
+    """Bars (x, y, width, height) of an inline SVG chart, one per value, scaled to the largest."""
+    if not values:
+        return []
+    top = max(values) or 1
+    step = width / len(values)
+    bars = []
+    for index, value in enumerate(values):
+        tall = height * value / top
+        bars.append({"x": index * step, "y": height - tall, "w": max(step - 0.5, 0.5), "h": tall})
+    return bars
+
+
+FILTERS: dict[str, Callable[..., Any]] = {
+    "number": number,
+    "rate": rate,
+    "duration": duration,
+    "when": when,
+    "sparkline": sparkline,
+}

@@ -1,0 +1,231 @@
+"""What the Retention view shows, read from a policy's database at request time.
+
+Every figure comes from one SQL file (``include/sql/ui_*.sql``) and is read
+in a short read-only statement bounded by the policy's planning timeouts, so
+a page view never holds a lock a deleter waits for. Nothing here imports
+Airflow: the view's Airflow side (who may see what, the paused flags) is in
+:mod:`retention.ui.access`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any
+
+from retention.db.connection import Connection, set_local
+from retention.db.sqlfiles import query
+from retention.evidence.reconcile import as_aware
+from retention.policy import Policy
+from retention.rows.target import TargetTable
+
+DEAD_LETTER_LIMIT = 200  # rows one dead-letter page lists
+STATEMENT_MS = 5000  # a page view's statements: enough for index reads, short for a person
+
+
+@dataclass(frozen=True)
+class LastRun:
+    """The latest run of a policy, as ``retention.runs`` recorded it."""
+
+    run_id: str
+    status: str  # planned (still running, or stopped before reconcile), clean, backlog, dirty…
+    dry_run: bool
+    cutoff: dt.datetime
+    rows_deleted: int | None  # None until reconcile wrote the summary
+    rows_remaining: int | None
+    planned_at: dt.datetime
+    finished_at: dt.datetime | None
+    duration_seconds: float | None  # planned → reconciled
+    windows: dict[str, int] = field(default_factory=dict)  # the plan's windows by state
+
+
+@dataclass(frozen=True)
+class Minute:
+    """One minute of the last hour: deletions and 429 answers."""
+
+    minute: dt.datetime
+    deletions: int
+    rate_limited: int
+
+
+@dataclass(frozen=True)
+class PolicyFigures:
+    """Everything the overview shows about one policy (see the README's Retention view)."""
+
+    policy: str
+    remote: bool
+    notify: bool
+    last_run: LastRun | None
+    cutoff_now: dt.datetime  # now − retain_days: what a run started now would delete
+    oldest_eligible: dt.datetime | None  # the oldest row older than cutoff_now
+    operations: dict[str, int] = field(default_factory=dict)  # pending, in_flight, dead
+    oldest_pending_seconds: float | None = None
+    events: dict[str, int] = field(default_factory=dict)  # pending, in_flight, dead
+    effective_rate: float | None = None  # calls/s the limiter allows now (0 while closed)
+    rate_ceiling: float | None = None
+    limiter_closed_until: dt.datetime | None = None
+    minutes: list[Minute] = field(default_factory=list)
+
+    @property
+    def lag_seconds(self) -> float | None:
+        """How long the oldest eligible row has waited past its cutoff (None: nothing waits)."""
+        if self.oldest_eligible is None:
+            return None
+        return max(0.0, (self.cutoff_now - self.oldest_eligible).total_seconds())
+
+    @property
+    def deletions_last_hour(self) -> int:
+        return sum(m.deletions for m in self.minutes)
+
+    @property
+    def rate_limited_last_hour(self) -> int:
+        return sum(m.rate_limited for m in self.minutes)
+
+    @property
+    def deletions_per_minute(self) -> float:
+        """The last hour's average (60 minutes, the current one included)."""
+        return self.deletions_last_hour / max(1, len(self.minutes))
+
+    @property
+    def rate_limited_per_minute(self) -> float:
+        return self.rate_limited_last_hour / max(1, len(self.minutes))
+
+
+def policy_figures(conn: Connection, policy: Policy, now: dt.datetime) -> PolicyFigures:
+    """Read one policy's figures from its database (the ``retention`` schema must exist).
+
+    One read-only transaction; each statement may run ``STATEMENT_MS`` and wait
+    for a lock the policy's ``lock_timeout_ms``, so a slow database fails this
+    policy's card with the reason instead of hanging the page.
+    """
+    cutoff_now = now - dt.timedelta(days=policy.retain_days)
+    params = {"policy": policy.name}
+    scope = policy.remote.scope if policy.remote else None
+    with conn.transaction():
+        conn.execute("SET TRANSACTION READ ONLY")
+        set_local(
+            conn,
+            statement_ms=STATEMENT_MS,
+            lock_ms=policy.lock_timeout_ms,
+            timezone=policy.timestamp_timezone,  # a timestamp column without a time zone
+        )
+        run = conn.execute(query("ui_last_run"), params).fetchone()
+        oldest = conn.execute(
+            TargetTable.of(policy.table_spec).query("ui_oldest_eligible"), {"cutoff": cutoff_now}
+        ).fetchone()
+        queue = conn.execute(query("ui_queue"), {**params, "scope": scope}).fetchone()
+        minutes = conn.execute(
+            query("ui_per_minute"), {**params, "remote": policy.remote is not None}
+        ).fetchall()
+    assert queue is not None
+    oldest_value = oldest["oldest"] if oldest else None
+    return PolicyFigures(
+        policy=policy.name,
+        remote=policy.remote is not None,
+        notify=policy.notify is not None,
+        last_run=_last_run(run),
+        cutoff_now=cutoff_now,
+        oldest_eligible=None
+        if oldest_value is None
+        else as_aware(oldest_value, policy.timestamp_timezone),
+        operations={k: int(v) for k, v in queue["operations_by_state"].items()},
+        oldest_pending_seconds=_float(queue["oldest_pending_seconds"]),
+        events={k: int(v) for k, v in queue["events_by_state"].items()},
+        effective_rate=_float(queue["effective_rate"]),
+        rate_ceiling=_float(queue["rate_ceiling"]),
+        limiter_closed_until=queue["closed_until"],
+        minutes=[Minute(m["minute"], int(m["deletions"]), int(m["rate_limited"])) for m in minutes],
+    )
+
+
+def _float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def _last_run(row: dict[str, Any] | None) -> LastRun | None:
+    if row is None:
+        return None
+    return LastRun(
+        run_id=row["run_id"],
+        status=row["status"],
+        dry_run=bool(row["dry_run"]),
+        cutoff=row["cutoff"],
+        rows_deleted=row["rows_deleted"],
+        rows_remaining=row["rows_remaining"],
+        planned_at=row["planned_at"],
+        finished_at=row["finished_at"],
+        duration_seconds=_float(row["duration_seconds"]),
+        windows={k: int(v) for k, v in sorted(row["windows_by_state"].items())},
+    )
+
+
+@dataclass(frozen=True)
+class DeadLetterFilter:
+    """The dead-letter page's filters; None means "any"."""
+
+    policy: str | None = None
+    failure_class: str | None = None
+    since: dt.datetime | None = None
+
+
+def dead_letters(
+    conn: Connection,
+    policies: list[str],
+    chosen: DeadLetterFilter,
+    limit: int = DEAD_LETTER_LIMIT,
+) -> list[dict[str, Any]]:
+    """Dead operations of ``policies`` (those the user may read) matching the filter."""
+    return conn.execute(
+        query("ui_dead_letters"),
+        {
+            "policies": policies,
+            "policy": chosen.policy,
+            "failure_class": chosen.failure_class,
+            "since": chosen.since,
+            "limit": limit,
+        },
+    ).fetchall()
+
+
+def dead_letter_classes(conn: Connection, policies: list[str]) -> list[dict[str, Any]]:
+    """(kind, policy, failure_class, n) of every dead operation and event of ``policies``."""
+    return conn.execute(query("ui_dead_letter_classes"), {"policies": policies}).fetchall()
+
+
+def dead_keys_by_policy(
+    conn: Connection, keys: list[str], policies: list[str]
+) -> dict[str, list[str]]:
+    """Which of ``keys`` are dead operations of ``policies``, grouped by policy."""
+    rows = conn.execute(
+        query("ui_dead_letter_policies"), {"keys": keys, "policies": policies}
+    ).fetchall()
+    return {row["policy"]: list(row["operation_keys"]) for row in rows}
+
+
+def dead_events(
+    conn: Connection,
+    policies: list[str],
+    chosen: DeadLetterFilter,
+    limit: int = DEAD_LETTER_LIMIT,
+) -> list[dict[str, Any]]:
+    """Dead ``retention.deleted`` events of ``policies`` matching the filter."""
+    return conn.execute(
+        query("ui_dead_events"),
+        {
+            "policies": policies,
+            "policy": chosen.policy,
+            "failure_class": chosen.failure_class,
+            "since": chosen.since,
+            "limit": limit,
+        },
+    ).fetchall()
+
+
+def dead_event_ids_by_policy(
+    conn: Connection, ids: list[str], policies: list[str]
+) -> dict[str, list[str]]:
+    """Which of ``ids`` are dead events of ``policies``, grouped by policy."""
+    rows = conn.execute(
+        query("ui_dead_event_policies"), {"ids": ids, "policies": policies}
+    ).fetchall()
+    return {row["policy"]: list(row["event_ids"]) for row in rows}

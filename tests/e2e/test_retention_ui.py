@@ -1,0 +1,286 @@
+"""The Retention view in headless Chromium, on a real api-server with the real plugin.
+
+An admin and a viewer (the simple auth manager's users) log in through
+Airflow's own login page, open the "Retention" entry of the UI's menu, and
+read the view. The figures shown are compared with the database; the viewer
+does not see the replay action (and is refused when posting it anyway), the
+admin does, and the action starts a ``retention__replay`` run with the chosen
+operation keys. Screenshots are kept under ``.local/screenshots/``; the
+README's ``docs/retention-view.png`` is the admin's overview taken here.
+
+Chromium is Debian's package (``.ci/run`` installs it in CI); without it the
+test skips and says so. Nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+import yaml
+
+from retention.db.connection import Connection
+from retention.evidence.reconcile import reconcile_run
+from retention.policy import Policy, parse_policy
+from retention.rows.deleter import delete_window
+from tests.support.airflow_services import AIRFLOW, api_server, service_environment, tail
+from tests.support.env import ROOT
+from tests.support.policies import policy_fields, remote_fields
+from tests.support.tables import create_table, new, old, plan
+from tests.support.ui_seed import NOTIFY, RECENT_429S, SeededLedger, seed_remote_ledger
+
+pytestmark = pytest.mark.scheduler
+
+SCREENSHOTS = ROOT / ".local" / "screenshots"
+ADMIN, VIEWER = "ops_admin", "ops_viewer"
+REMOTE_POLICY, ROWS_POLICY = "ui_media_assets", "ui_event_logs"
+TIMEOUT_MS = 60_000  # per browser step: the machine is shared, the first page load is slow
+
+
+@pytest.fixture
+def chromium() -> str:
+    """Debian's Chromium, or a skip that says how to get it (before any server starts)."""
+    found = shutil.which("chromium")
+    if found is None:
+        pytest.skip(
+            "no `chromium` on PATH: install Debian's package (`apt-get install chromium`; "
+            ".ci/run does) to run the Retention view's browser test"
+        )
+    return found
+
+
+@dataclass
+class Served:
+    url: str
+    passwords: dict[str, str]
+    seeded: SeededLedger
+    logs: Path
+
+
+def remote_policy_fields(table: str) -> dict[str, Any]:
+    return policy_fields(
+        table,
+        window_rows=10_000,
+        batch_rows=500,
+        window_per_tenant=False,
+        remote=remote_fields(table),
+        notify=NOTIFY,
+    )
+
+
+def parsed(name: str, fields: dict[str, Any]) -> Policy:
+    policy, problems = parse_policy(name, fields)
+    assert policy is not None, problems
+    return policy
+
+
+@pytest.fixture
+def served(
+    chromium: str, db: Connection, test_dsn: str, unique_name: str, sandbox, tmp_path: Path
+) -> Iterator[Served]:
+    """An api-server with the plugin, two seeded policies (remote, rows), an admin and a viewer.
+
+    The policies have readable names (they are in the README's screenshot) over
+    tables of this test's own (``t_…``, dropped with the test database's tables).
+    """
+    remote_fields_ = remote_policy_fields(unique_name)
+    seeded = seed_remote_ledger(db, test_dsn, parsed(REMOTE_POLICY, remote_fields_), sandbox)
+    rows_table = f"{unique_name}_rows"
+    create_table(db, rows_table, [(i, i % 3, old() if i <= 30 else new()) for i in range(1, 41)])
+    rows_fields = policy_fields(rows_table, window_rows=10, batch_rows=5, retain_days=3650)
+    rows_policy = parsed(ROWS_POLICY, rows_fields)
+    for window in plan(db, rows_policy):
+        delete_window(db, rows_policy, window, batch_rows=5, dry_run=False)
+    reconcile_run(db, rows_policy, "run-1")
+    policies = tmp_path / "policies.yaml"
+    policies.write_text(
+        yaml.safe_dump({"policies": {REMOTE_POLICY: remote_fields_, ROWS_POLICY: rows_fields}})
+    )
+    passwords = tmp_path / "passwords.json"
+    env = service_environment(
+        RETENTION_POLICIES=str(policies),
+        AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS=f"{ADMIN}:admin,{VIEWER}:viewer",
+        AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE=str(passwords),
+        AIRFLOW__API_AUTH__JWT_SECRET="retention-ui-test-secret",
+        AIRFLOW_VAR_RETENTION_PAUSE=f"some_other_policy, {REMOTE_POLICY}",
+        AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION="True",
+    )
+    # retention__replay must be known to Airflow (serialized) before it can be triggered;
+    # its policy list comes from RETENTION_POLICIES, as in the api-server
+    reserialized = subprocess.run(
+        [AIRFLOW, "dags", "reserialize"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert reserialized.returncode == 0, reserialized.stderr[-3000:]
+    with api_server(env, tmp_path) as url:
+        yield Served(url, json.loads(passwords.read_text()), seeded, tmp_path)
+
+
+def token(served: Served, user: str) -> str:
+    answer = requests.post(
+        f"{served.url}/auth/token",
+        json={"username": user, "password": served.passwords[user]},
+        timeout=30,
+    )
+    answer.raise_for_status()
+    return str(answer.json()["access_token"])
+
+
+def log_in(browser: Any, served: Served, user: str) -> Any:
+    """A fresh browser context logged in as ``user`` through Airflow's login page."""
+    context = browser.new_context(viewport={"width": 1600, "height": 900})
+    context.set_default_timeout(TIMEOUT_MS)
+    page = context.new_page()
+    page.goto(f"{served.url}/auth/login?next=/")
+    page.locator('input[name="username"]').fill(user)
+    page.locator('input[name="password"]').fill(served.passwords[user])
+    page.locator('button[type="submit"]').click()
+    page.wait_for_url(lambda url: "/auth/login" not in url)
+    return page
+
+
+def open_retention_entry(page: Any, served: Served) -> Any:
+    """Click Browse → Retention in the UI's menu; returns the view's frame."""
+    page.goto(f"{served.url}/")
+    page.get_by_role("button", name="Browse").click()
+    page.get_by_role("menuitem", name="Retention").click()
+    page.wait_for_url(lambda url: url.endswith("/plugin/retention"))
+    frame = page.frame_locator("iframe")
+    frame.locator("section.policy").first.wait_for()
+    return frame
+
+
+def figure(row: Any, name: str) -> str:
+    return str(row.locator(f"[data-figure={name}]").first.inner_text()).strip()
+
+
+def check_overview(view: Any, seeded: SeededLedger, run: dict[str, Any]) -> None:
+    """Every figure of both policies, as the database has them."""
+    row = view.locator(f"section[data-policy={REMOTE_POLICY}]")
+    assert figure(row, "status") == run["status"]
+    assert figure(row, "run_id") == "run-1"
+    assert figure(row, "rows_remaining") == f"{run['rows_remaining']:,}"
+    assert figure(row, "pending") == str(seeded.pending)
+    assert figure(row, "dead") == str(len(seeded.dead_keys))
+    assert figure(row, "deletions_last_hour") == str(seeded.done)
+    assert figure(row, "deletions_per_minute") == f"{seeded.done / 60:.1f}"
+    assert figure(row, "rate_limited_last_hour") == str(RECENT_429S)
+    assert figure(row, "events_pending") == str(seeded.events_pending)
+    assert figure(row, "events_dead") == str(seeded.events_dead)
+    assert figure(row, "effective_rate") == "0.0/s"  # closed by the 429s
+    assert figure(row, "limiter_closed").startswith("closed until")
+    assert figure(row, "queue_age").startswith("2 h")
+    # the Variable names the policy, and reserialize created its DAG paused
+    paused = figure(row, "paused")
+    assert "paused by retention_pause" in paused
+    assert "DAG paused" in paused
+    rows = view.locator(f"section[data-policy={ROWS_POLICY}]")
+    assert (figure(rows, "status"), figure(rows, "rows_deleted")) == ("clean", "30")
+    assert (figure(rows, "rows_remaining"), figure(rows, "lag")) == ("0", "none")
+    assert figure(rows, "deletions_last_hour") == "30"
+    assert "paused by" not in figure(rows, "paused")
+
+
+def replay_post(page: Any, served: Served, key: str, origin: str) -> Any:
+    return page.request.post(
+        f"{served.url}/retention/ui/dead-letters/replay",
+        form={"scope": "selected", "operation_key": key},
+        headers={"Origin": origin},
+        max_redirects=0,
+    )
+
+
+def check_viewer(viewer: Any, served: Served) -> None:
+    """The viewer sees the dead letters but not the replay action, and is refused it."""
+    dead_keys = served.seeded.dead_keys
+    viewer.goto(f"{served.url}/retention/ui/dead-letters?policy={REMOTE_POLICY}")
+    listed = viewer.locator("table[data-table=dead-letters] tbody tr[data-operation]")
+    shown = listed.evaluate_all("rows => rows.map(r => r.dataset.operation)")
+    assert sorted(shown) == dead_keys
+    assert viewer.locator("input[name=operation_key]").count() == 0
+    assert viewer.locator("[data-action=replay-selected]").count() == 0
+    viewer.screenshot(path=str(SCREENSHOTS / "retention-dead-letters-viewer.png"))
+    refused = replay_post(viewer, served, dead_keys[0], served.url)
+    assert refused.status == 403, refused.text()
+
+
+def replay_as_admin(admin: Any, served: Served) -> str:
+    """A forged post is refused; ticking both dead operations and replaying starts a run."""
+    dead_keys = served.seeded.dead_keys
+    forged = replay_post(admin, served, dead_keys[0], "http://evil.example")
+    assert forged.status == 403, forged.text()
+    admin.goto(f"{served.url}/retention/ui/dead-letters?policy={REMOTE_POLICY}")
+    for key in dead_keys:
+        admin.locator(f"input[name=operation_key][value='{key}']").check()
+    admin.locator("form[data-form=replay] input[name=reason]").fill("receiver fixed")
+    admin.screenshot(path=str(SCREENSHOTS / "retention-dead-letters-admin.png"))
+    admin.locator("[data-action=replay-selected]").click()
+    started = admin.locator("[data-started]")
+    started.first.wait_for()
+    return str(started.first.get_attribute("data-started"))
+
+
+def check_evidence(admin: Any, key: str) -> None:
+    """One operation's evidence, linked from its dead-letter row."""
+    admin.locator(f"tr[data-operation='{key}'] a").click()
+    admin.locator("table[data-table=evidence]").wait_for()
+    assert "http_422" in figure(admin, "next")
+    assert figure(admin, "state").startswith("dead")
+    admin.screenshot(path=str(SCREENSHOTS / "retention-operation-admin.png"))
+
+
+def test_the_retention_view_in_chromium(chromium: str, served: Served, db: Connection) -> None:
+    from playwright.sync_api import sync_playwright
+
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    seeded = served.seeded
+    assert seeded.policy.name == REMOTE_POLICY
+    run = db.execute(
+        "SELECT status, rows_remaining FROM retention.runs WHERE policy = %s AND run_id = 'run-1'",
+        (REMOTE_POLICY,),
+    ).fetchone()
+    assert run is not None
+
+    # no login: the browser is sent to Airflow's login page
+    anonymous = requests.get(f"{served.url}/retention/ui/", allow_redirects=False, timeout=30)
+    assert anonymous.status_code == 303
+    assert "/auth/login" in anonymous.headers["location"]
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        try:
+            admin = log_in(browser, served, ADMIN)
+            check_overview(open_retention_entry(admin, served), seeded, run)
+            admin.screenshot(path=str(SCREENSHOTS / "retention-overview-admin.png"))
+            check_viewer(log_in(browser, served, VIEWER), served)
+            run_id = replay_as_admin(admin, served)
+            check_evidence(admin, seeded.dead_keys[0])
+        finally:
+            browser.close()
+
+    answer = requests.get(
+        f"{served.url}/api/v2/dags/retention__replay/dagRuns/{run_id}",
+        headers={"Authorization": f"Bearer {token(served, ADMIN)}"},
+        timeout=30,
+    )
+    assert answer.status_code == 200, f"{answer.text}\n{tail(served.logs)}"
+    started_run = answer.json()
+    assert started_run["conf"] == {
+        "kind": "operations",
+        "policy": REMOTE_POLICY,
+        "operation_keys": seeded.dead_keys,
+        "reason": "receiver fixed",
+    }
+    assert started_run["triggering_user_name"] == ADMIN
+    assert started_run["note"] == f"Started from the Retention view by {ADMIN}"

@@ -1,0 +1,219 @@
+"""The operator's command line: it finds the checkout's settings itself, finds operations
+by what an operator has at hand, and names the dead letters' failure classes."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from retention.db.connection import Connection
+from tests.support.env import ENV_FILE, ROOT
+
+
+def cli(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "retention.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=120,
+        check=False,
+    )
+
+
+def add_operation(
+    db: Connection,
+    policy: str,
+    row_key: int,
+    object_id: str,
+    *,
+    state: str = "pending",
+    failure_class: str | None = None,
+    status: int | None = None,
+) -> str:
+    key = hashlib.sha256(f"{policy}|{row_key}|{object_id}".encode()).hexdigest()
+    db.execute(
+        "INSERT INTO retention.operations (operation_key, policy, policy_revision, table_name, "
+        "row_key, object_id, version, state, failure_class, last_status_code, reason) "
+        "VALUES (%s, %s, 1, 'public.media', %s, %s, '1', %s, %s, %s, %s)",
+        (key, policy, row_key, object_id, state, failure_class, status, failure_class),
+    )
+    return key
+
+
+@pytest.fixture
+def ledger(db: Connection, unique_name: str) -> dict[str, Any]:
+    """Three operations of a policy of its own: one done, two dead (one never answered)."""
+    return {
+        "policy": unique_name,
+        "done": add_operation(db, unique_name, 101, f"{unique_name}-a", state="done", status=204),
+        "dead_422": add_operation(
+            db,
+            unique_name,
+            102,
+            f"{unique_name}-b",
+            state="dead",
+            failure_class="http_422",
+            status=422,
+        ),
+        "dead_timeout": add_operation(
+            db, unique_name, 103, f"{unique_name}-c", state="dead", failure_class="timeout"
+        ),
+    }
+
+
+def test_the_cli_loads_the_checkouts_settings_without_a_shell(
+    ledger: dict[str, Any], tmp_path: Path
+) -> None:
+    """A clean environment, another folder: `.local/env` gives the connection and Airflow home."""
+    if not ENV_FILE.is_file():
+        pytest.skip("no .local/env in this checkout (run `make env`)")
+    clean = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PYTHONPATH": str(ROOT / "plugins")}
+    run = cli(
+        "--conn-id",
+        "retention_test",
+        "dead-letters",
+        "--policy",
+        ledger["policy"],
+        env=clean,
+        cwd=tmp_path,
+    )
+    assert run.returncode == 0, run.stderr
+    assert f"object={ledger['policy']}-b" in run.stdout
+    assert "2 dead operation(s)" in run.stdout
+    explained = cli(
+        "--conn-id", "retention_test", "explain", ledger["done"][:12], env=clean, cwd=tmp_path
+    )
+    assert explained.returncode == 0, explained.stderr
+    assert f"operation {ledger['done']}" in explained.stdout
+
+
+def test_settings_already_set_win_over_the_checkouts(
+    ledger: dict[str, Any], tmp_path: Path
+) -> None:
+    if not ENV_FILE.is_file():
+        pytest.skip("no .local/env in this checkout (run `make env`)")
+    clean = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+        "PYTHONPATH": str(ROOT / "plugins"),
+        "AIRFLOW_CONN_RETENTION_TEST": "postgres://nobody@127.0.0.1:1/none",
+    }
+    run = cli("--conn-id", "retention_test", "dead-letters", env=clean, cwd=tmp_path)
+    assert run.returncode != 0
+    assert "port 1" in run.stderr or "127.0.0.1" in run.stderr
+
+
+@pytest.mark.parametrize(
+    ("term", "which"),
+    [
+        ("whole key", "dead_422"),
+        ("key prefix", "dead_422"),
+        ("upper-case prefix", "dead_422"),
+        ("object id", "dead_422"),
+        ("row key", "dead_422"),
+    ],
+)
+def test_explain_finds_one_operation_by_what_the_operator_has(
+    ledger: dict[str, Any], test_dsn: str, term: str, which: str
+) -> None:
+    key = ledger[which]
+    given = {
+        "whole key": key,
+        "key prefix": key[:10],
+        "upper-case prefix": key[:10].upper(),
+        "object id": f"{ledger['policy']}-b",
+        "row key": "102",
+    }[term]
+    run = cli("--dsn", test_dsn, "explain", given, "--policy", ledger["policy"])
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith(f"operation {key}\n")
+    assert "http_422" in run.stdout
+
+
+def test_explain_lists_the_matches_when_there_are_several(
+    db: Connection, ledger: dict[str, Any], test_dsn: str
+) -> None:
+    other = f"{ledger['policy']}_other"
+    again = add_operation(db, other, 102, f"{other}-b")
+    run = cli("--dsn", test_dsn, "explain", "102")
+    assert run.returncode == 0, run.stderr
+    listed = run.stdout.splitlines()
+    assert any(line.startswith(ledger["dead_422"]) for line in listed)
+    assert any(line.startswith(again) for line in listed)
+    assert "operations match '102'" in run.stderr
+    narrowed = cli("--dsn", test_dsn, "explain", "102", "--policy", other)
+    assert narrowed.stdout.startswith(f"operation {again}\n")
+
+
+def test_explain_lists_at_most_twenty(db: Connection, unique_name: str, test_dsn: str) -> None:
+    for n in range(25):
+        add_operation(db, unique_name, 5000 + n, "shared-object")
+    run = cli("--dsn", test_dsn, "explain", "shared-object", "--policy", unique_name)
+    assert run.returncode == 0, run.stderr
+    assert len(run.stdout.splitlines()) == 20
+    assert "20+ operations" in run.stderr
+    assert "showing the newest 20" in run.stderr
+
+
+def test_explain_says_clearly_when_nothing_matches(ledger: dict[str, Any], test_dsn: str) -> None:
+    run = cli("--dsn", test_dsn, "explain", "no-such-object", "--policy", ledger["policy"])
+    assert run.returncode == 1
+    assert run.stdout == ""
+    assert (
+        f"no operation of policy {ledger['policy']!r} matches 'no-such-object' as an operation "
+        "key, a key prefix (4 or more hex digits), an object id or a row key"
+    ) in run.stderr
+    missing = "f" * 64
+    whole = cli("--dsn", test_dsn, "explain", missing)
+    assert whole.returncode == 1
+    assert f"matches {missing!r}" in whole.stderr
+
+
+def test_failure_class_without_a_value_lists_the_classes(
+    ledger: dict[str, Any], test_dsn: str
+) -> None:
+    run = cli("--dsn", test_dsn, "dead-letters", "--policy", ledger["policy"], "--failure-class")
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines() == [
+        "failure classes of dead operations (count):",
+        "  http_422: 1",
+        "  timeout: 1",
+    ]
+
+
+def test_a_failure_class_that_matches_nothing_lists_those_that_exist(
+    ledger: dict[str, Any], test_dsn: str
+) -> None:
+    run = cli(
+        "--dsn",
+        test_dsn,
+        "dead-letters",
+        "--policy",
+        ledger["policy"],
+        "--failure-class",
+        "http_500",
+    )
+    assert run.returncode == 1
+    assert "no dead operations of failure class 'http_500'" in run.stderr
+    assert "http_422: 1" in run.stderr
+    assert "timeout: 1" in run.stderr
+
+
+def test_an_operation_that_never_got_an_answer_reads_no_response(
+    ledger: dict[str, Any], test_dsn: str
+) -> None:
+    run = cli("--dsn", test_dsn, "dead-letters", "--policy", ledger["policy"])
+    assert run.returncode == 0, run.stderr
+    assert "timeout (no response)" in run.stdout
+    assert "http_422 (HTTP 422)" in run.stdout
+    assert "None" not in run.stdout.replace("tenant=None", "")

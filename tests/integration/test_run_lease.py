@@ -1,0 +1,137 @@
+"""The run lease: one run of a policy at a time, and what an ended run left open is closed."""
+
+from __future__ import annotations
+
+import pytest
+
+from retention.db.connection import Connection
+from retention.db.sqlfiles import query
+from retention.rows.run_lease import holds_run_lease, release_run_lease, take_run_lease
+from tests.support.policies import make_policy
+from tests.support.tables import create_table, old, plan
+
+
+def states(**runs: str | None):
+    """Airflow's answer for each run id (missing: the run does not exist)."""
+    asked: list[str] = []
+
+    def run_state(run_id: str) -> str | None:
+        asked.append(run_id)
+        return runs.get(run_id)
+
+    run_state.asked = asked  # type: ignore[attr-defined]
+    return run_state
+
+
+def lease_row(db: Connection, policy: str) -> dict:
+    row = db.execute("SELECT * FROM retention.run_leases WHERE policy = %s", (policy,)).fetchone()
+    assert row is not None
+    return row
+
+
+def test_a_free_lease_is_taken_and_a_running_holder_keeps_it(
+    db: Connection, unique_name: str
+) -> None:
+    first = take_run_lease(db, unique_name, "retention__x", "run-A", states())
+    assert first.taken
+    assert first.took_over is None
+    again = take_run_lease(db, unique_name, "retention__x", "run-A", states())
+    assert again.taken, "a later task of the holding run goes on"
+
+    waiting = take_run_lease(
+        db, unique_name, "retention__x", "run-B", states(**{"run-A": "running"})
+    )
+    assert not waiting.taken
+    assert (waiting.holder, waiting.holder_state) == ("run-A", "running")
+    message = waiting.message(unique_name)
+    assert "run-A holds the run lease" in message
+    assert "run-B waits" in message
+    assert lease_row(db, unique_name)["run_id"] == "run-A"
+    assert holds_run_lease(db, unique_name, "run-B") == "run-A"
+    assert holds_run_lease(db, unique_name, "run-A") is None
+
+
+def test_only_the_holder_gives_the_lease_back(db: Connection, unique_name: str) -> None:
+    take_run_lease(db, unique_name, "retention__x", "run-A", states())
+    assert not release_run_lease(db, unique_name, "run-B")
+    assert lease_row(db, unique_name)["run_id"] == "run-A"
+    assert release_run_lease(db, unique_name, "run-A")
+    row = lease_row(db, unique_name)
+    assert (row["run_id"], row["last_run_id"], row["last_outcome"]) == (
+        None,
+        "run-A",
+        "released",
+    )
+    after = take_run_lease(db, unique_name, "retention__x", "run-B", states())
+    assert after.taken
+    assert after.took_over is None
+
+
+@pytest.mark.parametrize("holder_state", ["failed", "success", None])
+def test_a_run_that_ended_without_reconcile_is_taken_over_and_closed(
+    db: Connection, unique_name: str, holder_state: str | None
+) -> None:
+    create_table(db, unique_name, [(i, 1, old(i)) for i in range(1, 41)])
+    policy = make_policy(unique_name, window_rows=10, batch_rows=5, window_per_tenant=False)
+    windows = plan(db, policy, run_id="run-A")
+    assert len(windows) >= 2
+    take_run_lease(db, unique_name, policy.dag_id, "run-A", states())
+    db.execute(query("window_start"), {"window_key": windows[0].window_key})  # then killed
+    db.execute(
+        "UPDATE retention.windows SET rows_deleted = 7 WHERE window_key = %s",
+        (windows[0].window_key,),
+    )
+
+    ended = {"run-A": holder_state} if holder_state else {}
+    outcome = take_run_lease(db, unique_name, policy.dag_id, "run-B", states(**ended))
+
+    assert outcome.taken
+    assert outcome.took_over == "run-A"
+    assert outcome.closed_windows == [windows[0].window_key]
+    window = db.execute(
+        "SELECT state, last_error FROM retention.windows WHERE window_key = %s",
+        (windows[0].window_key,),
+    ).fetchone()
+    assert window is not None
+    assert window["state"] == "cancelled"
+    assert "run-B" in window["last_error"]
+    run = db.execute(
+        "SELECT status, rows_deleted, summary FROM retention.runs WHERE policy = %s "
+        "AND run_id = 'run-A'",
+        (unique_name,),
+    ).fetchone()
+    assert run is not None
+    assert run["status"] == "cancelled"
+    assert run["rows_deleted"] == 7
+    assert run["summary"]["partial"] is True
+    assert run["summary"]["windows_by_state"] == {
+        "cancelled": 1,
+        "planned": len(windows) - 1,
+    }
+    row = lease_row(db, unique_name)
+    assert (row["run_id"], row["last_run_id"], row["last_outcome"]) == (
+        "run-B",
+        "run-A",
+        "taken_over",
+    )
+
+
+def test_a_reconciled_run_keeps_its_summary_when_closed_later(
+    db: Connection, unique_name: str
+) -> None:
+    create_table(db, unique_name, [(i, 1, old(i)) for i in range(1, 11)])
+    policy = make_policy(unique_name, window_rows=100, window_per_tenant=False)
+    plan(db, policy, run_id="run-A")
+    db.execute(
+        "UPDATE retention.runs SET status = 'clean', summary = '{\"status\": \"clean\"}' "
+        "WHERE policy = %s AND run_id = 'run-A'",
+        (unique_name,),
+    )
+    take_run_lease(db, unique_name, policy.dag_id, "run-A", states())
+    take_run_lease(db, unique_name, policy.dag_id, "run-B", states(**{"run-A": "failed"}))
+    run = db.execute(
+        "SELECT status, summary FROM retention.runs WHERE policy = %s AND run_id = 'run-A'",
+        (unique_name,),
+    ).fetchone()
+    assert run is not None
+    assert (run["status"], run["summary"]) == ("clean", {"status": "clean"})

@@ -1,0 +1,327 @@
+"""The Retention view's pages in process, over the real Postgres: logins, permissions, the
+CSRF guard, the replay form's runs, the evidence page and unreadable databases.
+
+Airflow's answers (who is logged in, who may trigger) come from a stand-in
+(``tests/support/ui_access.py``); the real ones are tested on a real api-server
+in ``tests/e2e/test_retention_ui.py``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from html import unescape
+from pathlib import Path
+
+import pytest
+import yaml
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+from psycopg import sql
+
+from retention.airflow.api import create_app
+from retention.db.connection import Connection, connect_dsn
+from retention.policy import parse_policy
+from retention.ui.access import REPLAY_DAG_ID
+from tests.support.policies import policy_fields, remote_fields
+from tests.support.ui_access import StandInAccess, StandInUser
+from tests.support.ui_seed import NOTIFY, SeededLedger, seed_remote_ledger
+
+BASE = "http://testserver"
+ORIGIN = {"Origin": BASE}
+USERS = {"admin-token": StandInUser("alice", "admin"), "viewer-token": StandInUser("vic", "viewer")}
+
+
+@dataclass
+class Pages:
+    client: TestClient
+    access: StandInAccess
+    seeded: SeededLedger
+    missing_policy: str  # a policy whose table does not exist
+
+    def as_user(self, token: str) -> TestClient:
+        self.client.cookies.set("_token", token)
+        return self.client
+
+
+@pytest.fixture
+def pages(
+    db: Connection,
+    test_dsn: str,
+    unique_name: str,
+    sandbox,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[Pages]:
+    fields = policy_fields(
+        unique_name,
+        window_rows=10_000,
+        batch_rows=500,
+        window_per_tenant=False,
+        remote=remote_fields(unique_name),
+        notify=NOTIFY,
+    )
+    policy, problems = parse_policy(unique_name, fields)
+    assert policy is not None, problems
+    seeded = seed_remote_ledger(db, test_dsn, policy, sandbox)
+    missing = f"{unique_name}_gone"
+    policies = tmp_path / "policies.yaml"
+    policies.write_text(
+        yaml.safe_dump({"policies": {unique_name: fields, missing: policy_fields(missing)}})
+    )
+    monkeypatch.setenv("RETENTION_POLICIES", str(policies))
+    access = StandInAccess(users=USERS, paused={policy.dag_id: False}, switch="all")
+    root = FastAPI()
+    root.mount("/retention", create_app(airflow_auth=False, ui_access=access))
+    with TestClient(root, base_url=BASE, follow_redirects=False) as client:
+        yield Pages(client, access, seeded, missing)
+
+
+def test_no_login_goes_to_the_login_page(pages: Pages) -> None:
+    answer = pages.client.get("/retention/ui/")
+    assert answer.status_code == 303
+    assert answer.headers["location"] == f"/auth/login?next={BASE}/retention/ui/"
+    posted = pages.client.post("/retention/ui/dead-letters/replay", headers=ORIGIN)
+    assert posted.status_code == 401
+    assert "Log in to Airflow" in posted.text
+
+
+def test_the_overview_shows_each_policy_or_why_it_cannot(pages: Pages) -> None:
+    page = pages.as_user("viewer-token").get("/retention/ui/")
+    assert page.status_code == 200
+    name = pages.seeded.policy.name
+    section = page.text[page.text.index(f'data-policy="{name}"') :]
+    assert re.search(r'data-figure="pending">2<', section)
+    # the card's title opens the policy's DAG in Airflow, outside the view's frame
+    assert f'href="../../dags/{pages.seeded.policy.dag_id}" target="_top"' in section
+    assert "paused by retention_pause" in section  # the Variable says "all"
+    gone = page.text[page.text.index(f'data-policy="{pages.missing_policy}"') :]
+    assert re.search(r'data-figure="error">no retention ledger or table yet', gone)
+
+
+def test_a_policy_whose_dag_the_user_may_not_read_is_not_shown(pages: Pages) -> None:
+    pages.access.unreadable_dags.add(pages.seeded.policy.dag_id)
+    page = pages.as_user("admin-token").get("/retention/ui/")
+    assert f'data-policy="{pages.seeded.policy.name}"' not in page.text
+    letters = pages.client.get("/retention/ui/dead-letters")
+    assert "No dead operations match." in letters.text
+    key = pages.seeded.dead_keys[0]
+    assert pages.client.get(f"/retention/ui/operations/{key}").status_code == 404
+
+
+def test_a_viewer_sees_dead_letters_without_the_replay_action(pages: Pages) -> None:
+    client = pages.as_user("viewer-token")
+    page = client.get("/retention/ui/dead-letters")
+    assert page.status_code == 200
+    assert all(key in page.text for key in pages.seeded.dead_keys)
+    assert 'name="operation_key"' not in page.text
+    assert "data-action=" not in page.text
+    refused = client.post(
+        "/retention/ui/dead-letters/replay",
+        data={"scope": "selected", "operation_key": pages.seeded.dead_keys},
+        headers=ORIGIN,
+    )
+    assert refused.status_code == 403
+    assert REPLAY_DAG_ID in refused.text
+    assert pages.access.triggered == []
+
+
+def test_replaying_the_ticked_operations_starts_one_run(pages: Pages) -> None:
+    client = pages.as_user("admin-token")
+    page = client.get("/retention/ui/dead-letters")
+    assert page.text.count('name="operation_key"') == 2
+    not_dead = "f" * 64
+    answer = client.post(
+        "/retention/ui/dead-letters/replay",
+        data={
+            "scope": "selected",
+            "operation_key": [*pages.seeded.dead_keys, not_dead, "not-a-key"],
+            "reason": "fixed the receiver",
+        },
+        headers=ORIGIN,
+    )
+    assert answer.status_code == 303, answer.text
+    assert answer.headers["location"] == f"{BASE}/retention/ui/dead-letters?started=manual__1"
+    assert pages.access.triggered == [
+        (
+            REPLAY_DAG_ID,
+            {
+                "kind": "operations",
+                "policy": pages.seeded.policy.name,
+                "operation_keys": pages.seeded.dead_keys,
+                "reason": "fixed the receiver",
+            },
+            "alice",
+            "Started from the Retention view by alice",
+        )
+    ]
+    shown = client.get(answer.headers["location"])
+    assert 'data-started="manual__1"' in shown.text
+
+
+def test_replaying_by_filter_needs_a_policy_and_a_class(pages: Pages) -> None:
+    client = pages.as_user("admin-token")
+    name = pages.seeded.policy.name
+    page = client.get(f"/retention/ui/dead-letters?policy={name}&failure_class=http_422")
+    assert 'data-action="replay-filter"' in page.text
+    vague = client.post(
+        "/retention/ui/dead-letters/replay",
+        data={"scope": "filter", "policy": name},
+        headers=ORIGIN,
+    )
+    assert vague.status_code == 400
+    assert "choose a policy and a failure class" in vague.text
+    answer = client.post(
+        "/retention/ui/dead-letters/replay",
+        data={
+            "scope": "filter",
+            "policy": name,
+            "failure_class": "http_422",
+            "since": "2026-01-01T00:00:00",
+        },
+        headers=ORIGIN,
+    )
+    assert answer.status_code == 303, answer.text
+    (triggered,) = pages.access.triggered
+    assert triggered[1] == {
+        "kind": "operations",
+        "policy": name,
+        "failure_class": "http_422",
+        "since": "2026-01-01T00:00:00+00:00",
+        "operation_keys": [],
+        "reason": "replayed from the Retention view by alice",
+    }
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [{}, {"Origin": "http://evil.example"}, {"Referer": "http://evil.example/page"}],
+    ids=["no-origin", "other-origin", "other-referer"],
+)
+def test_a_replay_from_another_origin_is_refused(pages: Pages, headers: dict[str, str]) -> None:
+    answer = pages.as_user("admin-token").post(
+        "/retention/ui/dead-letters/replay",
+        data={"scope": "selected", "operation_key": pages.seeded.dead_keys},
+        headers=headers,
+    )
+    assert answer.status_code == 403
+    assert "did not come from this Airflow's own pages" in unescape(answer.text)
+    assert pages.access.triggered == []
+
+
+def test_replaying_nothing_dead_says_so(pages: Pages) -> None:
+    client = pages.as_user("admin-token")
+    empty = client.post(
+        "/retention/ui/dead-letters/replay", data={"scope": "selected"}, headers=ORIGIN
+    )
+    assert empty.status_code == 400
+    none_dead = client.post(
+        "/retention/ui/dead-letters/replay",
+        data={"scope": "selected", "operation_key": "0" * 64},
+        headers=ORIGIN,
+    )
+    assert none_dead.status_code == 404
+    assert pages.access.triggered == []
+
+
+def test_bad_filters_are_named(pages: Pages) -> None:
+    client = pages.as_user("viewer-token")
+    bad_since = client.get("/retention/ui/dead-letters?since=yesterday")
+    assert bad_since.status_code == 400
+    assert "'yesterday' is not a date or time" in unescape(bad_since.text)
+    unknown = client.get("/retention/ui/dead-letters?policy=nope")
+    assert unknown.status_code == 404
+    assert "no policy 'nope'" in unescape(unknown.text)
+
+
+def test_the_evidence_page_shows_the_explain_record(pages: Pages) -> None:
+    client = pages.as_user("viewer-token")
+    key = pages.seeded.dead_keys[0]
+    page = client.get(f"/retention/ui/operations/{key}")
+    assert page.status_code == 200
+    assert key in page.text
+    assert "human review" in page.text
+    assert "http_422" in page.text
+    assert client.get("/retention/ui/operations/not-a-key").status_code == 404
+    assert client.get(f"/retention/ui/operations/{'0' * 64}").status_code == 404
+
+
+def test_values_are_escaped(pages: Pages, db: Connection) -> None:
+    db.execute(
+        "UPDATE retention.operations SET reason = '<script>alert(1)</script>' "
+        "WHERE operation_key = %s",
+        (pages.seeded.dead_keys[0],),
+    )
+    page = pages.as_user("viewer-token").get("/retention/ui/dead-letters")
+    assert "<script>alert(1)</script>" not in page.text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page.text
+
+
+def test_a_run_airflow_refuses_is_reported(pages: Pages) -> None:
+    pages.access.refuse = "Airflow does not know the DAG 'retention__replay' yet"
+    answer = pages.as_user("admin-token").post(
+        "/retention/ui/dead-letters/replay",
+        data={"scope": "selected", "operation_key": pages.seeded.dead_keys},
+        headers=ORIGIN,
+    )
+    assert answer.status_code == 409
+    assert "does not know the DAG" in unescape(answer.text)
+
+
+def test_a_locked_table_fails_its_card_not_the_page(pages: Pages, test_dsn: str) -> None:
+    """The view waits for a lock no longer than the policy's lock_timeout_ms (1 s)."""
+    with connect_dsn(test_dsn) as locker, locker.transaction():
+        locker.execute(
+            sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(
+                sql.Identifier(*pages.seeded.policy.table.split("."))
+            )
+        )
+        page = pages.as_user("viewer-token").get("/retention/ui/")
+    assert page.status_code == 200
+    card = page.text[page.text.index(f'data-policy="{pages.seeded.policy.name}"') :]
+    assert re.search(r'data-figure="error">LockNotAvailable: canceling statement', card)
+    assert "paused by retention_pause" in card  # what Airflow knows is still shown
+
+
+def test_replaying_dead_events(pages: Pages, db: Connection) -> None:
+    client = pages.as_user("admin-token")
+    (event_id,) = [
+        row["event_id"]
+        for row in db.execute(
+            "SELECT event_id FROM retention.outbox WHERE state = 'dead' AND policy = %s",
+            (pages.seeded.policy.name,),
+        )
+    ]
+    page = client.get("/retention/ui/dead-letters")
+    assert f'data-event="{event_id}"' in page.text
+    assert 'data-action="replay-events"' in page.text
+    answer = client.post(
+        "/retention/ui/dead-letters/replay",
+        data={"scope": "events", "event_id": [event_id, "evt_" + "0" * 32], "reason": "410 fixed"},
+        headers=ORIGIN,
+    )
+    assert answer.status_code == 303, answer.text
+    assert [conf for _, conf, _, _ in pages.access.triggered] == [
+        {
+            "kind": "events",
+            "policy": pages.seeded.policy.name,
+            "event_ids": [event_id],
+            "reason": "410 fixed",
+        }
+    ]
+    viewer = pages.as_user("viewer-token").get("/retention/ui/dead-letters")
+    assert f'data-event="{event_id}"' in viewer.text
+    assert 'name="event_id"' not in viewer.text
+
+
+def test_a_policy_the_file_gets_wrong_is_named_on_the_overview(
+    pages: Pages, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    policies = tmp_path / "broken.yaml"
+    policies.write_text(yaml.safe_dump({"policies": {"broken": {"retain_days": "thirty"}}}))
+    monkeypatch.setenv("RETENTION_POLICIES", str(policies))
+    page = pages.as_user("viewer-token").get("/retention/ui/")
+    assert page.status_code == 200
+    shown = unescape(page.text)
+    assert "policy 'broken', field 'retain_days': must be a whole number, got 'thirty'" in shown

@@ -1,0 +1,64 @@
+"""A stand-in for the Retention view's questions to Airflow, for in-process page tests.
+
+It answers as Airflow's simple auth manager does for its roles (a viewer may
+read every DAG and trigger none; a user, op or admin may trigger), knows users
+by the token in the ``_token`` cookie, and records the runs it is asked to
+start instead of creating them. The real answers are tested on a real
+api-server in ``tests/e2e/test_retention_ui.py``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi import Request
+
+from retention.ui.access import TriggerRefused
+
+TRIGGERING_ROLES = {"user", "op", "admin"}
+
+
+@dataclass(frozen=True)
+class StandInUser:
+    name: str
+    role: str
+
+
+@dataclass
+class StandInAccess:
+    """Users by token; records triggered runs as (dag_id, conf, user name, note)."""
+
+    users: dict[str, StandInUser]
+    unreadable_dags: set[str] = field(default_factory=set)
+    paused: dict[str, bool] = field(default_factory=dict)
+    switch: str | None = None
+    triggered: list[tuple[str, dict[str, Any], str, str]] = field(default_factory=list)
+    refuse: str | None = None  # the reason Airflow would give for refusing every run
+
+    async def user(self, request: Request) -> StandInUser | None:
+        return self.users.get(request.cookies.get("_token", ""))
+
+    def login_url(self, next_url: str) -> str:
+        return f"/auth/login?next={next_url}"
+
+    def user_name(self, user: Any) -> str:
+        return str(user.name)
+
+    def may_read(self, user: Any, dag_id: str) -> bool:
+        return dag_id not in self.unreadable_dags
+
+    def may_trigger(self, user: Any, dag_id: str) -> bool:
+        return user.role in TRIGGERING_ROLES
+
+    def paused_dags(self, dag_ids: list[str]) -> dict[str, bool]:
+        return {d: self.paused[d] for d in dag_ids if d in self.paused}
+
+    def pause_switch(self) -> str | None:
+        return self.switch
+
+    def trigger(self, dag_id: str, conf: dict[str, Any], user: Any, note: str) -> str:
+        if self.refuse is not None:
+            raise TriggerRefused(self.refuse)
+        self.triggered.append((dag_id, conf, user.name, note))
+        return f"manual__{len(self.triggered)}"

@@ -1,0 +1,96 @@
+"""`make airflow` starts the sandbox API and the event receiver the demo policies name,
+runs Airflow, and stops both when Airflow exits."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+from tests.support.env import ROOT
+
+SCRIPT = ROOT / "scripts" / "dev_services.py"
+
+# Run by the script in place of `airflow standalone`: both services answer, then exit 3.
+PROBE = """
+import sys, urllib.request, urllib.error
+sandbox, events = sys.argv[1], sys.argv[2]
+stats = urllib.request.urlopen(f"http://127.0.0.1:{sandbox}/_sandbox/stats", timeout=10)
+assert stats.status == 200, stats.status
+try:
+    urllib.request.urlopen(
+        urllib.request.Request(f"http://127.0.0.1:{events}/hooks/retention", data=b"{}"),
+        timeout=10,
+    )
+    raise SystemExit("the receiver accepted an unsigned event")
+except urllib.error.HTTPError as refused:
+    assert refused.code == 401, refused.code
+sys.exit(3)
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def refused(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    except ConnectionRefusedError:
+        return True
+    return False
+
+
+def test_the_services_run_while_the_command_runs_and_stop_with_it() -> None:
+    sandbox, events = free_port(), free_port()
+    env = {
+        **os.environ,
+        "RETENTION_SANDBOX_PORT": str(sandbox),
+        "RETENTION_EVENTS_PORT": str(events),
+        "AIRFLOW_CONN_MEDIA_EVENTS": json.dumps(
+            {
+                "conn_type": "http",
+                "host": "127.0.0.1",
+                "password": "whsec_dGVzdHNlY3JldHRlc3RzZWNyZXQ=",
+            }
+        ),
+    }
+    run = subprocess.run(
+        [sys.executable, str(SCRIPT), "--", sys.executable, "-c", PROBE, str(sandbox), str(events)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert run.returncode == 3, run.stdout + run.stderr
+    assert f"sandbox deletion API on 127.0.0.1:{sandbox}" in run.stdout
+    assert (
+        "dev_services: stopped; event receiver: 0 retention.deleted events verified" in run.stdout
+    )
+    assert "1 bad signatures" in run.stdout
+    assert refused(sandbox)
+    assert refused(events)
+
+
+def test_a_busy_port_is_named() -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        env = {**os.environ, "RETENTION_SANDBOX_PORT": str(port)}
+        run = subprocess.run(
+            [sys.executable, str(SCRIPT), "--", sys.executable, "-c", "pass"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert run.returncode != 0
+    assert f"cannot listen on 127.0.0.1:{port}" in run.stderr
+    assert "RETENTION_SANDBOX_PORT" in run.stderr

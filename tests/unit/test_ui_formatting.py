@@ -1,0 +1,44 @@
+"""How the Retention view writes durations, numbers, moments and its per-minute bars."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from retention.ui.formatting import DASH, duration, number, rate, sparkline, when
+
+
+@pytest.mark.parametrize(
+    ("seconds", "shown"),
+    [
+        (None, DASH),
+        (0, "0 s"),
+        (44.6, "45 s"),
+        (60, "1 min 0 s"),
+        (725, "12 min 5 s"),
+        (7200, "2 h 0 min"),
+        (11_520, "3 h 12 min"),
+        (187_200, "2 d 4 h"),
+    ],
+)
+def test_durations(seconds: float | None, shown: str) -> None:
+    assert duration(seconds) == shown
+
+
+def test_numbers_rates_and_moments() -> None:
+    assert (number(None), number(0), number(12_400)) == (DASH, "0", "12,400")
+    assert (rate(None), rate(0.1333), rate(250.0), rate(1234.5)) == (DASH, "0.1", "250", "1,234")
+    berlin = dt.timezone(dt.timedelta(hours=1))
+    moment = dt.datetime(2026, 3, 1, 13, 0, 5, tzinfo=berlin)
+    assert when(moment) == "2026-03-01 12:00:05 UTC"
+    assert when(None) == DASH
+
+
+def test_bars_scale_to_the_largest_minute() -> None:
+    bars = sparkline([0, 5, 10], width=30, height=20)
+    assert [b["h"] for b in bars] == [0, 10, 20]
+    assert [b["y"] for b in bars] == [20, 10, 0]
+    assert [b["x"] for b in bars] == [0, 10, 20]
+    assert sparkline([]) == []
+    assert [b["h"] for b in sparkline([0, 0])] == [0, 0]  # an idle hour draws nothing
