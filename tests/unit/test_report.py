@@ -148,6 +148,22 @@ def test_unknown_keys_of_any_shape_are_shown() -> None:
     assert rows["wide.k7"] == "7", "a wide dict gets one row per entry"
 
 
+def test_a_large_dict_of_counters_shows_only_what_happened() -> None:
+    idle = dict.fromkeys(("claimed", "done", "dead", "retried", "snoozed", "released"), 0)
+    idle |= dict.fromkeys(("stale_leases", "lost_leases", "batches", "token_takes"), 0)
+    idle |= {"kind": "operations", "out_of_time": False, "waited_for_tokens_seconds": 0.0}
+    drain = {**idle, "done": 211, "rows_deleted": 211, "batches": 3, "pause": {"pauses": 0}}
+    rows = rows_of(format_summary({"status": "clean", "drain": drain, "remote": {"dead": 0}}))
+    assert {k: v for k, v in rows.items() if k.startswith("drain")} == {
+        "drain.done": "211",
+        "drain.batches": "3",
+        "drain.kind": "operations",
+        "drain.rows_deleted": "211",
+        "drain.pause": "pauses 0",
+    }
+    assert rows["remote"] == "dead 0", "a small dict keeps its zeros: they are facts"
+
+
 def test_long_texts_in_a_list_get_a_row_each() -> None:
     notes = [
         "no index on created_at: windows cover the whole key range up to 99",

@@ -3,7 +3,8 @@
 The summary reconcile records is a nested dict; logged as Python it is one
 long line that wraps off the screen, with the status somewhere in the middle.
 :func:`format_summary` lays it out as ``name  value`` rows, status first,
-numbers with thousands separators, nested dicts as dotted names
+numbers with thousands separators (a large nested dict of counters, such
+as the drain's, without its zeros), nested dicts as dotted names
 (``remote.eligible_rows_by_state``), small flat dicts and lists of dicts
 (dirty windows, partitions) and long texts (notes, window keys) as one
 readable row each. It knows no key by
@@ -21,6 +22,7 @@ FIRST_KEYS = ("status", "dry_run", "policy", "run_id")
 MAX_LIST_ITEMS = 10
 MAX_INLINE_ITEMS = 6  # a flat dict with more entries than this gets one row per entry
 LONG_TEXT = 40  # a list holding a longer string (a note, a window key) gets a row per item
+COUNTERS_ITEMS = 12  # a nested dict this large is a pass's counters: its zeros are left out
 ESTIMATE_FLAG = "rows_planned_is_estimate"
 
 
@@ -44,10 +46,13 @@ def _rows(prefix: str, data: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
         if _empty(value):
             continue
         if isinstance(value, Mapping):
-            if _flat(value) and len(value) <= MAX_INLINE_ITEMS:
-                yield name, _inline(value)
+            shown = value
+            if len(value) >= COUNTERS_ITEMS:  # a pass's counters: only what happened
+                shown = {k: v for k, v in value.items() if not _nothing(v)}
+            if _flat(shown) and len(shown) <= MAX_INLINE_ITEMS:
+                yield name, _inline(shown)
             else:
-                yield from _rows(f"{name}.", value)
+                yield from _rows(f"{name}.", shown)
         elif isinstance(value, list | tuple) and any(_own_row(v) for v in value):
             shown = value[:MAX_LIST_ITEMS]
             for i, item in enumerate(shown):
@@ -64,6 +69,11 @@ def _rows(prefix: str, data: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
 def _own_row(item: Any) -> bool:
     """List items that read better one per row: dicts, and long texts."""
     return isinstance(item, Mapping) or (isinstance(item, str) and len(item) > LONG_TEXT)
+
+
+def _nothing(value: Any) -> bool:
+    """A counter that stayed at zero (or a flag that stayed off), or an empty value."""
+    return _empty(value) or (isinstance(value, int | float) and not value)
 
 
 def _empty(value: Any) -> bool:
