@@ -67,9 +67,9 @@ def duration(seconds: float) -> str:
     return f"{whole // 3600} h {whole % 3600 // 60:02d} min"
 
 
-def plural(count: int, noun: str) -> str:
-    """``1 window``, ``12 windows``, ``1,200 rows``."""
-    return f"{count:,} {noun}{'' if count == 1 else 's'}"
+def plural(count: int, noun: str, nouns: str | None = None) -> str:
+    """``1 window``, ``12 windows``, ``1,200 rows``, ``3 batches`` (``nouns`` if not +s)."""
+    return f"{count:,} {noun if count == 1 else nouns or noun + 's'}"
 
 
 def rate(per_second: float, unit: str = "") -> str:

@@ -11,6 +11,7 @@ from retention.progress import (
     PhaseTimer,
     Progress,
     duration,
+    plural,
     progress_interval,
     rate,
     throttle_words,
@@ -133,6 +134,13 @@ def test_durations(seconds: float, words: str) -> None:
 def test_rates(per_second: float, words: str) -> None:
     assert rate(per_second) == words
     assert rate(per_second, "rows") == words.replace("/s", " rows/s")
+
+
+def test_plurals() -> None:
+    assert plural(1, "window") == "1 window"
+    assert plural(1200, "row") == "1,200 rows"
+    assert plural(1, "batch", "batches") == "1 batch"
+    assert plural(0, "batch", "batches") == "0 batches"
 
 
 def test_throttle_words_largest_reason_first() -> None:

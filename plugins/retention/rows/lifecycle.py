@@ -26,7 +26,7 @@ from retention.db.connection import Connection, bounded
 from retention.db.gate import Gate
 from retention.db.sqlfiles import query
 from retention.policy.model import TableSpec, Timeouts
-from retention.progress import progress_line
+from retention.progress import plural, progress_line
 from retention.rows.run_lease import record_stopped_run
 from retention.rows.target import TargetTable
 from retention.rows.windows import Window
@@ -94,15 +94,20 @@ def window_attempt(conn: Connection, window: Window, *, dry_run: bool) -> Iterat
             close_window(conn, window, result, state="cancelled", error=stopped)
             record_stopped_run(conn, window.policy, window.run_id, str(stopped))
         except Exception:  # the connection may be gone; a later run closes the window
-            log.exception("window %s: could not record the stop", window.label)
+            log.exception("%s: could not record the stop in retention.windows", window.label)
         metrics.window_seconds(window.policy, "cancelled", result.seconds)
         log.warning(
-            "%s: cancelled after %d rows in %d batches, %.2fs (%s)",
-            window.label,
-            result.rows_deleted,
-            result.batches,
-            result.seconds,
-            stopped,
+            "%s",
+            progress_line(
+                window.label,
+                result.rows_deleted,
+                window.expected_rows,
+                result.seconds,
+                result.pause.get("pause_reasons") or {},
+                final=True,
+                verb="cancelled after deleting",
+                extra=f"{plural(result.batches, 'batch', 'batches')} ({stopped})",
+            ),
         )
         raise
     except BaseException as exc:
@@ -129,8 +134,8 @@ def window_attempt(conn: Connection, window: Window, *, dry_run: bool) -> Iterat
             extra=(
                 ""
                 if dry_run
-                else f"{result.batches} batches, longest {result.longest_batch_ms:.0f} ms, "
-                f"{result.timeouts} timeouts"
+                else f"{plural(result.batches, 'batch', 'batches')}, longest "
+                f"{result.longest_batch_ms:.0f} ms, {plural(result.timeouts, 'timeout')}"
             )
             + (f"; {result.note}" if result.note else ""),
         ),
