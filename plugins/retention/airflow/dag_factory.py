@@ -15,6 +15,7 @@ from airflow.sdk import DAG, Param, PokeReturnValue, TriggerRule, get_current_co
 from airflow.sdk.configuration import conf
 from airflow.sdk.exceptions import AirflowFailException
 
+from retention.airflow.alerts import alerts_doc, with_alerts
 from retention.airflow.steps import (
     DeliveryIncomplete,
     RunLeaseHeld,
@@ -222,6 +223,8 @@ def policy_doc(policy: Policy, warnings: list[str]) -> str:
             f"`deliver_events` in pool `{notify.pool}`; max attempts {notify.max_attempts}, "
             f"timeout {notify.timeout_seconds:g} s, lease {notify.lease:g} s |"
         )
+    if policy.alerts is not None:
+        rows.append(f"| alerts | {alerts_doc(policy.alerts)} |")
     pools = (
         "**Pools.** `delete_window` runs in the policy's `pool`; its slots cap how many "
         "windows delete at once, across every policy sharing it."
@@ -393,7 +396,7 @@ def build_dag(
             deletes >> deliver_events_task(policy) >> reconcile()
         else:
             deletes >> reconcile()
-    return dag
+    return with_alerts(dag, policy)  # alerts: send_alerts after reconcile, the deadline
 
 
 def build_policy_dags(

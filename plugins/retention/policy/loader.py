@@ -17,7 +17,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from retention.paths import AIRFLOW_SETTINGS_PATH, DEFAULT_POLICIES_PATH
-from retention.policy.model import NotifySpec, Policy, PolicyRuleError, RemoteSpec
+from retention.policy.model import AlertsSpec, NotifySpec, Policy, PolicyRuleError, RemoteSpec
 
 DEFAULT_POOL = "default_pool"
 
@@ -169,7 +169,11 @@ def _unknown_field(model: type[BaseModel]) -> str:
     return f"unknown field; known fields are {', '.join(_known_fields(model))}"
 
 
-_SECTIONS: dict[str, type[BaseModel]] = {"remote": RemoteSpec, "notify": NotifySpec}
+_SECTIONS: dict[str, type[BaseModel]] = {
+    "remote": RemoteSpec,
+    "notify": NotifySpec,
+    "alerts": AlertsSpec,
+}
 
 
 def _problem(name: str, error: Any) -> PolicyProblem:

@@ -1,14 +1,14 @@
 """The policy model: one pydantic model per section of a retention policy.
 
 The YAML contract is flat (``table``, ``key_column``, ``lock_timeout_ms``, …)
-with two nested sections (``remote:`` and ``notify:``). Every default is
+with nested sections (``remote:``, ``notify:``, ``health:``, ``alerts:``). Every default is
 stated once, here, and every rule is a field constraint or a validator, so
 the JSON Schema editors use (``python -m retention.cli schema``) and the
 README's field table are generated from the same source and cannot drift.
 
 Lower layers take only the part they need: :class:`TableSpec` (what table and
 columns), :class:`Timeouts` (how long a statement may run or wait),
-:class:`RemoteSpec` and :class:`NotifySpec`.
+:class:`RemoteSpec`, :class:`NotifySpec` and :class:`AlertsSpec`.
 """
 
 from __future__ import annotations
@@ -334,6 +334,82 @@ class NotifySpec(Section):
         return self.lease_seconds or max(60.0, 3 * self.timeout_seconds)
 
 
+ALERT_TARGETS = ("on_dirty", "on_lag", "on_dead_letters", "on_failure", "on_deadline")
+
+
+class AlertsSpec(Section):
+    """``alerts:``: JSON messages to HTTP connections when a run needs a person, once per run.
+
+    Each ``on_*`` field names the Airflow HTTP connection its message is POSTed
+    to (Slack-shaped when the connection's extra says ``"format": "slack"``).
+    A threshold travels with the alert that needs it: ``lag_minutes`` with
+    ``on_lag``, ``deadline_minutes`` with ``on_deadline``.
+    """
+
+    on_dirty: NonEmpty | None = Field(
+        None,
+        description="HTTP connection told when reconcile finds the run dirty (rows older "
+        "than the cutoff left, windows unfinished, events undelivered).",
+    )
+    on_lag: NonEmpty | None = Field(
+        None,
+        description="HTTP connection told when the oldest eligible row left in the table has "
+        "waited longer than lag_minutes past its cutoff (needs lag_minutes).",
+    )
+    lag_minutes: float | None = Field(
+        None,
+        gt=0,
+        le=525_600,
+        description="How long an eligible row may wait past its cutoff before on_lag fires; "
+        "below max_lag_hours, it warns before a remote backlog makes runs dirty.",
+    )
+    on_dead_letters: NonEmpty | None = Field(
+        None,
+        description="HTTP connection told when operations or events went dead during the run "
+        "(dead ones of earlier runs are not told again).",
+    )
+    on_failure: NonEmpty | None = Field(
+        None,
+        description="HTTP connection told when a task of the run failed; a dirty run goes to "
+        "on_dirty instead when that is set.",
+    )
+    on_deadline: NonEmpty | None = Field(
+        None,
+        description="HTTP connection told when a run is still going deadline_minutes after it "
+        "was queued (an Airflow Deadline Alert; needs deadline_minutes).",
+    )
+    deadline_minutes: float | None = Field(
+        None,
+        gt=0,
+        le=525_600,
+        description="Minutes after a run is queued by which it should have finished.",
+    )
+
+    @model_validator(mode="after")
+    def _thresholds_with_their_alerts(self) -> AlertsSpec:
+        pairs = (
+            ("on_lag", "lag_minutes", "how long an eligible row may wait past its cutoff"),
+            ("on_deadline", "deadline_minutes", "how long after it is queued a run should end"),
+        )
+        for target, threshold, meaning in pairs:
+            has_target = getattr(self, target) is not None
+            has_threshold = getattr(self, threshold) is not None
+            if has_target and not has_threshold:
+                raise PolicyRuleError(threshold, f"{target} needs {threshold} ({meaning})")
+            if has_threshold and not has_target:
+                raise PolicyRuleError(
+                    target, f"{threshold} is set, so name the HTTP connection to tell in {target}"
+                )
+        if all(getattr(self, target) is None for target in ALERT_TARGETS):
+            raise ValueError(f"name at least one connection: {', '.join(ALERT_TARGETS)}")
+        return self
+
+    def targets(self) -> dict[str, str]:
+        """Alert kind (``dirty``, ``lag``, …) → the connection it goes to, for those set."""
+        named = {t.removeprefix("on_"): getattr(self, t) for t in ALERT_TARGETS}
+        return {kind: conn_id for kind, conn_id in named.items() if conn_id is not None}
+
+
 @dataclass(frozen=True)
 class TableSpec:
     """The table a policy cleans and the columns that matter."""
@@ -571,6 +647,11 @@ class Policy(Section):
     health: HealthSpec = Field(
         default_factory=HealthSpec,
         description="Database-health pauses and aborts; safe defaults for a production primary.",
+    )
+    alerts: AlertsSpec | None = Field(
+        None,
+        description="Messages to HTTP connections when a run is dirty, lagging, leaves dead "
+        "letters, fails or misses its deadline; once per run.",
     )
 
     @model_validator(mode="before")

@@ -1,0 +1,300 @@
+"""The Airflow side of alerts: the ``send_alerts`` task, the Deadline Alert and its callback.
+
+``with_alerts`` adds both to a policy's DAG when the policy has ``alerts:``:
+
+- ``send_alerts`` runs after ``reconcile`` whatever happened
+  (``trigger_rule=all_done``), reads the run's summary and the states of the
+  run's task instances (``RuntimeTaskInstance.get_task_states`` through the
+  task SDK), and sends each alert that fires once (see
+  ``retention.evidence.alerts``). It then fails, naming what failed, when any
+  task of the run failed: it is a leaf of the DAG, and a green leaf after a
+  failed ``reconcile`` would turn a dirty run green.
+- ``deadline_minutes`` becomes an Airflow ``DeadlineAlert`` measured from when
+  the run was queued (``DeadlineReference.DAGRUN_QUEUED_AT``: a logical date
+  would put a backfill of an old date past its deadline at once). Its callback
+  is an ``AsyncCallback``, so the **triggerer** runs it when the scheduler
+  finds the deadline missed: a deployment with deadlines needs a triggerer
+  (``airflow standalone`` and Astro start one). The callback does its
+  blocking work (connections, Postgres, the POST) in a worker thread, so it
+  never stalls the triggerer's event loop.
+
+Where a message goes is an Airflow HTTP connection: host (and port, scheme,
+auth, headers) as usual, the extra ``endpoint`` as the path (default: the host
+URL as it is) and the extra ``format`` (``slack`` for Slack's incoming-webhook
+shape, else plain JSON). Neither extra is sent as a header.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import logging
+from typing import Any
+
+from airflow.sdk import (
+    DAG,
+    AsyncCallback,
+    DeadlineAlert,
+    DeadlineReference,
+    TriggerRule,
+    get_current_context,
+    task,
+)
+from airflow.sdk.configuration import conf
+from airflow.sdk.exceptions import AirflowFailException
+
+from retention.airflow.connections import SIGNING_SECRET_EXTRA, postgres
+from retention.evidence.alert_messages import (
+    Alert,
+    MessageFormat,
+    deadline_alert,
+    decide_alerts,
+    message_body,
+    run_url,
+)
+from retention.evidence.alerts import (
+    ALERT_TIMEOUT_SECONDS,
+    ENDPOINT_EXTRA,
+    FAILED_STATES,
+    FORMAT_EXTRA,
+    AlertOutcome,
+    purge_old_alerts,
+    read_run_facts,
+    read_run_progress,
+    send_once,
+)
+from retention.policy.model import AlertsSpec, Policy
+from retention.queue.http import HttpSender
+
+log = logging.getLogger(__name__)
+
+SEND_ALERTS_TASK = "send_alerts"
+AFTER_TASK = "reconcile"
+
+
+class AlertsNotSent(RuntimeError):
+    """An alert's receiver did not take it; a retry of the task sends it again."""
+
+
+class AlertTargetError(ValueError):
+    """An alert connection's extras are not what this package reads."""
+
+
+def alert_target(conn_id: str) -> tuple[HttpSender, str, MessageFormat]:
+    """A sender for the connection, the path to POST to, and the message format."""
+    from airflow.providers.http.hooks.http import HttpHook
+    from airflow.sdk import BaseHook
+
+    extra = BaseHook.get_connection(conn_id).extra_dejson or {}
+    fmt = str(extra.get(FORMAT_EXTRA, "json")).lower()
+    if fmt not in ("json", "slack"):
+        raise AlertTargetError(
+            f"connection {conn_id!r}: extra {FORMAT_EXTRA!r} is {fmt!r}; use 'slack' for "
+            "Slack's incoming-webhook shape or 'json' (the default) for a plain JSON object"
+        )
+    endpoint = str(extra.get(ENDPOINT_EXTRA) or "")
+    hook = HttpHook(http_conn_id=conn_id)
+    session = hook.get_conn()
+    ours = {FORMAT_EXTRA, ENDPOINT_EXTRA, SIGNING_SECRET_EXTRA}
+    for header in list(session.headers):
+        if header.lower() in ours:  # the HttpHook turns every extra into a header
+            del session.headers[header]
+    sender = HttpSender(session, hook.url_from_endpoint, ALERT_TIMEOUT_SECONDS)
+    return sender, endpoint, fmt  # type: ignore[return-value]
+
+
+def deliver(
+    conn: Any, alert: Alert, *, policy: str, dag_id: str, run_id: str, url: str | None
+) -> AlertOutcome:
+    """Send one alert once, through its connection; a bad connection is a failed send."""
+    try:
+        sender, endpoint, fmt = alert_target(alert.conn_id)
+    except Exception as bad:  # a missing or malformed connection: recorded, never hidden
+        log.exception("alert %s: connection %r is unusable", alert.kind, alert.conn_id)
+        return AlertOutcome(alert.kind, alert.conn_id, "failed", error=f"{bad}")
+    body = message_body(alert, policy=policy, dag_id=dag_id, run_id=run_id, url=url, fmt=fmt)
+    try:
+        return send_once(
+            conn, sender, endpoint=endpoint, policy=policy, run_id=run_id, alert=alert, body=body
+        )
+    finally:
+        sender.close()
+
+
+def base_url() -> str | None:
+    """The API server's public URL (``[api] base_url``), for links to the run."""
+    return conf.get("api", "base_url", fallback=None) or None
+
+
+def failed_tasks_of(context: Any) -> tuple[str, ...]:
+    """Task instances of the current run that failed or could not run (mapped ones as
+    ``task_<index>``), other than ``send_alerts`` itself."""
+    run_id = context["run_id"]
+    states = context["ti"].get_task_states(dag_id=context["dag"].dag_id, run_ids=[run_id])
+    return tuple(
+        sorted(
+            name
+            for name, state in (states.get(run_id) or {}).items()
+            if state in FAILED_STATES and name != SEND_ALERTS_TASK
+        )
+    )
+
+
+def send_alerts_step(
+    policy: Policy,
+    *,
+    run_id: str,
+    failed_tasks: tuple[str, ...],
+    url: str | None,
+    dry_run: bool,
+) -> dict[str, Any]:
+    """Decide and send the run's alerts; raise :class:`AlertsNotSent` if one did not go out."""
+    assert policy.alerts is not None
+    with postgres(policy.postgres_conn_id) as conn:
+        facts = read_run_facts(
+            conn, policy, run_id, failed_tasks=failed_tasks, dry_run=dry_run, url=url
+        )
+        alerts = decide_alerts(policy.alerts, facts, remote=policy.remote is not None)
+        outcomes = [
+            deliver(conn, alert, policy=policy.name, dag_id=policy.dag_id, run_id=run_id, url=url)
+            for alert in alerts
+        ]
+        purged = purge_old_alerts(conn, policy.name, policy.audit_days)
+    for outcome in outcomes:
+        log.info("alert %s to %s: %s", outcome.kind, outcome.conn_id, outcome.state)
+    failed = [o for o in outcomes if o.state == "failed"]
+    if failed:
+        raise AlertsNotSent(
+            f"policy {policy.name!r}: alert(s) not taken by their receivers: "
+            + "; ".join(f"{o.kind} to connection {o.conn_id!r}: {o.error}" for o in failed)
+            + ". A retry of send_alerts sends them again (alerts already sent are not repeated)."
+        )
+    return {"alerts": [o.as_dict() for o in outcomes], "purged_alert_rows": purged}
+
+
+def alerts_doc(spec: AlertsSpec) -> str:
+    """The alerts row of the DAG docs' settings table: what goes where, and when."""
+    when = {
+        "lag": f" (past {spec.lag_minutes or 0:g} min)",
+        "deadline": f" ({spec.deadline_minutes or 0:g} min after queued, by the triggerer)",
+    }
+    parts = [f"{kind}{when.get(kind, '')} → `{conn}`" for kind, conn in spec.targets().items()]
+    return "; ".join(parts) + f"; sent once per run by `{SEND_ALERTS_TASK}`"
+
+
+def with_alerts(dag: DAG, policy: Policy) -> DAG:
+    """The policy's DAG with ``send_alerts`` after ``reconcile`` and its deadline alert
+    (unchanged when the policy has no ``alerts:``)."""
+    spec = policy.alerts
+    if spec is None:
+        return dag
+    if spec.deadline_minutes is not None and spec.on_deadline is not None:
+        dag.deadline = deadline_alert_of(policy)
+
+    # multiple_outputs=False: one XCom, not one per key of the returned dict
+    @task(task_id=SEND_ALERTS_TASK, trigger_rule=TriggerRule.ALL_DONE, multiple_outputs=False)
+    def send_alerts() -> dict[str, Any]:
+        context = get_current_context()
+        failed = failed_tasks_of(context)
+        sent = send_alerts_step(
+            policy,
+            run_id=context["run_id"],
+            failed_tasks=failed,
+            url=run_url(base_url(), policy.dag_id, context["run_id"]),
+            dry_run=bool(context["params"].get("dry_run")),
+        )
+        if failed:  # a leaf that succeeded would turn the failed run green
+            raise AirflowFailException(
+                f"{policy.dag_id} run {context['run_id']}: task(s) {', '.join(failed)} failed; "
+                f"the alerts were sent ({sent['alerts']}). The run stays failed."
+            )
+        return sent
+
+    with dag:
+        dag.get_task(AFTER_TASK) >> send_alerts()
+    return dag
+
+
+def deadline_alert_of(policy: Policy) -> DeadlineAlert:
+    """The policy's Deadline Alert: ``deadline_minutes`` after the run was queued."""
+    spec = policy.alerts
+    assert spec is not None
+    assert spec.deadline_minutes is not None
+    assert spec.on_deadline is not None
+    return DeadlineAlert(
+        reference=DeadlineReference.DAGRUN_QUEUED_AT,
+        interval=dt.timedelta(minutes=spec.deadline_minutes),
+        callback=AsyncCallback(
+            on_deadline_missed,
+            kwargs={
+                "policy": policy.name,
+                "postgres_conn_id": policy.postgres_conn_id,
+                "conn_id": spec.on_deadline,
+                "deadline_minutes": spec.deadline_minutes,
+            },
+        ),
+        name=f"{policy.dag_id} deadline",
+    )
+
+
+async def on_deadline_missed(
+    policy: str,
+    postgres_conn_id: str,
+    conn_id: str,
+    deadline_minutes: float,
+    context: dict[str, Any] | None = None,
+) -> str:
+    """Deadline Alert callback (run by the triggerer): tell ``on_deadline`` the run is late.
+
+    ``context`` is what the scheduler gives deadline callbacks: the DAG run (as
+    the REST API's JSON) and the deadline (``id``, ``deadline_time``). The
+    result is one line of text: Airflow stores it in a text column
+    (``callback.output``), and a dict there stops the triggerer (Airflow 3.3.2).
+    """
+    outcome = await asyncio.to_thread(
+        send_deadline_alert,
+        policy=policy,
+        postgres_conn_id=postgres_conn_id,
+        conn_id=conn_id,
+        deadline_minutes=deadline_minutes,
+        context=context or {},
+    )
+    return json.dumps(outcome)
+
+
+def send_deadline_alert(
+    *,
+    policy: str,
+    postgres_conn_id: str,
+    conn_id: str,
+    deadline_minutes: float,
+    context: dict[str, Any],
+) -> dict[str, Any]:
+    """The blocking part of the deadline callback: read the run's progress, send once."""
+    dag_run = dict(context.get("dag_run") or {})
+    deadline = context.get("deadline") or {}
+    run_id = str(dag_run.get("dag_run_id") or dag_run.get("run_id") or "")
+    dag_id = str(dag_run.get("dag_id") or f"retention__{policy}")
+    if not run_id:
+        raise ValueError(f"deadline callback of policy {policy!r}: the context names no run")
+    deadline_time = deadline.get("deadline_time")
+    url = run_url(base_url(), dag_id, run_id)
+    with postgres(postgres_conn_id) as conn:
+        alert = deadline_alert(
+            conn_id,
+            policy=policy,
+            dag_id=dag_id,
+            run_id=run_id,
+            deadline_minutes=deadline_minutes,
+            dag_run=dag_run,
+            deadline_time=None if deadline_time is None else str(deadline_time),
+            progress=read_run_progress(conn, policy, run_id),
+        )
+        outcome = deliver(conn, alert, policy=policy, dag_id=dag_id, run_id=run_id, url=url)
+    if outcome.state == "failed":
+        raise AlertsNotSent(
+            f"policy {policy!r}: the deadline alert to connection {conn_id!r} was not "
+            f"taken: {outcome.error}"
+        )
+    return outcome.as_dict()

@@ -1,0 +1,355 @@
+"""What an alert says: the rules that decide which alerts a finished run fires, and
+the messages (plain JSON or Slack's incoming-webhook shape) with the runbook's
+first step. Pure: no database, no network (``retention.evidence.alerts`` sends).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+from urllib.parse import quote
+
+from retention.policy.model import AlertsSpec
+
+AlertKind = Literal["dirty", "lag", "dead_letters", "failure", "deadline"]
+MessageFormat = Literal["json", "slack"]
+MAX_LISTED = 5
+MESSAGE_TYPE = "retention.alert"
+README = "README.md"
+
+
+@dataclass(frozen=True)
+class RunbookStep:
+    """The README runbook section an alert points at, and the first thing it says to do."""
+
+    heading: str
+    first_step: str
+
+    @property
+    def anchor(self) -> str:
+        return "#" + heading_anchor(self.heading)
+
+
+# The first step of each README runbook section, quoted (the README's "## Runbook").
+RUNBOOK: dict[str, RunbookStep] = {
+    "dirty": RunbookStep(
+        "A dirty run",
+        "Read what remains and why, before rerunning anything: the run's summary in "
+        "retention.runs and its unfinished windows' last_error in retention.windows; then "
+        "find the blocker (pg_blocking_pids) and clear delete_window[i] with Downstream.",
+    ),
+    "outage": RunbookStep(
+        "An API outage",
+        "Confirm it is the API, not the credentials (a 401/403 streak stops the task with a "
+        "message naming the connection): operations by state and the last hour's attempts "
+        "by outcome class.",
+    ),
+    "dead_letters": RunbookStep(
+        "Dead letters: replay or not",
+        "`python -m retention.cli dead-letters --policy <policy> --failure-class` (counts "
+        "per class), then the list of one class, and `python -m retention.cli explain <key "
+        "or object id>` for one operation's attempts and replays.",
+    ),
+    "receiver": RunbookStep(
+        "A 410 receiver",
+        "Ask the receiver's owner whether the endpoint moved or is gone. Nothing is lost: "
+        "the events stay pending in retention.outbox, not dead.",
+    ),
+    "slow": RunbookStep(
+        "Changing batch size and pool slots mid-flight",
+        "Pool slots: Admin → Pools (or `airflow pools set`); the scheduler uses the new "
+        "number at once, and more slots start waiting windows. Batch size adapts by itself "
+        "towards target_batch_ms.",
+    ),
+}
+
+
+def heading_anchor(heading: str) -> str:
+    """GitHub's anchor of a Markdown heading: lower case, punctuation dropped, spaces to '-'."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+@dataclass(frozen=True)
+class DeadLetters:
+    """Dead operations and events of a policy: new since the run was planned, and in all."""
+
+    new_operations: int = 0
+    new_operations_by_class: dict[str, int] = field(default_factory=dict)
+    dead_operations: int = 0
+    new_events: int = 0
+    dead_events: int = 0
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What a finished run's alerts are decided from (read once, then passed around)."""
+
+    policy: str
+    dag_id: str
+    run_id: str
+    summary: dict[str, Any] | None  # retention.runs.summary; None if reconcile never wrote it
+    failed_tasks: tuple[str, ...] = ()
+    lag_hours: float | None = None  # oldest row older than the cutoff: hours since eligible
+    dead: DeadLetters = field(default_factory=DeadLetters)
+    dry_run: bool = False
+    run_url: str | None = None
+
+
+@dataclass(frozen=True)
+class Alert:
+    """One message to one connection: what is wrong, in words and figures."""
+
+    kind: AlertKind
+    conn_id: str
+    title: str
+    text: str
+    figures: dict[str, Any]
+    runbook: RunbookStep
+
+
+def decide_alerts(spec: AlertsSpec, facts: RunFacts, *, remote: bool) -> list[Alert]:
+    """The alerts a finished run fires under ``spec`` (pure; see the module docs for the rules)."""
+    summary = facts.summary or {}
+    dry_run = bool(summary.get("dry_run", facts.dry_run))
+    told_dirty = bool(spec.on_dirty) and summary.get("status") == "dirty"
+    alerts: list[Alert] = []
+    if spec.on_dirty and told_dirty:
+        alerts.append(_dirty(spec.on_dirty, facts, summary))
+    if spec.on_failure and facts.failed_tasks and not told_dirty:
+        alerts.append(_failure(spec.on_failure, facts, summary, remote=remote))
+    if dry_run:
+        return alerts
+    lag = facts.lag_hours
+    if (
+        spec.on_lag
+        and not told_dirty  # the dirty message carries the lag: one cause, one message
+        and spec.lag_minutes is not None
+        and lag is not None
+        and lag * 60 > spec.lag_minutes
+    ):
+        alerts.append(_lag(spec.on_lag, spec.lag_minutes, facts, summary, remote=remote))
+    dead = facts.dead
+    if spec.on_dead_letters and (dead.new_operations or dead.new_events):
+        alerts.append(_dead_letters(spec.on_dead_letters, facts))
+    return alerts
+
+
+def _who(facts: RunFacts) -> str:
+    return f"{facts.dag_id} run {facts.run_id}"
+
+
+def _listed(items: list[str]) -> str:
+    shown = ", ".join(items[:MAX_LISTED])
+    return shown + (f" and {len(items) - MAX_LISTED} more" if len(items) > MAX_LISTED else "")
+
+
+def _dirty(conn_id: str, facts: RunFacts, summary: dict[str, Any]) -> Alert:
+    left = int(summary.get("rows_remaining") or 0)
+    unfinished = list(summary.get("windows_unfinished") or [])
+    dirty_windows = [
+        f"{w['label']}: {w['rows_remaining']}" for w in summary.get("dirty_windows") or []
+    ]
+    problems = list((summary.get("events") or {}).get("problems") or [])
+    parts = [
+        f"{_who(facts)} is dirty: {left:,} rows older than cutoff {summary.get('cutoff')} "
+        f"remain in {summary.get('table')} ({int(summary.get('rows_deleted') or 0):,} deleted)."
+    ]
+    if dirty_windows:
+        parts.append(f"Rows left in windows: {_listed(dirty_windows)}.")
+    if summary.get("rows_outside_windows"):
+        parts.append(f"{summary['rows_outside_windows']:,} are outside every planned window.")
+    if unfinished:
+        parts.append(f"Unfinished windows: {_listed(unfinished)}.")
+    if problems:
+        parts.append("Event delivery: " + "; ".join(problems) + ".")
+    figures = {
+        "status": "dirty",
+        "cutoff": summary.get("cutoff"),
+        "rows_deleted": summary.get("rows_deleted"),
+        "rows_remaining": left,
+        "rows_remaining_in_windows": summary.get("rows_remaining_in_windows"),
+        "rows_outside_windows": summary.get("rows_outside_windows"),
+        "windows": summary.get("windows"),
+        "windows_unfinished": unfinished,
+        "event_problems": problems,
+        "lag_hours": None if facts.lag_hours is None else round(facts.lag_hours, 2),
+    }
+    runbook = RUNBOOK["receiver"] if problems and not left and not unfinished else RUNBOOK["dirty"]
+    return Alert(
+        "dirty", conn_id, f"Retention {facts.policy}: dirty run", " ".join(parts), figures, runbook
+    )
+
+
+def _failure(conn_id: str, facts: RunFacts, summary: dict[str, Any], *, remote: bool) -> Alert:
+    failed = list(facts.failed_tasks)
+    status = summary.get("status")
+    text = f"{_who(facts)} failed: task(s) {_listed(failed)} failed or could not run."
+    text += (
+        f" Reconcile recorded the run as {status}." if status else " No run summary was recorded."
+    )
+    names = {task.rsplit("_", 1)[0] if task[-1:].isdigit() else task for task in failed}
+    if "deliver_events" in names:
+        runbook = RUNBOOK["receiver"]
+    elif remote and names & {"delete_window", "drain_operations"}:
+        runbook = RUNBOOK["outage"]
+    else:
+        runbook = RUNBOOK["dirty"]
+    figures = {
+        "failed_tasks": failed,
+        "status": status,
+        "dry_run": summary.get("dry_run", facts.dry_run),
+        "rows_deleted": summary.get("rows_deleted"),
+        "rows_remaining": summary.get("rows_remaining"),
+    }
+    return Alert(
+        "failure", conn_id, f"Retention {facts.policy}: run failed", text, figures, runbook
+    )
+
+
+def _lag(
+    conn_id: str, limit_minutes: float, facts: RunFacts, summary: dict[str, Any], *, remote: bool
+) -> Alert:
+    assert facts.lag_hours is not None
+    backlog = (summary.get("remote") or {}).get("eligible_rows_by_state") or {}
+    text = (
+        f"{_who(facts)} left rows behind: the oldest row older than cutoff "
+        f"{summary.get('cutoff')} in {summary.get('table')} became eligible "
+        f"{facts.lag_hours:.1f} hours ago, more than lag_minutes ({limit_minutes:g}); "
+        f"{int(summary.get('rows_remaining') or 0):,} rows are waiting"
+        + (f" (by operation state: {backlog})." if backlog else ".")
+    )
+    figures = {
+        "lag_hours": round(facts.lag_hours, 2),
+        "lag_minutes_limit": limit_minutes,
+        "rows_remaining": summary.get("rows_remaining"),
+        "status": summary.get("status"),
+        "eligible_rows_by_state": backlog,
+    }
+    runbook = RUNBOOK["outage"] if remote else RUNBOOK["dirty"]
+    return Alert("lag", conn_id, f"Retention {facts.policy}: lagging", text, figures, runbook)
+
+
+def _dead_letters(conn_id: str, facts: RunFacts) -> Alert:
+    dead = facts.dead
+    parts = []
+    if dead.new_operations:
+        classes = ", ".join(f"{k}: {v}" for k, v in sorted(dead.new_operations_by_class.items()))
+        parts.append(f"{dead.new_operations} operation(s) went dead ({classes})")
+    if dead.new_events:
+        parts.append(f"{dead.new_events} event(s) went dead")
+    text = (
+        f"{_who(facts)}: {' and '.join(parts)} during this run; "
+        f"{dead.dead_operations} operation(s) and {dead.dead_events} event(s) are dead in all."
+    )
+    figures = {
+        "new_dead_operations": dead.new_operations,
+        "new_dead_operations_by_class": dead.new_operations_by_class,
+        "new_dead_events": dead.new_events,
+        "dead_operations": dead.dead_operations,
+        "dead_events": dead.dead_events,
+    }
+    return Alert(
+        "dead_letters",
+        conn_id,
+        f"Retention {facts.policy}: dead letters",
+        text,
+        figures,
+        RUNBOOK["dead_letters"],
+    )
+
+
+def deadline_alert(
+    conn_id: str,
+    *,
+    policy: str,
+    dag_id: str,
+    run_id: str,
+    deadline_minutes: float,
+    dag_run: dict[str, Any],
+    deadline_time: str | None,
+    progress: dict[str, Any] | None,
+) -> Alert:
+    """The message of a missed deadline: the run, how late, how far it has come."""
+    state = dag_run.get("state")
+    text = (
+        f"{dag_id} run {run_id} has not finished {deadline_minutes:g} minutes after it was "
+        f"queued (queued {dag_run.get('queued_at')}, deadline {deadline_time}); it is {state}."
+    )
+    figures: dict[str, Any] = {
+        "deadline_minutes": deadline_minutes,
+        "queued_at": dag_run.get("queued_at"),
+        "deadline_time": deadline_time,
+        "state": state,
+    }
+    if progress:
+        text += (
+            f" {progress['windows_done']} of {progress['windows']} windows are done, "
+            f"{int(progress['rows_deleted']):,} rows deleted of about "
+            f"{int(progress['rows_planned']):,} planned"
+            + (" (a dry run)." if progress["dry_run"] else ".")
+        )
+        figures.update(
+            windows=progress["windows"],
+            windows_done=progress["windows_done"],
+            rows_deleted=int(progress["rows_deleted"]),
+            rows_planned=int(progress["rows_planned"]),
+            dry_run=progress["dry_run"],
+        )
+    else:
+        text += " Its windows are not planned yet."
+    return Alert(
+        "deadline", conn_id, f"Retention {policy}: run late", text, figures, RUNBOOK["slow"]
+    )
+
+
+def run_url(base_url: str | None, dag_id: str, run_id: str) -> str | None:
+    """The run's page in the Airflow UI, when the API server's base URL is configured."""
+    if not base_url:
+        return None
+    return f"{base_url.rstrip('/')}/dags/{quote(dag_id, safe='')}/runs/{quote(run_id, safe='')}"
+
+
+def message_body(
+    alert: Alert, *, policy: str, dag_id: str, run_id: str, url: str | None, fmt: MessageFormat
+) -> dict[str, Any]:
+    """The JSON POSTed for an alert: a plain object, or Slack's ``text`` + ``blocks``."""
+    runbook = {
+        "section": alert.runbook.heading,
+        "first_step": alert.runbook.first_step,
+        "link": f"{README}{alert.runbook.anchor}",
+    }
+    if fmt == "json":
+        return {
+            "type": MESSAGE_TYPE,
+            "kind": alert.kind,
+            "policy": policy,
+            "dag_id": dag_id,
+            "run_id": run_id,
+            "title": alert.title,
+            "message": alert.text,
+            "figures": alert.figures,
+            "runbook": runbook,
+            "run_url": url,
+        }
+    link = f"<{url}|{run_id}>" if url else f"`{run_id}`"
+    return {
+        "text": f"{alert.title}: {alert.text}",
+        "blocks": [
+            {"type": "header", "text": {"type": "plain_text", "text": alert.title[:150]}},
+            {"type": "section", "text": {"type": "mrkdwn", "text": alert.text[:3000]}},
+            {
+                "type": "section",
+                "text": {
+                    "type": "mrkdwn",
+                    "text": f"*First step* ({runbook['link']}): {alert.runbook.first_step}"[:3000],
+                },
+            },
+            {
+                "type": "context",
+                "elements": [
+                    {"type": "mrkdwn", "text": f"policy `{policy}` · {dag_id} · run {link}"}
+                ],
+            },
+        ],
+    }

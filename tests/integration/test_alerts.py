@@ -1,0 +1,310 @@
+"""Alerts against the real Postgres and a real HTTP receiver on loopback: once per run."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from retention.airflow.alerts import AlertsNotSent, deadline_alert_of, send_alerts_step
+from retention.db.connection import Connection
+from retention.evidence.alerts import read_run_facts
+from retention.evidence.reconcile import reconcile_run
+from retention.policy import Policy
+from tests.support.alert_receiver import AlertReceiver
+from tests.support.policies import make_policy
+from tests.support.tables import CUTOFF, create_table, new, old, plan
+
+CONN_ID = "ops_alerts"
+RUN_ID = "run-1"
+
+
+@pytest.fixture
+def receiver(monkeypatch: pytest.MonkeyPatch) -> Iterator[AlertReceiver]:
+    server = AlertReceiver()
+    monkeypatch.setenv(f"AIRFLOW_CONN_{CONN_ID.upper()}", server.connection())
+    yield server
+    server.answer_gate.set()
+    server.shutdown()
+    server.server_close()
+
+
+def dirty_run(db: Connection, name: str, **alerts: Any) -> Policy:
+    """30 eligible rows planned into 3 windows, none deleted, reconciled: a dirty run."""
+    create_table(db, name, [(i, 1, old() if i <= 30 else new()) for i in range(1, 41)])
+    policy = make_policy(name, window_rows=10, batch_rows=5, alerts=alerts or {"on_dirty": CONN_ID})
+    plan(db, policy, run_id=RUN_ID)
+    assert reconcile_run(db, policy, RUN_ID)["status"] == "dirty"
+    return policy
+
+
+def ledger(db: Connection, policy: str) -> list[dict[str, Any]]:
+    return db.execute(
+        "SELECT kind, conn_id, status, attempts, status_code, error FROM retention.alerts "
+        "WHERE policy = %s ORDER BY kind",
+        (policy,),
+    ).fetchall()
+
+
+def send(policy: Policy, failed: tuple[str, ...] = ("reconcile",)) -> dict[str, Any]:
+    return send_alerts_step(policy, run_id=RUN_ID, failed_tasks=failed, url=None, dry_run=False)
+
+
+def test_a_dirty_run_is_told_once_however_often_send_alerts_runs(
+    db: Connection, unique_name: str, receiver: AlertReceiver
+) -> None:
+    policy = dirty_run(db, unique_name, on_dirty=CONN_ID, on_failure=CONN_ID)
+    first = send(policy)
+    assert first["alerts"] == [
+        {"kind": "dirty", "conn_id": CONN_ID, "state": "sent", "status_code": 200}
+    ]
+    for _ in range(2):  # a retried task, a cleared task
+        assert send(policy)["alerts"] == [
+            {"kind": "dirty", "conn_id": CONN_ID, "state": "already_claimed"}
+        ]
+    assert len(receiver.received) == 1
+    [message] = receiver.received
+    body = message["body"]
+    assert (body["type"], body["kind"], body["policy"], body["run_id"]) == (
+        "retention.alert",
+        "dirty",
+        unique_name,
+        RUN_ID,
+    )
+    assert body["figures"]["rows_remaining"] == 30
+    assert len(body["figures"]["windows_unfinished"]) == 3
+    assert body["message"].startswith(
+        f"retention__{unique_name} run {RUN_ID} is dirty: 30 rows older than cutoff "
+        f"{CUTOFF.isoformat()} remain in public.{unique_name} (0 deleted)."
+    )
+    assert body["runbook"]["link"] == "README.md#a-dirty-run"
+    assert message["headers"]["content-type"] == "application/json"
+    assert ledger(db, unique_name) == [
+        {
+            "kind": "dirty",
+            "conn_id": CONN_ID,
+            "status": "sent",
+            "attempts": 1,
+            "status_code": 200,
+            "error": None,
+        }
+    ]
+
+
+def test_a_refused_alert_is_sent_again_by_the_retry_and_then_never(
+    db: Connection, unique_name: str, receiver: AlertReceiver
+) -> None:
+    policy = dirty_run(db, unique_name)
+    receiver.statuses = [503]
+    with pytest.raises(
+        AlertsNotSent, match=rf"dirty to connection '{CONN_ID}': HTTP 503\. A retry"
+    ):
+        send(policy)
+    assert ledger(db, unique_name)[0]["status"] == "failed"
+    assert send(policy)["alerts"][0]["state"] == "sent"
+    assert send(policy)["alerts"][0]["state"] == "already_claimed"
+    assert [r["status"] for r in receiver.received] == [503, 200]
+    row = ledger(db, unique_name)[0]
+    assert (row["status"], row["attempts"], row["status_code"], row["error"]) == (
+        "sent",
+        2,
+        200,
+        None,
+    )
+
+
+def test_an_unreachable_receiver_reads_no_response(
+    db: Connection, unique_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    closed = ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
+    port = closed.server_address[1]
+    closed.server_close()  # nothing listens on the port any more
+    monkeypatch.setenv(
+        f"AIRFLOW_CONN_{CONN_ID.upper()}",
+        json.dumps({"conn_type": "http", "host": "127.0.0.1", "port": port}),
+    )
+    policy = dirty_run(db, unique_name)
+    with pytest.raises(AlertsNotSent, match="no response"):
+        send(policy)
+    assert ledger(db, unique_name)[0]["error"] == "no response (connection refused or reset)"
+
+
+def test_duplicate_send_alerts_tasks_at_once_tell_once(
+    db: Connection, unique_name: str, receiver: AlertReceiver
+) -> None:
+    policy = dirty_run(db, unique_name)
+    receiver.answer_gate.clear()  # the first sender's answer waits until all have claimed
+    start = threading.Barrier(4)
+    finished = threading.Condition()
+    results: list[str] = []
+
+    def duplicate() -> None:
+        start.wait(30)
+        try:
+            state = send(policy)["alerts"][0]["state"]
+        except Exception as failed:  # reported through results
+            state = repr(failed)
+        with finished:
+            results.append(state)
+            finished.notify_all()
+
+    threads = [threading.Thread(target=duplicate) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    with finished:  # three lost the claim while the winner's POST is still unanswered
+        assert finished.wait_for(lambda: len(results) == 3, timeout=60), results
+    receiver.answer_gate.set()
+    for thread in threads:
+        thread.join(60)
+    assert sorted(results) == ["already_claimed"] * 3 + ["sent"]
+    assert len(receiver.received) == 1
+
+
+def test_a_slack_connection_gets_slacks_shape_on_its_endpoint_and_no_extra_headers(
+    db: Connection, unique_name: str, receiver: AlertReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_OPS_SLACK",
+        receiver.connection(format="slack", endpoint="/services/T0/B0/xyz", team="ops"),
+    )
+    policy = dirty_run(db, unique_name, on_dirty="ops_slack")
+    send(policy)
+    [message] = receiver.received
+    assert message["path"] == "/services/T0/B0/xyz"
+    assert set(message["body"]) == {"text", "blocks"}
+    assert message["body"]["text"].startswith(f"Retention {unique_name}: dirty run: ")
+    assert "format" not in message["headers"]
+    assert "endpoint" not in message["headers"]
+    assert message["headers"]["team"] == "ops", "other extras stay headers, as HttpHook sends them"
+
+
+def test_a_bad_format_extra_is_named_and_recorded_as_unsent(
+    db: Connection, unique_name: str, receiver: AlertReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AIRFLOW_CONN_OPS_TEAMS", receiver.connection(format="teams"))
+    policy = dirty_run(db, unique_name, on_dirty="ops_teams")
+    with pytest.raises(AlertsNotSent, match="extra 'format' is 'teams'; use 'slack'"):
+        send(policy)
+    assert receiver.received == []
+
+
+def test_lag_and_new_dead_letters_are_read_from_the_database(
+    db: Connection, unique_name: str
+) -> None:
+    policy = dirty_run(db, unique_name)
+    planned = db.execute(
+        "SELECT planned_at FROM retention.runs WHERE policy = %s AND run_id = %s",
+        (unique_name, RUN_ID),
+    ).fetchone()
+    assert planned is not None
+    for key, dead_since in (
+        ("before", planned["planned_at"] - dt.timedelta(hours=1)),
+        ("now", None),
+    ):
+        db.execute(
+            "INSERT INTO retention.operations (operation_key, policy, policy_revision, "
+            "table_name, row_key, object_id, version, state, failure_class, updated_at) "
+            "VALUES (%s, %s, 1, %s, 1, 'obj', '1', 'dead', 'rejected', coalesce(%s, now()))",
+            (f"{unique_name}-{key}", unique_name, policy.table, dead_since),
+        )
+    now = CUTOFF + dt.timedelta(days=40)
+    facts = read_run_facts(
+        db, policy, RUN_ID, failed_tasks=("reconcile",), dry_run=False, url=None, now=now
+    )
+    # The oldest eligible row is a day older than the cutoff, so it became eligible
+    # retain_days after that, and has waited until `now` since.
+    oldest = CUTOFF - dt.timedelta(days=1)
+    expected = (now - (oldest + dt.timedelta(days=policy.retain_days))).total_seconds() / 3600
+    assert facts.lag_hours == pytest.approx(expected)
+    assert (facts.dead.new_operations, facts.dead.dead_operations) == (1, 2)
+    assert facts.dead.new_operations_by_class == {"rejected": 1}
+    assert facts.summary is not None
+    assert facts.summary["status"] == "dirty"
+
+
+def test_the_deadline_callback_runs_as_the_triggerer_runs_it_and_tells_once(
+    db: Connection, unique_name: str, receiver: AlertReceiver
+) -> None:
+    from airflow.triggers.callback import CallbackTrigger
+
+    policy = dirty_run(db, unique_name, on_deadline=CONN_ID, deadline_minutes=30, on_dirty=CONN_ID)
+    alert = deadline_alert_of(policy)
+    context = {  # what the scheduler hands deadline callbacks (Deadline.handle_miss)
+        "dag_run": {
+            "dag_id": policy.dag_id,
+            "dag_run_id": RUN_ID,
+            "state": "running",
+            "queued_at": "2026-03-01T00:00:05+00:00",
+        },
+        "deadline": {
+            "id": "d-1",
+            "deadline_time": dt.datetime(2026, 3, 1, 0, 30, 5, tzinfo=dt.UTC),
+        },
+    }
+
+    async def run_trigger() -> list[dict[str, Any]]:
+        trigger = CallbackTrigger(
+            callback_path=alert.callback.path,
+            callback_kwargs={**alert.callback.kwargs, "context": context},
+        )
+        return [event.payload async for event in trigger.run()]
+
+    first = asyncio.run(run_trigger())
+    assert [e["state"] for e in first] == ["running", "success"], first
+    # Text, as Airflow's callback.output column takes (a dict there stops the triggerer).
+    assert json.loads(first[-1]["body"]) == {
+        "kind": "deadline",
+        "conn_id": CONN_ID,
+        "state": "sent",
+        "status_code": 200,
+    }
+    again = asyncio.run(run_trigger())
+    assert json.loads(again[-1]["body"])["state"] == "already_claimed"
+    [message] = receiver.received
+    body = message["body"]
+    assert (body["kind"], body["run_id"]) == ("deadline", RUN_ID)
+    assert body["message"] == (
+        f"retention__{unique_name} run {RUN_ID} has not finished 30 minutes after it was "
+        "queued (queued 2026-03-01T00:00:05+00:00, deadline 2026-03-01 00:30:05+00:00); it is "
+        "running. 0 of 3 windows are done, 0 rows deleted of about 30 planned."
+    )
+    assert body["runbook"]["link"] == "README.md#changing-batch-size-and-pool-slots-mid-flight"
+
+
+def test_an_undefined_connection_is_named_and_nothing_is_claimed(
+    db: Connection, unique_name: str
+) -> None:
+    policy = dirty_run(db, unique_name, on_dirty="ops_nowhere")
+    with pytest.raises(AlertsNotSent, match=r"dirty to connection 'ops_nowhere': .*ops_nowhere"):
+        send(policy)
+    assert ledger(db, unique_name) == [], "no claim without a usable connection: a retry sends"
+
+
+def test_alert_rows_older_than_audit_days_are_purged(
+    db: Connection, unique_name: str, receiver: AlertReceiver
+) -> None:
+    policy = dirty_run(db, unique_name)
+    db.execute(
+        "INSERT INTO retention.alerts (policy, run_id, kind, conn_id, status, claimed_at, message)"
+        " VALUES (%s, 'old-run', 'failure', %s, 'sent', now() - make_interval(days => %s), '{}'),"
+        " (%s, 'recent-run', 'failure', %s, 'sent', now() - make_interval(days => %s), '{}')",
+        (
+            unique_name,
+            CONN_ID,
+            policy.audit_days + 1,
+            unique_name,
+            CONN_ID,
+            policy.audit_days - 1,
+        ),
+    )
+    assert send(policy)["purged_alert_rows"] == 1
+    runs = db.execute(
+        "SELECT run_id FROM retention.alerts WHERE policy = %s ORDER BY run_id", (unique_name,)
+    ).fetchall()
+    assert [r["run_id"] for r in runs] == ["recent-run", RUN_ID]

@@ -1,0 +1,393 @@
+"""Alerts without a database: the alerts: section's errors, what fires, and the message shapes."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from retention.evidence.alert_messages import (
+    RUNBOOK,
+    DeadLetters,
+    RunFacts,
+    deadline_alert,
+    decide_alerts,
+    heading_anchor,
+    message_body,
+    run_url,
+)
+from retention.policy import parse_policy
+from retention.policy.model import AlertsSpec
+from tests.support.env import ROOT
+from tests.support.policies import policy_fields
+
+EVERY = {
+    "on_dirty": "ops_dirty",
+    "on_lag": "ops_lag",
+    "lag_minutes": 60,
+    "on_dead_letters": "ops_dead",
+    "on_failure": "ops_failure",
+}
+
+
+@pytest.mark.parametrize(
+    ("alerts", "field", "message"),
+    [
+        (
+            {},
+            "alerts",
+            "name at least one connection: on_dirty, on_lag, on_dead_letters, on_failure, "
+            "on_deadline",
+        ),
+        ("ops", "alerts", "must be a mapping of fields"),
+        (
+            {"on_lag": "ops"},
+            "alerts.lag_minutes",
+            "on_lag needs lag_minutes (how long an eligible row may wait past its cutoff)",
+        ),
+        (
+            {"on_deadline": "ops"},
+            "alerts.deadline_minutes",
+            "on_deadline needs deadline_minutes (how long after it is queued a run should end)",
+        ),
+        (
+            {"on_dirty": "ops", "deadline_minutes": 30},
+            "alerts.on_deadline",
+            "deadline_minutes is set, so name the HTTP connection to tell in on_deadline",
+        ),
+        (
+            {"on_dirty": "ops", "lag_minutes": 30},
+            "alerts.on_lag",
+            "lag_minutes is set, so name the HTTP connection to tell in on_lag",
+        ),
+        ({"on_dirty": 5}, "alerts.on_dirty", "must be a string, got 5"),
+        ({"on_dirty": " "}, "alerts.on_dirty", "must be a non-empty string"),
+        (
+            {"on_lag": "ops", "lag_minutes": "60"},
+            "alerts.lag_minutes",
+            "must be a number, got '60'",
+        ),
+        (
+            {"on_deadline": "ops", "deadline_minutes": 600_000},
+            "alerts.deadline_minutes",
+            "must be at most 525600.0, got 600000",
+        ),
+        (
+            {"on_deadline": "ops", "deadline_minutes": float("inf")},
+            "alerts.deadline_minutes",
+            "must be a finite number, got inf",
+        ),
+        (
+            {"on_dirty": "ops", "on_slack": "x"},
+            "alerts.on_slack",
+            "unknown field; known fields are on_dirty, on_lag, lag_minutes, on_dead_letters, "
+            "on_failure, on_deadline, deadline_minutes",
+        ),
+    ],
+)
+def test_bad_alerts_sections_are_named_exactly(alerts: Any, field: str, message: str) -> None:
+    policy, problems = parse_policy("m", policy_fields("m", alerts=alerts))
+    assert policy is None
+    assert [(p.field, p.message) for p in problems] == [(field, message)]
+
+
+def test_alerts_default_to_none_and_name_their_targets() -> None:
+    plain, _ = parse_policy("m", policy_fields("m"))
+    assert plain is not None
+    assert plain.alerts is None
+    policy, problems = parse_policy(
+        "m", policy_fields("m", alerts={**EVERY, "on_deadline": "pager", "deadline_minutes": 90})
+    )
+    assert problems == []
+    assert policy is not None
+    assert policy.alerts is not None
+    assert policy.alerts.targets() == {
+        "dirty": "ops_dirty",
+        "lag": "ops_lag",
+        "dead_letters": "ops_dead",
+        "failure": "ops_failure",
+        "deadline": "pager",
+    }
+
+
+def summary(**overrides: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "policy": "media",
+        "dag_id": "retention__media",
+        "run_id": "scheduled__2026-03-01T00:00:00+00:00",
+        "table": "public.media",
+        "status": "clean",
+        "dry_run": False,
+        "cutoff": "2026-02-01T00:00:00+00:00",
+        "windows": 4,
+        "windows_unfinished": [],
+        "rows_deleted": 1200,
+        "rows_remaining": 0,
+        "rows_remaining_in_windows": 0,
+        "rows_outside_windows": 0,
+        "dirty_windows": [],
+    }
+    return {**base, **overrides}
+
+
+def facts(**overrides: Any) -> RunFacts:
+    base: dict[str, Any] = {
+        "policy": "media",
+        "dag_id": "retention__media",
+        "run_id": "scheduled__2026-03-01T00:00:00+00:00",
+        "summary": summary(),
+    }
+    return RunFacts(**{**base, **overrides})
+
+
+SPEC = AlertsSpec.model_validate(EVERY)
+DIRTY = summary(
+    status="dirty",
+    rows_remaining=130,
+    rows_remaining_in_windows=30,
+    rows_outside_windows=100,
+    windows_unfinished=["media|w3"],
+    dirty_windows=[{"window_key": "k", "label": "ids 1–500", "rows_remaining": 30}],
+)
+
+
+def kinds(run: RunFacts, spec: AlertsSpec = SPEC, *, remote: bool = False) -> list[tuple[str, str]]:
+    return [(a.kind, a.conn_id) for a in decide_alerts(spec, run, remote=remote)]
+
+
+def test_a_clean_run_fires_nothing() -> None:
+    assert kinds(facts()) == []
+    assert kinds(facts(lag_hours=0.5)) == [], "half an hour is under lag_minutes (60)"
+
+
+def test_a_dirty_run_fires_on_dirty_once_and_not_on_failure_too() -> None:
+    run = facts(summary=DIRTY, failed_tasks=("delete_window_3", "reconcile"))
+    assert kinds(run) == [("dirty", "ops_dirty")]
+    alert = decide_alerts(SPEC, run, remote=False)[0]
+    assert alert.text == (
+        "retention__media run scheduled__2026-03-01T00:00:00+00:00 is dirty: 130 rows older "
+        "than cutoff 2026-02-01T00:00:00+00:00 remain in public.media (1,200 deleted). "
+        "Rows left in windows: ids 1–500: 30. 100 are outside every planned window. "
+        "Unfinished windows: media|w3."
+    )
+    assert alert.figures["rows_remaining"] == 130
+    assert alert.runbook.heading == "A dirty run"
+
+
+def test_a_dirty_run_goes_to_on_failure_when_on_dirty_is_not_set() -> None:
+    spec = AlertsSpec.model_validate({"on_failure": "ops_failure"})
+    run = facts(summary=DIRTY, failed_tasks=("reconcile",))
+    alerts = decide_alerts(spec, run, remote=False)
+    assert [(a.kind, a.conn_id) for a in alerts] == [("failure", "ops_failure")]
+    assert alerts[0].text == (
+        "retention__media run scheduled__2026-03-01T00:00:00+00:00 failed: task(s) reconcile "
+        "failed or could not run. Reconcile recorded the run as dirty."
+    )
+
+
+def test_a_failure_without_a_summary_says_so_and_points_at_its_runbook_section() -> None:
+    run = facts(summary=None, failed_tasks=("plan_windows", "reconcile"))
+    [alert] = decide_alerts(SPEC, run, remote=False)
+    assert alert.kind == "failure"
+    assert alert.text.endswith("No run summary was recorded.")
+    assert alert.runbook.heading == "A dirty run"
+    remote = decide_alerts(SPEC, facts(failed_tasks=("delete_window_0",)), remote=True)
+    assert remote[0].runbook.heading == "An API outage"
+    delivery = decide_alerts(SPEC, facts(failed_tasks=("deliver_events",)), remote=True)
+    assert delivery[0].runbook.heading == "A 410 receiver"
+
+
+def test_lag_fires_past_lag_minutes_only() -> None:
+    assert kinds(facts(lag_hours=0.99)) == []
+    late = facts(summary=summary(status="backlog", rows_remaining=7), lag_hours=1.5)
+    assert kinds(late) == [("lag", "ops_lag")]
+    [alert] = decide_alerts(SPEC, late, remote=True)
+    assert "became eligible 1.5 hours ago, more than lag_minutes (60)" in alert.text
+    assert alert.runbook.heading == "An API outage"
+
+
+def test_dead_letters_fire_only_for_new_ones() -> None:
+    old = DeadLetters(dead_operations=4, dead_events=2)
+    assert kinds(facts(dead=old)) == []
+    new = DeadLetters(
+        new_operations=3,
+        new_operations_by_class={"rejected": 2, "exhausted": 1},
+        dead_operations=7,
+        new_events=1,
+        dead_events=3,
+    )
+    [alert] = decide_alerts(SPEC, facts(dead=new), remote=True)
+    assert (alert.kind, alert.conn_id) == ("dead_letters", "ops_dead")
+    assert alert.text == (
+        "retention__media run scheduled__2026-03-01T00:00:00+00:00: 3 operation(s) went dead "
+        "(exhausted: 1, rejected: 2) and 1 event(s) went dead during this run; 7 operation(s) "
+        "and 3 event(s) are dead in all."
+    )
+
+
+def test_a_dry_run_only_tells_of_failures() -> None:
+    dry = summary(status="dry_run", dry_run=True, rows_remaining=900)
+    run = facts(summary=dry, lag_hours=500.0, dead=DeadLetters(new_operations=1))
+    assert kinds(run) == []
+    assert kinds(facts(summary=dry, failed_tasks=("plan_windows",))) == [("failure", "ops_failure")]
+
+
+def test_one_cause_is_told_once_and_other_causes_on_their_own() -> None:
+    run = facts(
+        summary=DIRTY,
+        failed_tasks=("purge_audit",),
+        lag_hours=99.0,
+        dead=DeadLetters(new_operations=1, dead_operations=1),
+    )
+    assert sorted(kinds(run)) == [("dead_letters", "ops_dead"), ("dirty", "ops_dirty")]
+    [dirty] = [a for a in decide_alerts(SPEC, run, remote=False) if a.kind == "dirty"]
+    assert dirty.figures["lag_hours"] == 99.0, "the dirty message carries the lag"
+    no_dirty = AlertsSpec.model_validate({k: v for k, v in EVERY.items() if k != "on_dirty"})
+    assert sorted(kinds(run, no_dirty)) == [
+        ("dead_letters", "ops_dead"),
+        ("failure", "ops_failure"),
+        ("lag", "ops_lag"),
+    ]
+
+
+RUN_ID = "manual__2026-03-01T00:00:00+00:00"
+
+
+def test_the_plain_json_message_names_policy_run_problem_and_first_step() -> None:
+    [alert] = decide_alerts(SPEC, facts(run_id=RUN_ID, summary=DIRTY), remote=False)
+    url = run_url("https://airflow.example.com/", "retention__media", RUN_ID)
+    assert url == (
+        "https://airflow.example.com/dags/retention__media/runs/"
+        "manual__2026-03-01T00%3A00%3A00%2B00%3A00"
+    )
+    body = message_body(
+        alert, policy="media", dag_id="retention__media", run_id=RUN_ID, url=url, fmt="json"
+    )
+    assert set(body) == {
+        "type",
+        "kind",
+        "policy",
+        "dag_id",
+        "run_id",
+        "title",
+        "message",
+        "figures",
+        "runbook",
+        "run_url",
+    }
+    assert (body["type"], body["kind"], body["policy"], body["run_id"]) == (
+        "retention.alert",
+        "dirty",
+        "media",
+        RUN_ID,
+    )
+    assert body["title"] == "Retention media: dirty run"
+    assert body["message"] == alert.text
+    assert body["figures"]["rows_remaining"] == 130
+    assert body["runbook"] == {
+        "section": "A dirty run",
+        "first_step": RUNBOOK["dirty"].first_step,
+        "link": "README.md#a-dirty-run",
+    }
+    assert body["run_url"] == url
+    assert run_url(None, "retention__media", RUN_ID) is None
+
+
+def test_the_slack_message_is_an_incoming_webhook_payload() -> None:
+    [alert] = decide_alerts(SPEC, facts(run_id=RUN_ID, summary=DIRTY), remote=False)
+    body = message_body(
+        alert,
+        policy="media",
+        dag_id="retention__media",
+        run_id=RUN_ID,
+        url="https://a.example/dags/x/runs/y",
+        fmt="slack",
+    )
+    assert set(body) == {"text", "blocks"}
+    assert body["text"] == f"Retention media: dirty run: {alert.text}"
+    header, problem, step, context = body["blocks"]
+    assert header == {
+        "type": "header",
+        "text": {"type": "plain_text", "text": "Retention media: dirty run"},
+    }
+    assert problem == {"type": "section", "text": {"type": "mrkdwn", "text": alert.text}}
+    assert step["text"]["text"].startswith(
+        "*First step* (README.md#a-dirty-run): Read what remains and why"
+    )
+    assert context["elements"][0]["text"] == (
+        "policy `media` · retention__media · run <https://a.example/dags/x/runs/y|" + RUN_ID + ">"
+    )
+
+
+def test_slack_blocks_stay_within_slacks_limits() -> None:
+    long_windows = [f"window-{i}-" + "x" * 80 for i in range(200)]
+    run = facts(summary={**DIRTY, "windows_unfinished": long_windows}, run_id="r" * 300)
+    [alert] = decide_alerts(SPEC, run, remote=False)
+    body = message_body(alert, policy="p" * 100, dag_id="d", run_id="r", url=None, fmt="slack")
+    assert len(body["blocks"][0]["text"]["text"]) <= 150
+    assert all(len(b["text"]["text"]) <= 3000 for b in body["blocks"][1:3])
+    assert "and 195 more" in alert.text, "long lists are cut, with a count of the rest"
+
+
+def test_the_deadline_message_reports_how_far_the_run_came() -> None:
+    alert = deadline_alert(
+        "pager",
+        policy="media",
+        dag_id="retention__media",
+        run_id=RUN_ID,
+        deadline_minutes=90,
+        dag_run={"state": "running", "queued_at": "2026-03-01T00:00:05Z"},
+        deadline_time="2026-03-01T01:30:05Z",
+        progress={
+            "windows": 8,
+            "windows_done": 3,
+            "rows_deleted": 45000,
+            "rows_planned": 120000,
+            "dry_run": False,
+        },
+    )
+    assert (alert.kind, alert.conn_id, alert.runbook.heading) == (
+        "deadline",
+        "pager",
+        "Changing batch size and pool slots mid-flight",
+    )
+    assert alert.text == (
+        f"retention__media run {RUN_ID} has not finished 90 minutes after it was queued "
+        "(queued 2026-03-01T00:00:05Z, deadline 2026-03-01T01:30:05Z); it is running. "
+        "3 of 8 windows are done, 45,000 rows deleted of about 120,000 planned."
+    )
+    unplanned = deadline_alert(
+        "pager",
+        policy="media",
+        dag_id="retention__media",
+        run_id=RUN_ID,
+        deadline_minutes=90,
+        dag_run={"state": "queued"},
+        deadline_time=None,
+        progress=None,
+    )
+    assert unplanned.text.endswith("it is queued. Its windows are not planned yet.")
+
+
+def test_runbook_anchors_are_githubs() -> None:
+    assert {key: step.anchor for key, step in RUNBOOK.items()} == {
+        "dirty": "#a-dirty-run",
+        "outage": "#an-api-outage",
+        "dead_letters": "#dead-letters-replay-or-not",
+        "receiver": "#a-410-receiver",
+        "slow": "#changing-batch-size-and-pool-slots-mid-flight",
+    }
+    assert heading_anchor("Stopping and pausing a run") == "stopping-and-pausing-a-run"
+
+
+def test_the_readme_documents_alerts_and_has_the_runbook_sections_alerts_link_to() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert "\n## Alerts\n" in readme
+    for field in ("on_dirty", "on_lag", "on_dead_letters", "on_failure", "on_deadline"):
+        assert f"`alerts.{field}`" in readme, f"{field} is in the generated field table"
+    if "\n## Runbook\n" not in readme:
+        pytest.skip("the README has no runbook yet; its headings are checked once it does")
+    headings = set(re.findall(r"^### (.+)$", readme, flags=re.MULTILINE))
+    missing = [step.heading for step in RUNBOOK.values() if step.heading not in headings]
+    assert missing == [], "alerts link to runbook sections that are not in the README"
