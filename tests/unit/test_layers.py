@@ -14,6 +14,7 @@ import retention
 PACKAGE = Path(retention.__file__).resolve().parent
 RANK = {
     "paths": 0,
+    "progress": 0,  # log lines of long loops; imports nothing of the package
     "stopping": 0,
     "policy": 1,
     "db": 2,

@@ -26,6 +26,7 @@ from retention.db.sqlfiles import query
 from retention.events.outbox import Signer, deliver_events
 from retention.evidence.audit import purge_audit, purge_removed_policies
 from retention.evidence.reconcile import raise_if_dirty, reconcile_run
+from retention.evidence.report import format_summary
 from retention.objects.deleter import ObjectDeleter, work_operations
 from retention.objects.operations import OperationsKind
 from retention.policy.model import NotifySpec, Policy
@@ -369,6 +370,6 @@ def reconcile_step(policy: Policy, *, run_id: str) -> dict[str, Any]:
         if release_run_lease(conn, policy.name, run_id):
             log.info("policy %s: run %s gave the run lease back", policy.name, run_id)
         metrics.emit_run_gauges(conn, policy, summary)
-    log.info("policy %s run summary: %s", policy.name, summary)
+    log.info("policy %s run summary:\n%s", policy.name, format_summary(summary))
     raise_if_dirty(summary)
     return summary

@@ -21,9 +21,19 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import psycopg
+
 from retention import metrics
 from retention.db.connection import Connection
-from retention.db.health import CLEAR, HealthReading, Verdict, judge, read_health, sleep_ratio
+from retention.db.health import (
+    CLEAR,
+    HealthReading,
+    Verdict,
+    describe_lock_waiters,
+    judge,
+    read_health,
+    sleep_ratio,
+)
 from retention.policy.model import HealthSpec, TableSpec
 from retention.stopping import raise_if_stopping, stoppable_sleep
 
@@ -64,6 +74,7 @@ class Gate:
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = stoppable_sleep
     reader: Callable[[Connection, TableSpec], HealthReading] = read_health
+    label: str = ""  # what the gate's log lines lead with (a window's label), else the policy
     pauses: int = 0
     paused_seconds: float = 0.0
     paced_seconds: float = 0.0
@@ -88,9 +99,9 @@ class Gate:
             return True
         started, kind = now, verdict.kind or "unknown"
         if kind == PAUSE_VARIABLE:
-            log.warning("policy %s: paused by %s", self.policy, PAUSE_VARIABLE)
+            log.warning("%s: paused by %s", self.who, PAUSE_VARIABLE)
         else:
-            log.warning("policy %s: paused: %s", self.policy, verdict.reason)
+            log.warning("%s: paused: %s%s", self.who, verdict.reason, self._waiters(conn, kind))
         self.pauses += 1
         try:
             while not verdict.clear:
@@ -102,9 +113,8 @@ class Gate:
                     )
                 if until is not None and self.clock() >= until:
                     log.info(
-                        "policy %s: still paused after %.1f s (%s); this pass ends at its "
-                        "time budget",
-                        self.policy,
+                        "%s: still paused after %.1f s (%s); this pass ends at its time budget",
+                        self.who,
                         waited,
                         verdict.reason,
                     )
@@ -112,7 +122,7 @@ class Gate:
                 self.sleep(min(self.check_every, self.spec.max_pause_seconds - waited))
                 raise_if_stopping(f"policy {self.policy} (paused)")
                 verdict = self._look(conn)
-            log.info("policy %s: resumed after %.1f s paused", self.policy, self.clock() - started)
+            log.info("%s: resumed after %.1f s paused", self.who, self.clock() - started)
             return True
         finally:
             waited = self.clock() - started
@@ -135,15 +145,13 @@ class Gate:
             clients = self._reading.active_clients if self._reading else 0
             if busy:
                 log.info(
-                    "policy %s: %d other session(s) at work: sleeping %.1f × each batch's time",
-                    self.policy,
+                    "%s: %d other session(s) at work: sleeping %.1f × each batch's time",
+                    self.who,
                     clients,
                     ratio,
                 )
             else:
-                log.info(
-                    "policy %s: no other session at work: pacing back to %.1f ×", self.policy, ratio
-                )
+                log.info("%s: no other session at work: pacing back to %.1f ×", self.who, ratio)
         if ratio > 0 and batch_seconds > 0:
             pause = batch_seconds * ratio
             self.sleep(pause)
@@ -161,6 +169,30 @@ class Gate:
             "pause_reasons": {k: round(v, 3) for k, v in sorted(reasons.items())},
             "paced_seconds": round(self.paced_seconds, 3),
         }
+
+    @property
+    def who(self) -> str:
+        """What log lines lead with: the window's short label, else the policy."""
+        return self.label or f"policy {self.policy}"
+
+    def _waiters(self, conn: Connection, kind: str) -> str:
+        """For a pause on blocked sessions: who waits on which retention PID (else "")."""
+        if kind != "blocked_sessions":
+            return ""
+        try:
+            named = describe_lock_waiters(conn)
+        except psycopg.Error as failed:
+            if conn.broken:
+                raise
+            return f"; could not name them ({type(failed).__name__})"
+        return f"; {named}" if named else ""
+
+    def throttled(self) -> dict[str, float]:
+        """Seconds paused so far by reason, pacing included (``paced``), for progress lines."""
+        reasons = dict(self.reasons)
+        if self.paced_seconds:
+            reasons[PACED] = self.paced_seconds
+        return reasons
 
     def _look(self, conn: Connection) -> Verdict:
         self._checked_at = self.clock()
@@ -184,8 +216,8 @@ class Gate:
         except Exception as unreadable:  # keep the last value; say so once
             if not self._switch_failed:
                 log.warning(
-                    "policy %s: could not read the Variable %s (%s); keeping its last value %r",
-                    self.policy,
+                    "%s: could not read the Variable %s (%s); keeping its last value %r",
+                    self.who,
                     PAUSE_VARIABLE,
                     unreadable,
                     self._switch_value,

@@ -119,3 +119,18 @@ def judge(reading: HealthReading, spec: HealthSpec, table: str) -> Verdict:
             "autovacuum", f"a vacuum (pid {reading.autovacuum_pid}) is working on {table}"
         )
     return CLEAR
+
+
+def describe_lock_waiters(conn: Connection, limit: int = 3) -> str:
+    """Who waits on retention's locks, and on which retention PIDs (``lock_waiters.sql``):
+    ``pid 4242 (psql, waiting 3.0 s: UPDATE …) on retention pid 77``; "" if none now."""
+    rows = conn.execute(query("lock_waiters"), {"limit": limit}).fetchall()
+    described = []
+    for row in rows:
+        statement = " ".join((row["query"] or "").split())[:100]
+        holders = ", ".join(str(pid) for pid in row["blocked_by"])
+        described.append(
+            f"pid {row['pid']} ({row['application_name'] or 'no application_name'}, waiting "
+            f"{float(row['waiting_seconds'] or 0):.1f} s: {statement}) on retention pid {holders}"
+        )
+    return "; ".join(described)

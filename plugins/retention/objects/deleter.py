@@ -12,6 +12,7 @@ the transaction of its atomic finish.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from contextlib import closing
 from dataclasses import dataclass
@@ -21,12 +22,15 @@ from retention.db.gate import Gate, PauseSwitch
 from retention.db.sqlfiles import query
 from retention.objects.operations import OperationsKind, enqueue_window
 from retention.policy.model import Policy
+from retention.progress import Progress
 from retention.queue.http import HttpSender
 from retention.queue.limiter import TokenBucket
 from retention.queue.worker import STOPPING, Worker, WorkerStats
 from retention.rows.lifecycle import WindowDeleter, WindowResult
 from retention.rows.windows import Window
 from retention.stopping import StopRequested
+
+log = logging.getLogger(__name__)
 
 
 def work_operations(
@@ -36,6 +40,7 @@ def work_operations(
     scope: str | None = None,
     budget_seconds: float | None = None,
     gate: Gate | None = None,
+    progress: Progress | None = None,
 ) -> WorkerStats:
     """One bounded pass over a policy's due operations (of one window, if ``scope``).
 
@@ -49,6 +54,7 @@ def work_operations(
         budget_seconds=budget_seconds or remote.task_budget_seconds,
         limiter=TokenBucket.for_remote(conn, remote),
         gate=gate or Gate(policy.name, policy.health, policy.table_spec),
+        progress=progress,
     )
     return worker.run(scope)
 
@@ -62,16 +68,25 @@ class ObjectDeleter(WindowDeleter):
     switch: PauseSwitch | None = None
 
     def gate_for(self, window: Window) -> Gate:
-        return Gate(window.policy, self.policy.health, self.table, self.switch)
+        return Gate(window.policy, self.policy.health, self.table, self.switch, label=window.label)
 
     def delete(
         self, conn: Connection, window: Window, batch_rows: int, result: WindowResult, gate: Gate
     ) -> None:
         gate.wait(conn)  # nothing is enqueued while the policy is paused or the database unwell
         enqueued = enqueue_window(conn, self.policy, window, batch_rows)
+        progress = Progress(
+            window.label,
+            self._unfinished(conn, window),
+            unit="operations",
+            estimate=False,
+            logger=log,
+        )
         with closing(self.open_sender()) as sender:
             kind = OperationsKind(self.policy, sender)
-            stats = work_operations(conn, kind, scope=window.window_key, gate=gate)
+            stats = work_operations(
+                conn, kind, scope=window.window_key, gate=gate, progress=progress
+            )
         for rows, elapsed_ms in kind.transactions:
             result.add_batch(rows, elapsed_ms)
         if stats.stopped == STOPPING:  # the calls made are recorded; the rest is pending again
@@ -81,10 +96,15 @@ class ObjectDeleter(WindowDeleter):
                 f"{stats.done + stats.retried + stats.dead} call(s); {stats.released} claimed "
                 "operation(s) were released unstarted and stay pending"
             )
-        row = conn.execute(
-            query("ops_window_unfinished"), {"window_key": window.window_key}
-        ).fetchone()
-        left = int(row["unfinished"]) if row else 0
+        left = self._unfinished(conn, window)
         if left:
             result.note = f"{left} operations left pending for the drain step (backlog)"
         result.details = {"enqueued": enqueued, "remote": stats.as_dict()}
+
+    @staticmethod
+    def _unfinished(conn: Connection, window: Window) -> int:
+        """The window's operations still pending or in flight (read-only)."""
+        row = conn.execute(
+            query("ops_window_unfinished"), {"window_key": window.window_key}
+        ).fetchone()
+        return int(row["unfinished"]) if row else 0

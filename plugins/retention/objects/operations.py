@@ -37,6 +37,7 @@ from retention.queue.decisions import dead, retried, snoozed
 from retention.queue.http import HttpResult, HttpSender
 from retention.queue.leased import OPERATIONS, Finish, LeasedQueue
 from retention.queue.worker import Attempt, Stop, WorkerStats
+from retention.rows.locks import row_lock_holders
 from retention.rows.target import TargetTable
 from retention.rows.windows import Window
 
@@ -462,12 +463,16 @@ class OperationsKind:
                 dt.datetime.now(dt.UTC) + dt.timedelta(seconds=LOCAL_DELETE_RETRY_SECONDS),
                 attempt_spent=1,  # the call that confirmed was a real attempt
             )
+        locked = isinstance(error, psycopg.errors.LockNotAvailable)
         log.warning(
-            "operation %s (row %s): local delete %s: %s",
-            attempt.job.key,
+            "row %s: local delete %s after the API confirmed: %s%s (operation %s)",
             attempt.job.row_key,
             "failed for good" if permanent else "failed for now, retried later",
             what,
+            f"; {row_lock_holders(conn, self.policy.table_spec, attempt.job.row_key)}"
+            if locked
+            else "",
+            attempt.job.key,
         )
         retry = Attempt(attempt.job, change, attempt.started, attempt.finished)
         self.adjusted[attempt.job.key] = change

@@ -31,6 +31,7 @@ from typing import Any, Protocol, TypeVar
 from retention import metrics
 from retention.db.connection import Connection, relaxed_durability
 from retention.db.gate import Gate
+from retention.progress import Progress
 from retention.queue.classify import Classification, ClassificationTable, Outcome, classify
 from retention.queue.http import HttpResult
 from retention.queue.leased import Finish, LeasedQueue
@@ -176,6 +177,7 @@ class Worker:
         owner: str | None = None,
         clock: Callable[[], float] = time.monotonic,
         now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
+        progress: Progress | None = None,
     ) -> None:
         self.conn = conn
         self.kind = kind
@@ -186,6 +188,14 @@ class Worker:
         self.now = now
         self.deadline = clock() + budget_seconds
         self.stats = WorkerStats(kind=kind.queue.table.kind, owner=self.owner)
+        self.progress = progress or Progress(
+            f"policy {kind.queue.policy}",
+            None,
+            unit=self.stats.kind,
+            estimate=False,
+            clock=clock,
+            logger=log,
+        )
         # Outage detection: a call without an answer is about its object only when the
         # calls around it answered; two in a row, or none answered at all, is an outage.
         self.tentative: tuple[int, Classification] | None = None
@@ -208,6 +218,7 @@ class Worker:
                     break
                 self.stats.claimed += len(rows)
                 stop = self._work([self.kind.job(row) for row in rows], scope)
+                self.progress.update(self.stats.done, self._throttled(), self._outcome_words())
                 if stop is not None:
                     self.stats.stopped = stop.reason
                     error = stop.error
@@ -224,15 +235,50 @@ class Worker:
                 self.kind.queue.policy, self.limiter.scope, self.limiter.effective_rate
             )
             metrics.throttled(self.kind.queue.policy, LIMITER, self.limiter.waited_seconds)
-        log.info(
-            "%s worker %s: %s",
-            self.stats.kind,
-            self.owner,
-            {k: v for k, v in self.stats.as_dict().items() if v not in (0, {}, None, False)},
+        self.progress.finish(
+            extra=self._outcome_words(final=True), done=self.stats.done, throttled=self._throttled()
         )
         if error is not None:
             raise error
         return self.stats
+
+    def _throttled(self) -> dict[str, float]:
+        """Time this pass waited, by reason: the gate's pauses and the API's rate limit."""
+        waited = dict(self.gate.throttled()) if self.gate is not None else {}
+        if self.limiter is not None and self.limiter.waited_seconds:
+            waited["rate_limit"] = self.limiter.waited_seconds
+        return waited
+
+    def _outcome_words(self, *, final: bool = False) -> str:
+        """``30 rows deleted, 3 retried, 1 dead``: what else the pass did, after the counts of
+        its progress lines; the last line adds batches, answers, failures and how it ended."""
+        stats = self.stats
+        counts = {
+            "retried": stats.retried,
+            "snoozed": stats.snoozed,
+            "dead": stats.dead,
+            "released": stats.released,
+            "stale": stats.stale,
+            "lost leases": stats.lost_leases,
+            "outage pauses": stats.outage_pauses,
+        }
+        words = [f"{n:,} {what}" for what, n in counts.items() if n]
+        if stats.rows_deleted:
+            words.insert(0, f"{stats.rows_deleted:,} rows deleted")
+        if final:
+            words.append(f"{len(stats.batches)} batches")
+            if stats.statuses:
+                words.append("answers " + ", ".join(f"{k} ×{n}" for k, n in stats.statuses.items()))
+            if stats.failure_classes:
+                words.append(
+                    "failures " + ", ".join(f"{k} {n}" for k, n in stats.failure_classes.items())
+                )
+            if stats.out_of_time:
+                words.append("out of time")
+            if stats.stopped:
+                words.append(f"stopped: {stats.stopped}")
+            words.append(f"worker {self.owner}")
+        return ", ".join(words)
 
     def _work(self, batch: list[Any], scope: str | None) -> Stop | None:
         """Send each claimed job; record the batch's outcomes together, whatever happens.
@@ -362,7 +408,7 @@ class Worker:
         log.warning(
             "%s: no answer from the API (%s), and the call before got none either; "
             "pausing the scope for %.0f s (outage pause %d); no attempt is spent",
-            self.stats.kind,
+            self.progress.label,
             c.reason,
             pause,
             self.stats.outage_pauses,
@@ -406,7 +452,13 @@ class Worker:
                 self.stats.stale += 1
             elif finish.state == "dead":
                 self.stats.dead += 1
-                log.warning("%s %s is dead: %s", self.stats.kind, attempt.job.key, finish.reason)
+                log.warning(
+                    "%s: %s dead: %s (key %s)",
+                    self.progress.label,
+                    self.stats.kind.removesuffix("s"),
+                    finish.reason,
+                    attempt.job.key,
+                )
             elif finish.state == "pending":
                 if finish.attempt_spent:
                     self.stats.retried += 1

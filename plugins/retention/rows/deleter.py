@@ -31,7 +31,9 @@ from retention.db.connection import Connection, bounded
 from retention.db.gate import Gate, PauseSwitch
 from retention.db.sqlfiles import query
 from retention.policy.model import BatchTiming, HealthSpec, Policy
+from retention.progress import Progress
 from retention.rows.lifecycle import WindowDeleter, WindowResult
+from retention.rows.locks import find_lock_holders
 from retention.rows.target import TargetTable
 from retention.rows.windows import Window
 from retention.stopping import raise_if_stopping, stoppable_sleep
@@ -95,7 +97,8 @@ class RowDeleter(WindowDeleter):
     sleep: Callable[[float], None] = field(default=stoppable_sleep)
 
     def gate_for(self, window: Window) -> Gate:
-        return Gate(window.policy, self.health, self.table, self.switch, sleep=self.sleep)
+        health, switch = self.health, self.switch
+        return Gate(window.policy, health, self.table, switch, sleep=self.sleep, label=window.label)
 
     def delete(
         self, conn: Connection, window: Window, batch_rows: int, result: WindowResult, gate: Gate
@@ -113,6 +116,7 @@ class RowDeleter(WindowDeleter):
         after = window.first_id - 1
         timeouts_at_one = 0
         skipped: list[int] = []
+        progress = Progress(window.label, window.expected_rows, logger=log)
         while True:
             raise_if_stopping(f"window {window.label}")  # SIGTERM: no new batch
             gate.wait(conn)  # the pause switch and the database's health, between batches
@@ -147,7 +151,7 @@ class RowDeleter(WindowDeleter):
                         },
                     )
             except (psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable) as exc:
-                result.timeouts += 1
+                why = self._count_timeout(conn, window, exc, after, size, result)
                 if size == 1:
                     timeouts_at_one += 1
                     if timeouts_at_one >= MAX_TIMEOUTS_AT_ONE_ROW:
@@ -162,21 +166,23 @@ class RowDeleter(WindowDeleter):
                                 f"{skipped[0]} are deleted. Retry once the locks are gone."
                             ) from exc
                         log.warning(
-                            "%s: row %s timed out %d times even alone (%s); skipping it and "
-                            "going on with the rest of the window",
+                            "%s: row %s timed out %d times even alone; skipping it and going "
+                            "on with the rest of the window. Last time it %s",
                             window.label,
                             key,
                             timeouts_at_one,
-                            type(exc).__name__,
+                            why,
                         )
                         after, timeouts_at_one = key, 0
                         continue
                     self.sleep(min(30.0, 0.5 * 2**timeouts_at_one))
                 log.warning(
-                    "%s: batch of %d timed out (%s); retrying with %d",
+                    "%s: batch of %d key%s after %d %s; retrying with %d",
                     window.label,
                     size,
-                    type(exc).__name__,
+                    "" if size == 1 else "s",
+                    after,
+                    why,
                     max(1, size // 2),
                 )
                 sizer.timed_out()
@@ -186,6 +192,7 @@ class RowDeleter(WindowDeleter):
             result.add_batch(deleted, batch_ms)
             metrics.row_batch(window.policy, deleted, batch_ms)
             sizer.succeeded(batch_ms, bound["keys"])
+            progress.update(result.rows_deleted, gate.throttled())
             if bound["keys"] < size:
                 break  # the window's last batch: nothing left to pace
             gate.pace(batch_ms / 1000)
@@ -197,6 +204,24 @@ class RowDeleter(WindowDeleter):
                 f"{skipped[:20]}; the rest of the window was deleted. Clear the task to "
                 "retry them once the lock is gone; nothing was lost."
             )
+
+    def _count_timeout(
+        self,
+        conn: Connection,
+        window: Window,
+        exc: psycopg.Error,
+        after: int,
+        size: int,
+        result: WindowResult,
+    ) -> str:
+        """Count a timed-out batch and say what stopped it, while the lock is still held:
+        ``hit lock_timeout (100 ms) on public.t; held by pid …``."""
+        result.timeouts += 1
+        if isinstance(exc, psycopg.errors.LockNotAvailable):
+            holders = find_lock_holders(conn, self.table, window, after, size)
+            return f"hit lock_timeout ({self.timeouts.lock_ms} ms) on {self.table}; {holders}"
+        limit = self.timeouts.statement_ms
+        return f"timed out ({type(exc).__name__}, statement_timeout {limit} ms)"
 
     def _next_key(
         self, conn: Connection, bound_statement: Any, params: dict[str, Any], window: Window

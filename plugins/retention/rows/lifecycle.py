@@ -26,6 +26,7 @@ from retention.db.connection import Connection, bounded
 from retention.db.gate import Gate
 from retention.db.sqlfiles import query
 from retention.policy.model import TableSpec, Timeouts
+from retention.progress import plural, progress_line
 from retention.rows.run_lease import record_stopped_run
 from retention.rows.target import TargetTable
 from retention.rows.windows import Window
@@ -99,31 +100,46 @@ def window_attempt(conn: Connection, window: Window, *, dry_run: bool) -> Iterat
             if stopped:
                 record_stopped_run(conn, window.policy, window.run_id, str(exc))
         except Exception:  # the connection may be gone; the original error matters more
-            log.exception("window %s: could not record that it %s", window.label, state)
+            log.exception(
+                "%s: could not record in retention.windows that it %s", window.label, state
+            )
         metrics.window_seconds(window.policy, state, result.seconds)
         if stopped:
             log.warning(
-                "%s: cancelled after %d rows in %d batches, %.2fs (%s)",
-                window.label,
-                result.rows_deleted,
-                result.batches,
-                result.seconds,
-                exc,
+                "%s",
+                progress_line(
+                    window.label,
+                    result.rows_deleted,
+                    window.expected_rows,
+                    result.seconds,
+                    result.pause.get("pause_reasons") or {},
+                    final=True,
+                    verb="cancelled after deleting",
+                    extra=f"{plural(result.batches, 'batch', 'batches')} ({exc})",
+                ),
             )
         raise
     result.seconds = time.perf_counter() - started
     close_window(conn, window, result, state="counted" if dry_run else "done", error=result.note)
     metrics.window_seconds(window.policy, "counted" if dry_run else "done", result.seconds)
     log.info(
-        "%s: %s %d rows in %d batches, %.2fs, longest batch %.0f ms, %d timeouts%s",
-        window.label,
-        "counted" if dry_run else "deleted",
-        (result.rows_counted or 0) if dry_run else result.rows_deleted,
-        result.batches,
-        result.seconds,
-        result.longest_batch_ms,
-        result.timeouts,
-        f"; {result.note}" if result.note else "",
+        "%s",
+        progress_line(
+            window.label,
+            (result.rows_counted or 0) if dry_run else result.rows_deleted,
+            window.expected_rows,
+            result.seconds,
+            result.pause.get("pause_reasons") or {},
+            final=True,
+            verb="counted" if dry_run else "deleted",
+            extra=(
+                ""
+                if dry_run
+                else f"{plural(result.batches, 'batch', 'batches')}, longest "
+                f"{result.longest_batch_ms:.0f} ms, {plural(result.timeouts, 'timeout')}"
+            )
+            + (f"; {result.note}" if result.note else ""),
+        ),
     )
 
 

@@ -31,6 +31,7 @@ from psycopg import sql
 from retention.db.connection import Connection, bounded
 from retention.db.sqlfiles import query
 from retention.policy.model import Policy, TableSpec
+from retention.rows.locks import ALL_MODES, SHARE_UPDATE_EXCLUSIVE_CONFLICTS, table_lock_holders
 
 log = logging.getLogger(__name__)
 
@@ -154,31 +155,45 @@ def drop_partition(
                 conn, sql.SQL("ALTER TABLE {} DETACH PARTITION {}").format(parent, child), lock_ms
             )
     except psycopg.errors.LockNotAvailable as locked:
+        conflicting = (
+            SHARE_UPDATE_EXCLUSIVE_CONFLICTS
+            if concurrently or partition.detach_pending
+            else ALL_MODES
+        )
+        holders = table_lock_holders(conn, _parent_and_child(policy, partition), conflicting)
         raise PartitionDropError(
             f"policy {policy.name!r}: could not detach {partition.qualified} within "
-            f"lock_timeout ({lock_ms} ms): another session holds a lock on {policy.table}. "
-            "Nothing was detached; a retry tries again."
+            f"lock_timeout ({lock_ms} ms): another session holds a lock on {policy.table} "
+            f"({holders}). Nothing was detached; a retry tries again."
         ) from locked
     conn.execute(query("partition_drop_record"), {**record, "state": "detached"})
     log.info(
-        "policy %s: detached %s (%s, about %d rows)",
+        "policy %s: detached %s, ~%s rows (%s)",
         policy.name,
         partition.qualified,
+        f"{partition.estimated_rows:,}",
         partition.bounds,
-        partition.estimated_rows,
     )
     if keep:
         return
     try:
         _in_transaction(conn, sql.SQL("DROP TABLE {}").format(child), lock_ms)
     except psycopg.errors.LockNotAvailable as locked:
+        holders = table_lock_holders(conn, [(partition.schema, partition.name)], ALL_MODES)
         raise PartitionDropError(
             f"policy {policy.name!r}: {partition.qualified} is detached but could not be "
-            f"dropped within lock_timeout ({lock_ms} ms); it holds only rows older than the "
-            "cutoff. Drop it by hand, or let a retry drop it."
+            f"dropped within lock_timeout ({lock_ms} ms) ({holders}); it holds only rows "
+            "older than the cutoff. Drop it by hand, or let a retry drop it."
         ) from locked
     conn.execute(query("partition_drop_record"), {**record, "state": "dropped"})
     log.info("policy %s: dropped %s", policy.name, partition.qualified)
+
+
+def _parent_and_child(policy: Policy, partition: ExpiredPartition) -> list[tuple[str, str]]:
+    return [
+        (policy.table_spec.schema, policy.table_spec.name),
+        (partition.schema, partition.name),
+    ]
 
 
 def _in_transaction(conn: Connection, statement: sql.Composable, lock_ms: int) -> None:

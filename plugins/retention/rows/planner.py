@@ -23,6 +23,7 @@ from psycopg.types.json import Jsonb
 from retention.db.connection import Connection, bounded
 from retention.db.sqlfiles import query
 from retention.policy.model import Policy, TableSpec
+from retention.progress import PhaseTimer, Step, duration, plural
 from retention.rows.probes import KeyRange, RangeProbe, TableIndexes, key_histogram
 from retention.rows.sizing import (
     cut_points,
@@ -150,7 +151,7 @@ def tenant_groups(
         groups.append(("null", None))
     if len(groups) > max_windows:
         log.warning(
-            "policy %s: more than %d tenants; planning windows across all tenants "
+            "policy %s plan: more than %d tenants; planning windows across all tenants "
             "(raise [core] max_map_length to keep one window group per tenant)",
             policy.name,
             max_windows,
@@ -166,6 +167,7 @@ def plan_group(
     windows: int,
     histogram: list[int],
     first_window_no: int,
+    step: Step | None = None,
 ) -> list[Window]:
     """Cut one scope's eligible key range into about ``windows`` contiguous windows.
 
@@ -182,6 +184,8 @@ def plan_group(
         snapped = first if i == 0 else probe.snap(key_range.scope, key_range.tenant, cut, upto)
         if snapped is not None and (not starts or snapped > starts[-1]):
             starts.append(snapped)
+        if step is not None:
+            step.tick(first_window_no + i + 1, None, "windows")
     planned: list[Window] = []
     for i, start in enumerate(starts):
         end = starts[i + 1] - 1 if i + 1 < len(starts) else last
@@ -213,31 +217,70 @@ def measured_rows_per_second(conn: Connection, policy: str) -> float | None:
     return float(row["rows"]) / float(row["seconds"])
 
 
+def indexes_found(table: TableSpec, indexes: TableIndexes) -> str:
+    """``id indexed, created_at NOT indexed``: what the planner's first step found."""
+    return ", ".join(
+        f"{column} {'indexed' if indexed else 'NOT indexed'}"
+        for column, indexed in (
+            (table.key_column, indexes.key),
+            (table.timestamp_column, indexes.timestamp),
+        )
+    )
+
+
+def eligible_ranges(
+    probe: RangeProbe, groups: list[tuple[TenantScope, Any]], timer: PhaseTimer
+) -> list[KeyRange]:
+    """The eligible key range of each group (one per tenant, each clipped to the table's
+    eligible range), every probe step timed and logged."""
+    with timer.step("key range probes") as step:
+        whole = probe.eligible_range("all", None)
+        step.found = (
+            f"ids {whole.first_id}–{whole.last_id}, ~{whole.estimated_rows:,} rows"
+            if whole
+            else "no row older than the cutoff"
+        )
+    if groups == [("all", None)] or whole is None:
+        return [whole] if whole is not None else []
+    ranges: list[KeyRange] = []
+    with timer.step("tenant probes") as step:
+        for i, (scope, tenant) in enumerate(groups, 1):
+            tenant_range = probe.within(whole, scope, tenant)
+            if tenant_range is not None:
+                ranges.append(tenant_range)
+            step.tick(i, len(groups), "tenants")
+        step.found = f"{len(ranges)} of {len(groups)} with eligible rows"
+    return ranges
+
+
 def plan_windows(conn: Connection, request: PlanRequest) -> list[Window]:
     """Return the run's windows, planning and recording them on first call."""
     policy = request.policy
     recorded = load_plan(conn, policy.name, request.run_id)
     if recorded is not None and recorded[0] == request.plan_id:
         log.info(
-            "policy %s run %s: reusing the recorded plan %s of %d windows",
+            "policy %s plan: reusing the recorded plan of %d windows (%s, run %s)",
             policy.name,
-            request.run_id,
-            request.plan_id,
             len(recorded[1]),
+            request.plan_id,
+            request.run_id,
         )
         return recorded[1]
     if recorded is not None:
         log.info(
-            "policy %s run %s was planned before as %s; this DAG run plans afresh as %s",
+            "policy %s plan: planning afresh as %s (run %s was planned before as %s)",
             policy.name,
+            request.plan_id,
             request.run_id,
             recorded[0],
-            request.plan_id,
         )
     started = time.perf_counter()
-    check_table(conn, policy.name, policy.table_spec)
-    target = TargetTable.of(policy.table_spec)
-    indexes = TableIndexes.read(conn, policy.table_spec)
+    timer = PhaseTimer(f"policy {policy.name} plan", logger=log)
+    with timer.step("table check") as step:
+        check_table(conn, policy.name, policy.table_spec)
+        target = TargetTable.of(policy.table_spec)
+        indexes = TableIndexes.read(conn, policy.table_spec)
+        step.found = indexes_found(policy.table_spec, indexes)
     notes: list[str] = []
     if not indexes.key:
         notes.append(
@@ -251,12 +294,10 @@ def plan_windows(conn: Connection, request: PlanRequest) -> list[Window]:
         else None
     )
     probe = RangeProbe(conn, policy, target, indexes, request.cutoff, whole)
-    groups = tenant_groups(conn, policy, target, request.cutoff, request.max_windows)
-    whole = probe.eligible_range("all", None)
-    if groups == [("all", None)] or whole is None:
-        ranges = [whole] if whole is not None else []
-    else:  # one range per tenant, each clipped to the table's eligible range
-        ranges = [r for r in (probe.within(whole, s, t) for s, t in groups) if r is not None]
+    with timer.step("tenants") as step:
+        groups = tenant_groups(conn, policy, target, request.cutoff, request.max_windows)
+        step.found = plural(len(groups), "window group")
+    ranges = eligible_ranges(probe, groups, timer)
     notes += sorted({r.note for r in ranges if r.note})
     per_window = rows_per_window(
         request.window_rows,
@@ -267,25 +308,39 @@ def plan_windows(conn: Connection, request: PlanRequest) -> list[Window]:
     counts = [window_count(e, per_window, request.max_windows) for e in estimates]
     if sum(counts) < request.min_windows:  # spread over the pool's slots when rows allow
         counts = share_windows(estimates, min(request.min_windows, sum(estimates)))
-    histogram = key_histogram(conn, policy.table_spec)
+    with timer.step("histogram") as step:
+        histogram = key_histogram(conn, policy.table_spec)
+        step.found = f"{len(histogram)} bounds" if histogram else "none (no ANALYZE yet)"
     windows: list[Window] = []
-    for key_range, count in zip(ranges, counts, strict=True):
-        windows += plan_group(probe, request, key_range, count, histogram, len(windows))
+    with timer.step("cutting windows") as step:
+        for key_range, count in zip(ranges, counts, strict=True):
+            windows += plan_group(probe, request, key_range, count, histogram, len(windows), step)
+        step.found = f"{plural(len(windows), 'window')} of ~{per_window:,} rows"
     planned = len(windows)
     windows = fit_to_map_limit(windows, request.max_windows)
     if len(windows) < planned:
         log.info(
-            "policy %s: widened %d windows to %d to stay within max_map_length %d",
+            "policy %s plan: widened %d windows to %d to stay within max_map_length %d",
             policy.name,
             planned,
             len(windows),
             request.max_windows,
         )
     for note in notes:
-        log.warning("policy %s: %s", policy.name, note)
-    record_plan(conn, request, windows, time.perf_counter() - started, per_window, notes)
-    recorded = load_plan(conn, policy.name, request.run_id)
-    return recorded[1] if recorded else []
+        log.warning("policy %s plan: %s", policy.name, note)
+    with timer.step("recording"):
+        record_plan(conn, request, windows, time.perf_counter() - started, per_window, notes)
+        recorded = load_plan(conn, policy.name, request.run_id)
+    planned_windows = recorded[1] if recorded else []
+    log.info(
+        "policy %s plan: %s, ~%s, planned in %s (%s)",
+        policy.name,
+        plural(len(planned_windows), "window"),
+        plural(sum(w.expected_rows for w in planned_windows), "row"),
+        duration(time.perf_counter() - started),
+        timer.summary(),
+    )
+    return planned_windows
 
 
 def record_plan(

@@ -1,0 +1,123 @@
+"""Render a run summary as a small aligned table for the task log.
+
+The summary reconcile records is a nested dict; logged as Python it is one
+long line that wraps off the screen, with the status somewhere in the middle.
+:func:`format_summary` lays it out as ``name  value`` rows, status first,
+numbers with thousands separators (a large nested dict of counters, such
+as the drain's, without its zeros), nested dicts as dotted names
+(``remote.eligible_rows_by_state``), small flat dicts and lists of dicts
+(dirty windows, partitions) and long texts (notes, window keys) as one
+readable row each. It knows no key by
+heart beyond the first rows, so keys added to the summary later show up
+without a change here. Pure: the unit tests feed it dicts.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+FIRST_KEYS = ("status", "dry_run", "policy", "run_id")
+MAX_LIST_ITEMS = 10
+MAX_INLINE_ITEMS = 6  # a flat dict with more entries than this gets one row per entry
+LONG_TEXT = 40  # a list holding a longer string (a note, a window key) gets a row per item
+COUNTERS_ITEMS = 12  # a nested dict this large is a pass's counters: its zeros are left out
+ESTIMATE_FLAG = "rows_planned_is_estimate"
+
+
+def format_summary(summary: Mapping[str, Any]) -> str:
+    """The summary as aligned ``name  value`` rows, one per line (no trailing newline)."""
+    ordered = {k: summary[k] for k in FIRST_KEYS if k in summary}
+    ordered |= {k: v for k, v in summary.items() if k not in ordered}
+    if ordered.get(ESTIMATE_FLAG) and isinstance(ordered.get("rows_planned"), int):
+        ordered["rows_planned"] = f"~{ordered['rows_planned']:,} (estimate)"
+        del ordered[ESTIMATE_FLAG]
+    rows = list(_rows("", ordered))
+    if not rows:
+        return "(empty summary)"
+    width = max(len(name) for name, _ in rows)
+    return "\n".join(f"{name:<{width}}  {value}".rstrip() for name, value in rows)
+
+
+def _rows(prefix: str, data: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if _empty(value):
+            continue
+        if isinstance(value, Mapping):
+            shown = value
+            if len(value) >= COUNTERS_ITEMS:  # a pass's counters: only what happened
+                shown = {k: v for k, v in value.items() if not _nothing(v)}
+            if _flat(shown) and len(shown) <= MAX_INLINE_ITEMS:
+                yield name, _inline(shown)
+            else:
+                yield from _rows(f"{name}.", shown)
+        elif isinstance(value, list | tuple) and any(_own_row(v) for v in value):
+            shown = value[:MAX_LIST_ITEMS]
+            for i, item in enumerate(shown):
+                text = _inline(item) if isinstance(item, Mapping) else _scalar(item)
+                yield (name if i == 0 else ""), text
+            if len(value) > len(shown):
+                yield "", f"… and {len(value) - len(shown)} more"
+        elif isinstance(value, list | tuple):
+            yield name, _joined(value)
+        else:
+            yield name, _scalar(value)
+
+
+def _own_row(item: Any) -> bool:
+    """List items that read better one per row: dicts, and long texts."""
+    return isinstance(item, Mapping) or (isinstance(item, str) and len(item) > LONG_TEXT)
+
+
+def _nothing(value: Any) -> bool:
+    """A counter that stayed at zero (or a flag that stayed off), or an empty value."""
+    return _empty(value) or (isinstance(value, int | float) and not value)
+
+
+def _empty(value: Any) -> bool:
+    return value is None or (isinstance(value, Mapping | list | tuple) and not value)
+
+
+def _flat(value: Mapping[str, Any]) -> bool:
+    return not any(isinstance(v, Mapping | list | tuple) for v in value.values())
+
+
+def _inline(item: Mapping[str, Any]) -> str:
+    """``label ids 1–9, rows_remaining 3``: a label-like value leads, without its name."""
+    parts = []
+    for key, value in item.items():
+        if _empty(value):
+            continue
+        if isinstance(value, Mapping):
+            parts.append(f"{key} {{{_inline(value)}}}")
+        elif isinstance(value, list | tuple):
+            parts.append(f"{key} [{_joined(value)}]")
+        elif key == "label":
+            parts.insert(0, _scalar(value))
+        else:
+            parts.append(f"{key} {_scalar(value)}")
+    return ", ".join(parts)
+
+
+def _joined(values: list[Any] | tuple[Any, ...]) -> str:
+    shown = ", ".join(_scalar(v) for v in values[:MAX_LIST_ITEMS])
+    more = len(values) - MAX_LIST_ITEMS
+    return f"{shown} … and {more} more" if more > 0 else shown
+
+
+def _scalar(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        if value.is_integer() and abs(value) >= 1000:
+            return f"{value:,.0f}"
+        return f"{value:,.3f}".rstrip("0").rstrip(".")
+    if isinstance(value, dt.datetime | dt.date):
+        return value.isoformat()
+    if isinstance(value, Mapping):
+        return _inline(value)
+    return str(value)
