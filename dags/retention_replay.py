@@ -83,11 +83,11 @@ with DAG(
     },
 ):
 
-    @task
+    @task(multiple_outputs=False)
     def migrate_schema() -> dict[str, Any]:
         return migrate_schema_step(_chosen(get_current_context()["params"]).postgres_conn_id)
 
-    @task
+    @task(multiple_outputs=False)
     def replay() -> dict[str, Any]:
         context = get_current_context()
         params = context["params"]

@@ -40,9 +40,11 @@ FROM (
         GROUP BY state
     ) AS by_state
 ) AS w,
-LATERAL (
+(
     SELECT coalesce(sum((pass ->> 'rows_deleted')::bigint), 0) AS rows_deleted
-    FROM jsonb_array_elements(coalesce(r.drain, jsonb_build_array())) AS pass
+    FROM retention.runs AS passes,
+         jsonb_array_elements(coalesce(passes.drain, jsonb_build_array())) AS pass
+    WHERE passes.policy = %(policy)s AND passes.run_id = %(run_id)s
 ) AS d
 WHERE r.policy = %(policy)s
   AND r.run_id = %(run_id)s

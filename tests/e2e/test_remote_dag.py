@@ -23,6 +23,7 @@ from tests.support.policies import policy_fields, remote_fields, remote_policy
 from tests.support.receiver import EventReceiver, new_secret
 from tests.support.remote import work
 from tests.support.tables import count, create_media_table, request
+from tests.support.xcoms import xcoms_per_task
 
 pytestmark = pytest.mark.e2e
 
@@ -209,6 +210,10 @@ def test_replay_dag_moves_chosen_dead_operations_back(
         }
     )
     assert run.state == "success"
+    assert xcoms_per_task("retention__replay", run.run_id) == {
+        ("migrate_schema", -1): 1,
+        ("replay", -1): 1,
+    }, "one XCom per task, not one per key of its result"
     rows = {
         r["object_id"]: r["state"]
         for r in db.execute(

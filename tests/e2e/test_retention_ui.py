@@ -113,7 +113,20 @@ def served(
         AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION="True",
     )
     # retention__replay must be known to Airflow (serialized) before it can be triggered;
-    # its policy list comes from RETENTION_POLICIES, as in the api-server
+    # its policy list comes from RETENTION_POLICIES, as in the api-server. Another test's
+    # dag.test() may have stored it with that test's policies (the metadata database is
+    # shared), and reserialize keeps such a version: forget it first.
+    forgotten = subprocess.run(
+        [AIRFLOW, "dags", "delete", "retention__replay", "--yes"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert forgotten.returncode == 0 or "not found" in forgotten.stderr.lower(), forgotten.stderr[
+        -3000:
+    ]
     reserialized = subprocess.run(
         [AIRFLOW, "dags", "reserialize"],
         env=env,
@@ -225,9 +238,10 @@ def replay_as_admin(admin: Any, served: Served) -> str:
         admin.locator(f"input[name=operation_key][value='{key}']").check()
     admin.locator("form[data-form=replay] input[name=reason]").fill("receiver fixed")
     admin.screenshot(path=str(SCREENSHOTS / "retention-dead-letters-admin.png"))
-    admin.locator("[data-action=replay-selected]").click()
+    with admin.expect_navigation():
+        admin.locator("[data-action=replay-selected]").click()
     started = admin.locator("[data-started]")
-    started.first.wait_for()
+    assert started.count() > 0, f"no replay run started: {admin.inner_text('body')[:2000]}"
     return str(started.first.get_attribute("data-started"))
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime as dt
 import threading
 import time
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from retention.db.connection import Connection
 from tests.support.env import ROOT
 from tests.support.policies import policy_fields
 from tests.support.seed import seed_event_logs
+from tests.support.xcoms import xcoms_per_task
 
 pytestmark = pytest.mark.e2e
 
@@ -61,13 +61,16 @@ def lease_of(db: Connection, policy: str) -> dict[str, Any]:
     return row
 
 
-def xcoms_per_task(dag_id: str, run_id: str) -> Counter[tuple[str, int]]:
+def reschedules_of(dag_id: str) -> int:
+    """How often ``take_run_lease`` of the DAG was rescheduled (told to wait)."""
+    from airflow.models.taskreschedule import TaskReschedule
+
     with create_session() as session:
-        return Counter(
-            (x.task_id, x.map_index)
-            for x in session.query(XComModel).filter(
-                XComModel.dag_id == dag_id, XComModel.run_id == run_id
-            )
+        return (
+            session.query(TaskReschedule)
+            .join(TaskInstance, TaskReschedule.ti_id == TaskInstance.id)
+            .filter(TaskInstance.dag_id == dag_id, TaskInstance.task_id == "take_run_lease")
+            .count()
         )
 
 
@@ -107,32 +110,24 @@ def test_a_second_run_waits_for_the_running_holder_then_goes_on(
         (first.run_id, unique_name),
     )
     set_run_state(policy_dag.dag_id, first.run_id, DagRunState.RUNNING)
-    waited: list[float] = []
+    finished: list[dt.datetime] = []
 
-    def finish_first_later() -> None:
-        time.sleep(4)
-        waited.append(time.monotonic())
+    def finish_first_once_the_second_waits() -> None:
+        """Let the first run end only after the second has been told to wait, twice."""
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and reschedules_of(policy_dag.dag_id) < 2:
+            time.sleep(0.2)
+        finished.append(dt.datetime.now(dt.UTC))
         set_run_state(policy_dag.dag_id, first.run_id, DagRunState.SUCCESS)
 
-    releaser = threading.Thread(target=finish_first_later)
+    releaser = threading.Thread(target=finish_first_once_the_second_waits)
     releaser.start()
-    began = time.monotonic()
     second = policy_dag.test(logical_date=D + dt.timedelta(days=1))
     releaser.join()
     assert second.state == "success"
-    assert waited
-    assert waited[0] - began >= 3.5, "the second run waited for the first"
+    assert reschedules_of(policy_dag.dag_id) >= 2, "take_run_lease rescheduled while it waited"
     with create_session() as session:
-        lease_ti = (
-            session.query(TaskInstance)
-            .filter(
-                TaskInstance.dag_id == policy_dag.dag_id,
-                TaskInstance.run_id == second.run_id,
-                TaskInstance.task_id == "take_run_lease",
-            )
-            .one()
-        )
-        first_window = min(
+        work_started = min(
             ti.start_date
             for ti in session.query(TaskInstance).filter(
                 TaskInstance.dag_id == policy_dag.dag_id,
@@ -140,7 +135,7 @@ def test_a_second_run_waits_for_the_running_holder_then_goes_on(
                 TaskInstance.task_id.in_(["plan_windows", "drop_partitions"]),
             )
         )
-    assert first_window.timestamp() >= lease_ti.start_date.timestamp()
+    assert work_started >= finished[0], "nothing of the second run ran before the first ended"
     summary = summary_of(db, unique_name, second.run_id)["summary"]
     assert summary["other_runs"] == [], "nothing of another run worked during this one"
     lease = lease_of(db, unique_name)
@@ -158,6 +153,18 @@ def test_a_lease_held_by_a_run_that_no_longer_exists_is_taken_over(
     run = policy_dag.test(logical_date=D)
     assert run.state == "success"
     assert summary_of(db, unique_name, run.run_id)["status"] == "clean"
+    with create_session() as session:
+        lease_xcom = (
+            session.query(XComModel)
+            .filter(
+                XComModel.dag_id == policy_dag.dag_id,
+                XComModel.run_id == run.run_id,
+                XComModel.task_id == "take_run_lease",
+            )
+            .one()
+        )
+    assert lease_xcom.value["took_over"] == "deleted-run"
+    assert lease_of(db, unique_name)["last_run_id"] == run.run_id
 
 
 def test_a_dry_run_says_so_and_lists_no_dirty_windows(

@@ -368,6 +368,22 @@ def test_the_deadline_message_reports_how_far_the_run_came() -> None:
         progress=None,
     )
     assert unplanned.text.endswith("it is queued. Its windows are not planned yet.")
+    waiting = deadline_alert(
+        "pager",
+        policy="media",
+        dag_id="retention__media",
+        run_id=RUN_ID,
+        deadline_minutes=90,
+        dag_run={"state": "running"},
+        deadline_time=None,
+        progress=None,
+        waiting_for="backfill__2026-02-28",
+    )
+    assert waiting.text.endswith(
+        "it is running. It has not started: it waits for run backfill__2026-02-28, which "
+        "holds the policy's run lease (runs of one policy never overlap)."
+    ), "a queued backfill run is late because of the runs before it"
+    assert waiting.figures["waiting_for"] == "backfill__2026-02-28"
 
 
 def test_runbook_anchors_are_githubs() -> None:

@@ -66,6 +66,7 @@ from retention.evidence.alerts import (
 )
 from retention.policy.model import AlertsSpec, Policy
 from retention.queue.http import HttpSender
+from retention.rows.run_lease import holds_run_lease
 
 log = logging.getLogger(__name__)
 
@@ -290,6 +291,7 @@ def send_deadline_alert(
             dag_run=dag_run,
             deadline_time=None if deadline_time is None else str(deadline_time),
             progress=read_run_progress(conn, policy, run_id),
+            waiting_for=holds_run_lease(conn, policy, run_id),
         )
         outcome = deliver(conn, alert, policy=policy, dag_id=dag_id, run_id=run_id, url=url)
     if outcome.state == "failed":

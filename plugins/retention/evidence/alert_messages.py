@@ -269,8 +269,11 @@ def deadline_alert(
     dag_run: dict[str, Any],
     deadline_time: str | None,
     progress: dict[str, Any] | None,
+    waiting_for: str | None = None,
 ) -> Alert:
-    """The message of a missed deadline: the run, how late, how far it has come."""
+    """The message of a missed deadline: the run, how late, how far it has come, and
+    the run it waits for when another run of the policy holds the run lease (a queued
+    backfill run is late because the runs before it are still working, not stuck)."""
     state = dag_run.get("state")
     text = (
         f"{dag_id} run {run_id} has not finished {deadline_minutes:g} minutes after it was "
@@ -296,6 +299,12 @@ def deadline_alert(
             rows_planned=int(progress["rows_planned"]),
             dry_run=progress["dry_run"],
         )
+    elif waiting_for:
+        text += (
+            f" It has not started: it waits for run {waiting_for}, which holds the "
+            "policy's run lease (runs of one policy never overlap)."
+        )
+        figures["waiting_for"] = waiting_for
     else:
         text += " Its windows are not planned yet."
     return Alert(
