@@ -37,6 +37,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
+from zoneinfo import ZoneInfo
 
 import psycopg
 from psycopg import sql
@@ -363,13 +364,20 @@ def emit_run_gauges(conn: Connection, policy: Policy, summary: Mapping[str, Any]
 def _oldest_eligible_age(conn: Connection, policy: Policy, cutoff: dt.datetime) -> float:
     table = policy.table_spec
     statement = query(
-        "metrics_oldest_eligible",
+        "oldest_eligible",
         table=sql.Identifier(table.schema, table.name),
         ts=sql.Identifier(table.timestamp_column),
     )
     with bounded(conn, policy.timeouts, reads=True, timezone=policy.timestamp_timezone):
         row = conn.execute(statement, {"cutoff": cutoff}).fetchone()
-    return float(row["age_seconds"]) if row and row["age_seconds"] is not None else 0.0
+    oldest = row["oldest"] if row else None
+    if oldest is None:
+        return 0.0
+    if not isinstance(oldest, dt.datetime):  # a date column: its day starts in the policy's zone
+        oldest = dt.datetime(oldest.year, oldest.month, oldest.day)
+    if oldest.tzinfo is None:
+        oldest = oldest.replace(tzinfo=ZoneInfo(policy.timestamp_timezone))
+    return max(0.0, (dt.datetime.now(dt.UTC) - oldest).total_seconds())
 
 
 def _queue_backlog(conn: Connection, policy: Policy) -> dict[tuple[str, str], int]:

@@ -29,8 +29,14 @@ def load_local_env(path: Path = LOCAL_ENV_PATH) -> bool:
     """
     if not path.is_file():
         return False
-    for line in path.read_text().splitlines():
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
         key, _, value = line.partition("=")
-        if key and not key.startswith("#") and key not in os.environ:
-            os.environ[key] = shlex.split(value)[0] if value else ""
+        if not key or key.startswith("#") or key in os.environ:
+            continue
+        words = shlex.split(value)  # the file holds shell-quoted values, one word each
+        if len(words) > 1:
+            raise ValueError(
+                f"{path}:{number}: {key}'s value is {len(words)} words; quote it as one"
+            )
+        os.environ[key] = words[0] if words else ""
     return True

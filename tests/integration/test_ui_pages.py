@@ -142,7 +142,7 @@ def test_replaying_the_ticked_operations_starts_one_run(pages: Pages) -> None:
         headers=ORIGIN,
     )
     assert answer.status_code == 303, answer.text
-    assert answer.headers["location"] == f"{BASE}/retention/ui/dead-letters?started=manual__1"
+    assert answer.headers["location"] == "/retention/ui/dead-letters?started=manual__1"
     assert pages.access.triggered == [
         (
             REPLAY_DAG_ID,
@@ -208,6 +208,28 @@ def test_a_replay_from_another_origin_is_refused(pages: Pages, headers: dict[str
     assert answer.status_code == 403
     assert "did not come from this Airflow's own pages" in unescape(answer.text)
     assert pages.access.triggered == []
+
+
+def test_behind_a_proxy_links_are_paths_and_the_public_host_may_post(
+    pages: Pages, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Behind a TLS-terminating proxy (Astro) the page must not link to http:// URLs,
+    and a form posted from the public host (Airflow's base_url) is this server's own."""
+    client = pages.as_user("admin-token")
+    page = client.get("/retention/ui/dead-letters")
+    assert 'action="/retention/ui/dead-letters/replay"' in page.text
+    assert "http://testserver" not in page.text
+    public = {"Origin": "https://airflow.example.com"}
+    form = {"scope": "selected", "operation_key": pages.seeded.dead_keys, "reason": "proxy"}
+    refused = client.post("/retention/ui/dead-letters/replay", data=form, headers=public)
+    assert refused.status_code == 403, "an unknown public host is another origin"
+    monkeypatch.setenv("AIRFLOW__API__BASE_URL", "https://airflow.example.com/")
+    taken = client.post("/retention/ui/dead-letters/replay", data=form, headers=public)
+    assert taken.status_code == 303, taken.text
+    forwarded = {**public, "X-Forwarded-Host": "airflow.example.com"}
+    monkeypatch.delenv("AIRFLOW__API__BASE_URL")
+    again = client.post("/retention/ui/dead-letters/replay", data=form, headers=forwarded)
+    assert again.status_code in (303, 404), again.text  # 404: nothing dead is left to replay
 
 
 def test_replaying_nothing_dead_says_so(pages: Pages) -> None:

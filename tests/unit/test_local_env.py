@@ -30,3 +30,16 @@ def test_values_are_unquoted_and_variables_already_set_win(
 
 def test_no_file_is_not_an_error(tmp_path: Path) -> None:
     assert load_local_env(tmp_path / "missing") is False
+
+
+def test_a_blank_value_is_empty_and_an_unquoted_phrase_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = tmp_path / "env"
+    env.write_text("RETENTION_T_BLANK=   \nRETENTION_T_WORDS=two words\n")
+    monkeypatch.delenv("RETENTION_T_BLANK", raising=False)
+    monkeypatch.delenv("RETENTION_T_WORDS", raising=False)
+    with pytest.raises(ValueError, match=r"env:2: RETENTION_T_WORDS's value is 2 words"):
+        load_local_env(env)
+    assert os.environ["RETENTION_T_BLANK"] == ""
+    assert "RETENTION_T_WORDS" not in os.environ, "nothing half-read is exported"

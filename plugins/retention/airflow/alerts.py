@@ -41,10 +41,9 @@ from airflow.sdk import (
     get_current_context,
     task,
 )
-from airflow.sdk.configuration import conf
 from airflow.sdk.exceptions import AirflowFailException
 
-from retention.airflow.connections import SIGNING_SECRET_EXTRA, postgres
+from retention.airflow.connections import SIGNING_SECRET_EXTRA, api_base_url, postgres
 from retention.evidence.alert_messages import (
     Alert,
     MessageFormat,
@@ -125,7 +124,7 @@ def deliver(
 
 def base_url() -> str | None:
     """The API server's public URL (``[api] base_url``), for links to the run."""
-    return conf.get("api", "base_url", fallback=None) or None
+    return api_base_url()
 
 
 def failed_tasks_of(context: Any) -> tuple[str, ...]:

@@ -71,3 +71,11 @@ def signing_secret(conn_id: str) -> str:
             f"{SIGNING_SECRET_EXTRA!r} to the receiver's whsec_ secret"
         )
     return password
+
+
+def api_base_url() -> str | None:
+    """Airflow's public URL (``[api] base_url``; None when unset): links to runs in
+    alerts, and the Retention view's own host behind a proxy."""
+    from airflow.sdk.configuration import conf
+
+    return conf.get("api", "base_url", fallback=None) or None

@@ -169,7 +169,7 @@ def _lag_hours(
     """Hours since the oldest row older than the cutoff became eligible (None: no such row)."""
     target = TargetTable.of(policy.table_spec)
     with bounded(conn, policy.timeouts, reads=True, timezone=policy.timestamp_timezone):
-        row = conn.execute(target.query("alert_oldest_eligible"), {"cutoff": cutoff}).fetchone()
+        row = conn.execute(target.query("oldest_eligible"), {"cutoff": cutoff}).fetchone()
     if row is None or row["oldest"] is None:
         return None
     eligible_since = as_aware(row["oldest"], policy.timestamp_timezone) + dt.timedelta(

@@ -36,7 +36,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 from jinja2 import Environment, FileSystemLoader
 
-from retention.airflow.connections import postgres
+from retention.airflow.connections import api_base_url, postgres
 from retention.db.gate import PAUSE_VARIABLE, switch_pauses
 from retention.evidence.explain import UnknownOperation, explain
 from retention.policy import Policy, PolicySet, load_policies
@@ -196,7 +196,7 @@ def ui_router(access: Access | None = None) -> APIRouter:
                 done = f" (already started: {', '.join(started)})" if started else ""
                 return message(request, 409, f"{refused}{done}")
         shown = urlencode([("started", run_id) for run_id in started])
-        return RedirectResponse(f"{request.url_for('dead_letters')}?{shown}", status_code=303)
+        return RedirectResponse(f"{request.url_for('dead_letters').path}?{shown}", status_code=303)
 
     @router.get("/operations/{key}", response_class=HTMLResponse, name="operation")
     async def operation(request: Request, key: str) -> Response:
@@ -376,11 +376,18 @@ def _event_replay_confs(form: Any, policies: list[Policy], reason: str) -> list[
 
 def _same_origin(request: Request) -> bool:
     """The CSRF guard: a browser names the page a POST came from in ``Origin`` (or at
-    least ``Referer``); it must be this server."""
+    least ``Referer``); it must be this server: the host it was asked for, or, behind
+    a proxy that rewrites that, the forwarded host or the host of Airflow's
+    ``[api] base_url``."""
     source = request.headers.get("origin") or request.headers.get("referer")
     if not source or source == "null":
         return False
-    return urlsplit(source).netloc == request.headers.get("host")
+    ours = {
+        request.headers.get("host"),
+        request.headers.get("x-forwarded-host"),
+        urlsplit(api_base_url() or "").netloc or None,
+    }
+    return urlsplit(source).netloc in ours - {None}
 
 
 def _find_operation(key: str, policies: list[Policy]) -> dict[str, Any]:

@@ -111,7 +111,7 @@ def policy_figures(conn: Connection, policy: Policy, now: dt.datetime) -> Policy
         )
         run = conn.execute(query("ui_last_run"), params).fetchone()
         oldest = conn.execute(
-            TargetTable.of(policy.table_spec).query("ui_oldest_eligible"), {"cutoff": cutoff_now}
+            TargetTable.of(policy.table_spec).query("oldest_eligible"), {"cutoff": cutoff_now}
         ).fetchone()
         queue = conn.execute(query("ui_queue"), {**params, "scope": scope}).fetchone()
         minutes = conn.execute(
