@@ -1,14 +1,20 @@
 -- The Retention view: a policy's latest run (by when it was planned), with its
 -- status, cutoff, rows deleted and remaining, how long it took, and its plan's
--- windows by state. Read-only; one index probe of runs_planned, then the
--- plan's windows (windows_policy_plan).
+-- windows by state, the rows its windows deleted so far (while it runs), and the
+-- run holding the policy's run lease. Read-only; one index probe of runs_planned,
+-- then the plan's windows (windows_policy_plan) and one run_leases row.
 SELECT r.run_id, r.status, r.dry_run, r.cutoff, r.rows_deleted, r.rows_remaining, r.planned_at,
        r.finished_at, extract(epoch FROM r.finished_at - r.planned_at) AS duration_seconds,
        (SELECT coalesce(jsonb_object_agg(state, n), jsonb_build_object())
         FROM (SELECT state, count(*) AS n FROM retention.windows AS w
               WHERE w.policy = r.policy AND w.plan_id = r.plan_id
-              GROUP BY state) AS by_state) AS windows_by_state
+              GROUP BY state) AS by_state) AS windows_by_state,
+       (SELECT coalesce(sum(w.rows_deleted), 0) FROM retention.windows AS w
+        WHERE w.policy = r.policy AND w.plan_id = r.plan_id) AS rows_deleted_so_far,
+       lease.run_id AS lease_holder,
+       lease.taken_at AS lease_taken_at
 FROM retention.runs AS r
+LEFT JOIN retention.run_leases AS lease ON lease.policy = r.policy
 WHERE r.policy = %(policy)s
 ORDER BY r.planned_at DESC
 LIMIT 1

@@ -4,6 +4,8 @@
   every policy DAG also runs them first, in ``migrate_schema``);
 - ``dead-letters``: list dead operations awaiting review (``--failure-class``
   without a value lists the classes that exist);
+- ``runs``: the latest runs (status, rows deleted so far, windows by state) and
+  which run holds each policy's run lease;
 - ``explain TERM``: the evidence record of one operation, found by its key, a
   key prefix, its object id or its row key (several matches are listed);
 - ``schema``: print the policies file's JSON Schema (``--write`` refreshes the
@@ -64,6 +66,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     explain_cmd.add_argument("--policy", help="only operations of this policy")
     explain_cmd.add_argument("--json", action="store_true")
+    runs = commands.add_parser(
+        "runs", help="the latest runs, their progress, and which holds the run lease"
+    )
+    runs.add_argument("--policy")
+    runs.add_argument("--limit", type=int, default=10)
+    runs.add_argument("--json", action="store_true", help="one JSON object per line")
     schema = commands.add_parser("schema", help="print the policies file's JSON Schema")
     schema.add_argument(
         "--write",
@@ -89,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "explain":
         return _explain(args)
+    if args.command == "runs":
+        return _runs(args)
     return _dead_letters(args)
 
 
@@ -201,6 +211,32 @@ def _dead_letters(args: argparse.Namespace) -> int:
             f"dead since {row['dead_since']:%Y-%m-%d %H:%M}: {row['reason']}"
         )
     print(f"{len(rows)} dead operation(s); replay with the retention__replay DAG")
+    return 0
+
+
+def _runs(args: argparse.Namespace) -> int:
+    from retention.evidence.lookup import recent_runs
+
+    with _connection(args) as conn:
+        rows = recent_runs(conn, policy=args.policy, limit=args.limit)
+    if args.json:
+        for row in rows:
+            print(json.dumps(row, default=str))
+        return 0
+    if not rows:
+        print("no runs recorded" + (f" for policy {args.policy!r}" if args.policy else ""))
+        return 0
+    for row in rows:
+        windows = " ".join(f"{state} {n}" for state, n in sorted(row["windows_by_state"].items()))
+        print(
+            f"{row['policy']}  {row['run_id']}  {row['status']}"
+            + (" (dry run)" if row["dry_run"] else "")
+            + f"  cutoff {row['cutoff']:%Y-%m-%d %H:%M}  deleted {row['rows_deleted']:,}"
+            + (" so far" if row["so_far"] else "")
+            + ("" if row["rows_remaining"] is None else f", {row['rows_remaining']:,} remaining")
+            + f"  windows: {windows or 'none'}"
+            + ("  [holds the run lease]" if row["holds_lease"] else "")
+        )
     return 0
 
 

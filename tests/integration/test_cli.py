@@ -217,3 +217,27 @@ def test_an_operation_that_never_got_an_answer_reads_no_response(
     assert "timeout (no response)" in run.stdout
     assert "http_422 (HTTP 422)" in run.stdout
     assert "None" not in run.stdout.replace("tenant=None", "")
+
+
+def test_runs_shows_progress_and_the_run_lease_holder(
+    db: Connection, unique_name: str, test_dsn: str
+) -> None:
+    from retention.rows.deleter import delete_window
+    from retention.rows.run_lease import take_run_lease
+    from tests.support.policies import make_policy
+    from tests.support.tables import create_table, old, plan
+
+    create_table(db, unique_name, [(i, 1, old(i)) for i in range(1, 31)])
+    policy = make_policy(unique_name, window_rows=10, batch_rows=5, window_per_tenant=False)
+    windows = plan(db, policy, run_id="run-7")
+    take_run_lease(db, unique_name, policy.dag_id, "run-7", lambda run_id: "running")
+    delete_window(db, policy, windows[0], batch_rows=5, dry_run=False)
+    shown = cli("--dsn", test_dsn, "runs", "--policy", unique_name)
+    assert shown.returncode == 0, shown.stderr
+    (line,) = shown.stdout.splitlines()
+    assert line.startswith(f"{unique_name}  run-7  planned  cutoff ")
+    assert "deleted 10 so far" in line
+    assert f"windows: done 1 planned {len(windows) - 1}" in line
+    assert line.endswith("[holds the run lease]")
+    none = cli("--dsn", test_dsn, "runs", "--policy", f"{unique_name}_none")
+    assert none.stdout.strip() == f"no runs recorded for policy '{unique_name}_none'"

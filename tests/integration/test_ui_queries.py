@@ -7,6 +7,7 @@ import datetime as dt
 from retention.db.connection import Connection
 from retention.evidence.reconcile import reconcile_run
 from retention.rows.deleter import delete_window
+from retention.rows.run_lease import release_run_lease, take_run_lease
 from retention.ui.queries import (
     DeadLetterFilter,
     dead_event_ids_by_policy,
@@ -95,10 +96,19 @@ def test_a_clean_row_policy_has_no_lag_and_counts_its_deleted_rows(
     policy = make_policy(unique_name, window_rows=10, batch_rows=5, retain_days=3650)
     for window in plan(db, policy):
         delete_window(db, policy, window, batch_rows=5, dry_run=False)
+    take_run_lease(db, policy.name, policy.dag_id, "run-1", lambda run_id: "running")
+    during = policy_figures(db, policy, now())
+    assert during.last_run is not None
+    assert (during.last_run.status, during.last_run.rows_deleted) == ("planned", None)
+    assert during.last_run.rows_deleted_so_far == 30, "progress before reconcile"
+    assert during.last_run.lease_holder == "run-1"
+    assert during.last_run.lease_taken_at is not None
     reconcile_run(db, policy, "run-1")
+    release_run_lease(db, policy.name, "run-1")
     figures = policy_figures(db, policy, now())
     assert figures.last_run is not None
     assert (figures.last_run.status, figures.last_run.rows_deleted) == ("clean", 30)
+    assert figures.last_run.lease_holder is None
     windows = db.execute(
         "SELECT state, count(*) AS n FROM retention.windows WHERE policy = %s GROUP BY state",
         (policy.name,),

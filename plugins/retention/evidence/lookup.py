@@ -49,3 +49,10 @@ def find_operations(
 def dead_failure_classes(conn: Connection, *, policy: str | None = None) -> list[dict[str, Any]]:
     """Failure classes of dead operations with their counts, most common first."""
     return conn.execute(query("explain_failure_classes"), {"policy": policy}).fetchall()
+
+
+def recent_runs(
+    conn: Connection, *, policy: str | None = None, limit: int = 10
+) -> list[dict[str, Any]]:
+    """The latest runs, newest first, with their progress and who holds the run lease."""
+    return conn.execute(query("runs_recent"), {"policy": policy, "limit": limit}).fetchall()

@@ -24,6 +24,7 @@ import datetime as dt
 import logging
 import re
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -337,40 +338,54 @@ def _replay_confs(form: Any, policies: list[Policy], user_name: str) -> list[dic
             }
         ]
     if form.get("scope") == "events":
-        return _event_replay_confs(form, policies, reason)
-    keys = sorted({k for k in form.getlist("operation_key") if OPERATION_KEY.fullmatch(k)})
-    if not keys:
-        raise ViewError(400, "tick the dead operations to replay (or replay by filter)")
-    if len(keys) > MAX_REPLAY_KEYS:
-        raise ViewError(400, f"at most {MAX_REPLAY_KEYS} operations at once; replay by filter")
+        return _ticked_confs(
+            form,
+            policies,
+            TickedKind("events", "event_id", EVENT_ID, "event_ids", dead_event_ids_by_policy),
+            reason,
+        )
+    return _ticked_confs(
+        form,
+        policies,
+        TickedKind(
+            "operations", "operation_key", OPERATION_KEY, "operation_keys", dead_keys_by_policy
+        ),
+        reason,
+    )
+
+
+@dataclass(frozen=True)
+class TickedKind:
+    """What the replay form's ticked boxes name: dead operations or dead events."""
+
+    kind: str  # retention__replay's ``kind`` param, and the word in messages
+    field: str  # the form field of each ticked box
+    pattern: re.Pattern[str]  # what a value must look like (anything else is ignored)
+    conf_key: str  # the replay param that takes the chosen ones
+    dead_by_policy: Callable[[Any, list[str], list[str]], dict[str, list[str]]]
+
+
+def _ticked_confs(
+    form: Any, policies: list[Policy], ticked: TickedKind, reason: str
+) -> list[dict[str, Any]]:
+    """One replay conf per policy for the ticked boxes that are still dead letters of
+    policies the user may read."""
+    chosen = sorted({v for v in form.getlist(ticked.field) if ticked.pattern.fullmatch(v)})
+    if not chosen:
+        hint = " (or replay by filter)" if ticked.kind == "operations" else ""
+        raise ViewError(400, f"tick the dead {ticked.kind} to replay{hint}")
+    if len(chosen) > MAX_REPLAY_KEYS:
+        hint = "; replay by filter" if ticked.kind == "operations" else ""
+        raise ViewError(400, f"at most {MAX_REPLAY_KEYS} {ticked.kind} at once{hint}")
     grouped: dict[str, list[str]] = {}
     for conn_id, members in _by_database(policies).items():
         with postgres(conn_id) as conn:
-            grouped.update(dead_keys_by_policy(conn, keys, [p.name for p in members]))
+            grouped.update(ticked.dead_by_policy(conn, chosen, [p.name for p in members]))
     if not grouped:
-        raise ViewError(404, "none of the ticked operations is dead any more (or yours to see)")
+        raise ViewError(404, f"none of the ticked {ticked.kind} is dead any more (or yours to see)")
     return [
-        {"kind": "operations", "policy": policy, "operation_keys": chosen_keys, "reason": reason}
-        for policy, chosen_keys in sorted(grouped.items())
-    ]
-
-
-def _event_replay_confs(form: Any, policies: list[Policy], reason: str) -> list[dict[str, Any]]:
-    """``scope=events``: the ticked event ids that are dead events, one run per policy."""
-    ids = sorted({i for i in form.getlist("event_id") if EVENT_ID.fullmatch(i)})
-    if not ids:
-        raise ViewError(400, "tick the dead events to replay")
-    if len(ids) > MAX_REPLAY_KEYS:
-        raise ViewError(400, f"at most {MAX_REPLAY_KEYS} events at once")
-    grouped: dict[str, list[str]] = {}
-    for conn_id, members in _by_database(policies).items():
-        with postgres(conn_id) as conn:
-            grouped.update(dead_event_ids_by_policy(conn, ids, [p.name for p in members]))
-    if not grouped:
-        raise ViewError(404, "none of the ticked events is dead any more (or yours to see)")
-    return [
-        {"kind": "events", "policy": policy, "event_ids": chosen_ids, "reason": reason}
-        for policy, chosen_ids in sorted(grouped.items())
+        {"kind": ticked.kind, "policy": policy, ticked.conf_key: keys, "reason": reason}
+        for policy, keys in sorted(grouped.items())
     ]
 
 

@@ -37,6 +37,9 @@ class LastRun:
     finished_at: dt.datetime | None
     duration_seconds: float | None  # planned → reconciled
     windows: dict[str, int] = field(default_factory=dict)  # the plan's windows by state
+    rows_deleted_so_far: int = 0  # by its windows, counted in each batch: progress while it runs
+    lease_holder: str | None = None  # the run holding the policy's run lease (None: free)
+    lease_taken_at: dt.datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -156,6 +159,9 @@ def _last_run(row: dict[str, Any] | None) -> LastRun | None:
         finished_at=row["finished_at"],
         duration_seconds=_float(row["duration_seconds"]),
         windows={k: int(v) for k, v in sorted(row["windows_by_state"].items())},
+        rows_deleted_so_far=int(row["rows_deleted_so_far"]),
+        lease_holder=row["lease_holder"],
+        lease_taken_at=row["lease_taken_at"],
     )
 
 
@@ -175,16 +181,7 @@ def dead_letters(
     limit: int = DEAD_LETTER_LIMIT,
 ) -> list[dict[str, Any]]:
     """Dead operations of ``policies`` (those the user may read) matching the filter."""
-    return conn.execute(
-        query("ui_dead_letters"),
-        {
-            "policies": policies,
-            "policy": chosen.policy,
-            "failure_class": chosen.failure_class,
-            "since": chosen.since,
-            "limit": limit,
-        },
-    ).fetchall()
+    return _filtered(conn, "ui_dead_letters", policies, chosen, limit)
 
 
 def dead_letter_classes(conn: Connection, policies: list[str]) -> list[dict[str, Any]]:
@@ -209,8 +206,15 @@ def dead_events(
     limit: int = DEAD_LETTER_LIMIT,
 ) -> list[dict[str, Any]]:
     """Dead ``retention.deleted`` events of ``policies`` matching the filter."""
+    return _filtered(conn, "ui_dead_events", policies, chosen, limit)
+
+
+def _filtered(
+    conn: Connection, name: str, policies: list[str], chosen: DeadLetterFilter, limit: int
+) -> list[dict[str, Any]]:
+    """One of the dead-letter lists (SQL ``name``), with the page's filters bound."""
     return conn.execute(
-        query("ui_dead_events"),
+        query(name),
         {
             "policies": policies,
             "policy": chosen.policy,
