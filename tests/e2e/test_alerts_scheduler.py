@@ -27,6 +27,7 @@ from tests.support.airflow_services import (
     tail,
     trigger_run,
     wait_for,
+    wait_for_run_end,
 )
 from tests.support.alert_receiver import AlertReceiver
 from tests.support.policies import policy_fields
@@ -101,9 +102,7 @@ def triggerer_callbacks(policy: str) -> list[str | None]:
 def test_the_triggerer_sends_the_deadline_alert_of_a_late_run_once(
     db: Connection, unique_name: str, services: Services, paused: str
 ) -> None:
-    from airflow.models.dagrun import DagRun
     from airflow.models.variable import Variable
-    from airflow.utils.session import create_session
 
     logical_date = dt.datetime.now(dt.UTC).replace(microsecond=0) - dt.timedelta(days=1)
     cutoff = logical_date - dt.timedelta(days=30)
@@ -127,14 +126,7 @@ def test_the_triggerer_sends_the_deadline_alert_of_a_late_run_once(
     assert arrived, f"no deadline alert\n{tail(services.logs)}"
     Variable.delete(PAUSE_VARIABLE)  # let the held run finish
 
-    def finished() -> bool:
-        with create_session() as session:
-            state = session.query(DagRun.state).filter_by(dag_id=dag_id, run_id=run_id).scalar()
-        return state in ("success", "failed")
-
-    wait_for(finished, RUN_SECONDS, f"run {run_id} finishing\n{tail(services.logs)}", step=2)
-    with create_session() as session:
-        state = session.query(DagRun.state).filter_by(dag_id=dag_id, run_id=run_id).scalar()
+    state = wait_for_run_end(dag_id, run_id, RUN_SECONDS, services.logs)
     assert state == "success", tail(services.logs)
     [message] = mine()
     body = message["body"]

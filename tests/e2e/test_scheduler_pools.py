@@ -46,7 +46,7 @@ from tests.support.airflow_services import (
     scheduler_environment,
     tail,
     trigger_run,
-    wait_for,
+    wait_for_run_end,
     worker_name,
 )
 from tests.support.policies import HTTP_CONN_ID, policy_fields, remote_fields
@@ -132,9 +132,7 @@ def run_with_slots(
     rows: int = OBJECTS_PER_WINDOW * WINDOWS,
 ) -> str:
     """Trigger one run of ``rows`` rows with the pool at ``slots``; returns its run id."""
-    from airflow.models.dagrun import DagRun
     from airflow.models.pool import Pool
-    from airflow.utils.session import create_session
 
     Pool.create_or_update_pool(pool, slots=slots, description="test", include_deferred=False)
     create_media_table(
@@ -143,14 +141,7 @@ def run_with_slots(
     dag_id = f"retention__{name}"
     run_id = trigger_run(dag_id, logical_date)
 
-    def finished() -> bool:
-        with create_session() as session:
-            state = session.query(DagRun.state).filter_by(dag_id=dag_id, run_id=run_id).scalar()
-        return state in ("success", "failed")
-
-    wait_for(finished, RUN_SECONDS, f"run {run_id} finishing\n{tail(logs)}", step=2)
-    with create_session() as session:
-        state = session.query(DagRun.state).filter_by(dag_id=dag_id, run_id=run_id).scalar()
+    state = wait_for_run_end(dag_id, run_id, RUN_SECONDS, logs)
     assert state == "success", tail(logs)
     assert count(db, f"SELECT count(*) FROM public.{name}") == 0  # noqa: S608
     return run_id

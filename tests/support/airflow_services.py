@@ -165,6 +165,22 @@ def trigger_run(dag_id: str, logical_date: dt.datetime) -> str:
         return run.run_id
 
 
+def wait_for_run_end(dag_id: str, run_id: str, seconds: float, logs: Path) -> str:
+    """Wait until the run is ``success`` or ``failed`` (failing the test at ``seconds``,
+    with the logs' ends); returns that state."""
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.session import create_session
+
+    def state() -> str | None:
+        with create_session() as session:
+            return session.query(DagRun.state).filter_by(dag_id=dag_id, run_id=run_id).scalar()
+
+    wait_for(
+        lambda: state() in ("success", "failed"), seconds, f"run {run_id} ending\n{tail(logs)}", 2
+    )
+    return str(state())
+
+
 def tail(logs: Path, chars: int = 3000) -> str:
     """The end of every log in ``logs``, for assertion messages."""
     return "\n".join(f"--- {p.name}\n{p.read_text()[-chars:]}" for p in sorted(logs.glob("*.log")))
