@@ -233,8 +233,14 @@ def test_replay_dag_moves_chosen_dead_operations_back(
     )
     assert audit["filters"]["operation_keys"] == [dead["obj-3"]]
     sandbox.state.configure(reject=[])
-    assert dag.test(logical_date=LOGICAL_DATE).state == "success"
+    after_replay = dag.test(logical_date=LOGICAL_DATE)
+    assert after_replay.state == "success"
     assert count(db, f"SELECT count(*) FROM public.{unique_name} WHERE object_key = 'obj-3'") == 0  # noqa: S608
+    summary = summary_of(db, unique_name, after_replay.run_id)["summary"]
+    # the replayed operation is deleted by the drain step, and the run says so
+    assert summary["rows_deleted_by_drain"] == 1
+    assert summary["rows_deleted"] == summary["rows_deleted_by_windows"] + 1
+    assert summary["drain"]["passes"] == 1
 
 
 def test_dry_run_of_a_remote_policy_calls_nothing(
@@ -300,6 +306,10 @@ def test_events_are_delivered_in_the_run_and_leftovers_in_the_next(
     assert outbox(db, unique_name) == {("delivered", 1): 2, ("pending", 0): 4}, (
         "the 429 spent no attempt, and the rest were handed back"
     )
+    events = summary_of(db, unique_name, first.run_id)["summary"]["events"]
+    # counted by reconcile after deliver_events ended: the summary agrees with the outbox
+    assert (events["delivered_this_run"], events["pending_after_delivery"]) == (2, 4)
+    assert events["pending_why"].startswith("delivery stopped"), events["pending_why"]
     db.execute(  # the snoozed event's Retry-After has passed
         "UPDATE retention.outbox SET not_before = now() WHERE policy = %s", (unique_name,)
     )
