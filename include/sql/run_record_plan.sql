@@ -18,5 +18,6 @@ SET plan_id = excluded.plan_id, dag_id = excluded.dag_id, table_name = excluded.
     rows_deleted = NULL, rows_counted = NULL, rows_remaining = NULL,
     rows_outside_windows = NULL, plan_seconds = excluded.plan_seconds,
     delete_seconds = NULL, reconcile_seconds = NULL, longest_batch_ms = NULL,
-    planned_at = now(), finished_at = NULL, summary = NULL
+    planned_at = now(), finished_at = NULL, summary = NULL, drain = NULL,
+    events_delivery = NULL
 WHERE retention.runs.plan_id <> excluded.plan_id

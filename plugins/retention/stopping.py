@@ -21,10 +21,13 @@ from __future__ import annotations
 import logging
 import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
 from typing import Any
+
+import psycopg
+from psycopg.pq import TransactionStatus
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +47,7 @@ def stop_requested() -> bool:
 def raise_if_stopping(what: str) -> None:
     """Raise :class:`StopRequested` naming ``what`` stopped, when a stop was asked for."""
     if _requested.is_set():
+        disarm()  # reached between batches: nothing left to cancel
         raise StopRequested(f"{what}: stopped on request (SIGTERM) before its next batch")
 
 
@@ -62,17 +66,30 @@ CANCEL_AFTER_SECONDS = 3.0
 """After a stop request, a database statement still running is cancelled this much later:
 Airflow kills the task 5 s after its SIGTERM, and a cancelled batch rolls back cleanly."""
 
+_timers: list[threading.Timer] = []
+_timers_lock = threading.Lock()
+
+
+def disarm() -> None:
+    """Forget the pending cancel: the work in flight has ended, and what follows (closing
+    the window, recording the stop, releasing leases) must not be cancelled."""
+    with _timers_lock:
+        for timer in _timers:
+            timer.cancel()
+        _timers.clear()
+
 
 @contextmanager
-def graceful_stop(cancel: Callable[[], None] | None = None) -> Iterator[None]:
+def graceful_stop(conn: psycopg.Connection[Any] | None = None) -> Iterator[None]:
     """Turn SIGTERM and SIGINT into a stop request while the block runs.
 
-    ``cancel`` (a connection's ``cancel_safe``) runs ``CANCEL_AFTER_SECONDS``
-    after the request if the block is still running, so a slow statement in
-    flight cannot outlast Airflow's grace. The handlers Airflow installed stay
-    in place: SIGTERM's (``on_kill``) is called after ours, and a second SIGINT
-    interrupts as usual. They are restored on exit, and the request is
-    forgotten then (``dag.test()`` runs the next task in the same process).
+    With ``conn``, a statement still running on it ``CANCEL_AFTER_SECONDS`` after
+    the request is cancelled, so a slow batch in flight cannot outlast Airflow's
+    grace; the loops :func:`disarm` that as soon as they reach a stop check, so
+    the writes that record the stop are never cancelled. The handlers Airflow
+    installed stay in place: SIGTERM's (``on_kill``) is called after ours, and a
+    second SIGINT interrupts as usual. They are restored on exit, and the request
+    is forgotten then (``dag.test()`` runs the next task in the same process).
     Outside the main thread (where Python allows no signal handlers) the block
     runs unchanged.
     """
@@ -80,7 +97,6 @@ def graceful_stop(cancel: Callable[[], None] | None = None) -> Iterator[None]:
         yield
         return
     previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
-    timers: list[threading.Timer] = []
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         first = not _requested.is_set()
@@ -90,11 +106,12 @@ def graceful_stop(cancel: Callable[[], None] | None = None) -> Iterator[None]:
                 "%s received: stopping after the batch or call in flight",
                 signal.Signals(signum).name,
             )
-            if cancel is not None:
-                timer = threading.Timer(CANCEL_AFTER_SECONDS, _cancel_quietly, (cancel,))
+            if conn is not None:
+                timer = threading.Timer(CANCEL_AFTER_SECONDS, _cancel_running, (conn,))
                 timer.daemon = True
+                with _timers_lock:
+                    _timers.append(timer)
                 timer.start()
-                timers.append(timer)
         if signum == signal.SIGINT:
             signal.signal(signal.SIGINT, previous[signal.SIGINT])  # a second Ctrl-C interrupts
             return
@@ -107,19 +124,22 @@ def graceful_stop(cancel: Callable[[], None] | None = None) -> Iterator[None]:
     try:
         yield
     finally:
-        for timer in timers:
-            timer.cancel()
-        for sig, handler in previous.items():
+        for sig, handler in previous.items():  # first: no new timer after the disarm
             signal.signal(sig, handler)
+        disarm()
         _requested.clear()
 
 
-def _cancel_quietly(cancel: Callable[[], None]) -> None:
+def _cancel_running(conn: psycopg.Connection[Any]) -> None:
+    """Cancel the statement running on ``conn``, if one still is (never an idle session)."""
+    if conn.closed or conn.info.transaction_status != TransactionStatus.ACTIVE:
+        return
     try:
-        cancel()
-        log.warning(
-            "stop: cancelled the statement still running %.0f s after the request",
-            CANCEL_AFTER_SECONDS,
-        )
-    except Exception:  # the connection may be closed already: nothing left to cancel
+        conn.cancel_safe()
+    except Exception:  # the session ended meanwhile: nothing left to cancel
         log.debug("stop: nothing to cancel", exc_info=True)
+        return
+    log.warning(
+        "stop: cancelled the statement still running %.0f s after the request",
+        CANCEL_AFTER_SECONDS,
+    )

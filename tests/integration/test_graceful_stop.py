@@ -114,6 +114,56 @@ def test_sigterm_cancels_a_row_window_waiting_on_a_lock_within_seconds(
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL, "the handler is restored"
 
 
+def test_a_batch_still_waiting_3_s_after_the_sigterm_is_cancelled(
+    db: Connection, unique_name: str, test_dsn: str
+) -> None:
+    """A batch stuck behind a lock far longer than Airflow's 5 s grace (lock_timeout 60 s)
+    is cancelled 3 s after the stop: the window ends cancelled, not killed, and the
+    cancel is not counted as a timeout."""
+    create_table(db, unique_name, [(i, 1, old(i)) for i in range(1, 51)])
+    policy = make_policy(
+        unique_name,
+        window_rows=1_000,
+        batch_rows=10,
+        min_batch_rows=10,
+        max_batch_rows=10,
+        lock_timeout_ms=60_000,
+        statement_timeout_ms=120_000,
+        window_per_tenant=False,
+    )
+    (window,) = plan(db, policy, run_id="run-stuck")
+    deleter = RowDeleter(policy.table_spec, policy.timeouts, policy.batch_timing, policy.health)
+    with connect_dsn(test_dsn) as blocker, connect_dsn(test_dsn) as watcher:
+        blocker.autocommit = False
+        blocker.execute(
+            sql.SQL("SELECT 1 FROM {} WHERE id = 25 FOR UPDATE").format(
+                sql.Identifier("public", unique_name)
+            )
+        )
+        holder = blocker.info.backend_pid
+
+        def waiting_on_the_lock() -> bool:
+            row = watcher.execute(
+                "SELECT count(*) AS n FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))",
+                (holder,),
+            ).fetchone()
+            return bool(row and row["n"])
+
+        with (
+            sigterm_when(waiting_on_the_lock) as sent,
+            graceful_stop(db),
+            pytest.raises(StopRequested),
+        ):
+            deleter.run(db, window, batch_rows=10, dry_run=False)
+        stopped = time.monotonic()
+        blocker.rollback()
+    assert sent, "the batch never waited on the lock: nothing was tested"
+    assert stopped - sent[0] < 5.0, "cancelled before Airflow's SIGKILL (5 s)"
+    row = window_row(db, window.window_key)
+    assert (row["state"], row["timeouts"], row["rows_deleted"]) == ("cancelled", 0, 20)
+    assert run_row(db, unique_name, "run-stuck")["status"] == "cancelled"
+
+
 def test_sigterm_stops_a_remote_window_after_the_call_in_flight(
     db: Connection, unique_name: str
 ) -> None:

@@ -85,6 +85,7 @@ def test_a_run_that_ended_without_reconcile_is_taken_over_and_closed(
     ended = states(**({"run-A": holder_state} if holder_state else {}))
     settling = take_run_lease(db, unique_name, policy.dag_id, "run-B", ended)
     assert not settling.taken, "its window's task may still be inside Airflow's SIGTERM grace"
+    assert settling.stopping_windows == 1
     assert "1 of its windows may still be stopping" in settling.message(unique_name)
     outcome = take_run_lease(db, unique_name, policy.dag_id, "run-B", ended, grace_seconds=0)
 
@@ -138,3 +139,36 @@ def test_a_reconciled_run_keeps_its_summary_when_closed_later(
     ).fetchone()
     assert run is not None
     assert (run["status"], run["summary"]) == ("clean", {"status": "clean"})
+
+
+def test_a_holder_running_again_gets_the_full_grace_when_it_ends_again(
+    db: Connection, unique_name: str
+) -> None:
+    create_table(db, unique_name, [(i, 1, old(i)) for i in range(1, 21)])
+    policy = make_policy(unique_name, window_rows=10, batch_rows=5, window_per_tenant=False)
+    windows = plan(db, policy, run_id="run-A")
+    take_run_lease(db, unique_name, policy.dag_id, "run-A", states())
+    db.execute(query("window_start"), {"window_key": windows[0].window_key})
+    ended = states(**{"run-A": "failed"})
+    assert not take_run_lease(db, unique_name, policy.dag_id, "run-B", ended).taken
+    db.execute(  # seen ended long ago …
+        "UPDATE retention.run_leases SET holder_ended_at = now() - interval '1 hour' "
+        "WHERE policy = %s",
+        (unique_name,),
+    )
+    cleared = states(**{"run-A": "running"})  # … but its tasks were cleared: it runs again
+    assert not take_run_lease(db, unique_name, policy.dag_id, "run-B", cleared).taken
+    assert lease_row(db, unique_name)["holder_ended_at"] is None
+    again = take_run_lease(db, unique_name, policy.dag_id, "run-B", ended)
+    assert not again.taken, "its new end gets the full grace, not the old timestamp's"
+
+
+def test_reconciling_a_run_that_never_planned_names_the_lease_holder(
+    db: Connection, unique_name: str
+) -> None:
+    from retention.evidence.reconcile import RunNotPlanned, reconcile_run
+
+    policy = make_policy(unique_name)
+    take_run_lease(db, unique_name, policy.dag_id, "run-A", states())
+    with pytest.raises(RunNotPlanned, match="Run run-A holds the policy's run lease"):
+        reconcile_run(db, policy, "run-B")

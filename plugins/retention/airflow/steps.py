@@ -25,12 +25,13 @@ from retention.db.migrate import migrate
 from retention.db.sqlfiles import query
 from retention.events.outbox import Signer, deliver_events
 from retention.evidence.audit import purge_audit, purge_removed_policies
-from retention.evidence.reconcile import raise_if_dirty, reconcile_run
+from retention.evidence.reconcile import RunNotPlanned, raise_if_dirty, reconcile_run
 from retention.evidence.report import format_summary
 from retention.objects.deleter import ObjectDeleter, work_operations
 from retention.objects.operations import OperationsKind
 from retention.policy.model import NotifySpec, Policy
 from retention.policy.params import RunSettings
+from retention.queue.worker import stats_of
 from retention.rows.cutoff import run_cutoff
 from retention.rows.deleter import RowDeleter
 from retention.rows.lifecycle import WindowDeleter
@@ -225,7 +226,7 @@ def delete_window_step(
     with (
         database_loss_explained(conn_id, f"window {chosen.label}"),
         postgres(conn_id) as conn,
-        graceful_stop(cancel=conn.cancel_safe),
+        graceful_stop(conn),
     ):
         lease = take_run_lease(conn, chosen.policy, dag_id, chosen.run_id, run_state)
         if not lease.taken:
@@ -256,12 +257,17 @@ def drain_operations_step(policy: Policy, run_id: str) -> dict[str, Any]:
         gate = Gate(policy.name, policy.health, policy.table_spec, read_pause_switch)
         outcome: dict[str, Any] = {}
         try:
-            with graceful_stop(cancel=conn.cancel_safe):
+            with graceful_stop(conn):
                 stats = work_operations(conn, OperationsKind(policy, sender), gate=gate)
             outcome = {**stats.as_dict(), "pause": gate.totals()}
             return outcome
-        except Exception as failed:
-            outcome = {"error": f"{type(failed).__name__}: {failed}"[:500], "pause": gate.totals()}
+        except BaseException as failed:  # a task timeout too: the pass is recorded either way
+            done = stats_of(failed)
+            outcome = {
+                **(done.as_dict() if done else {}),
+                "error": f"{type(failed).__name__}: {failed}"[:500],
+                "pause": gate.totals(),
+            }
             raise
         finally:
             try:
@@ -311,7 +317,7 @@ def _deliver(policy: Policy, notify: NotifySpec) -> dict[str, Any]:
     with (
         postgres(policy.postgres_conn_id) as conn,
         closing(http_sender(notify.http_conn_id, notify.timeout_seconds)) as sender,
-        graceful_stop(cancel=conn.cancel_safe),  # SIGTERM: unsent events are handed back
+        graceful_stop(conn),  # SIGTERM: unsent events are handed back
     ):
         stats = deliver_events(conn, policy.name, notify, sender, signer)
     if stats.stopped == "endpoint_disabled":
@@ -366,7 +372,11 @@ def reconcile_step(policy: Policy, *, run_id: str) -> dict[str, Any]:
             reason="its task ended without closing it (killed, or its worker was lost); "
             "closed by reconcile",
         )
-        summary = reconcile_run(conn, policy, run_id)
+        try:
+            summary = reconcile_run(conn, policy, run_id)
+        except RunNotPlanned:  # final: nothing of this run is in flight, let the next go
+            release_run_lease(conn, policy.name, run_id)
+            raise
         if release_run_lease(conn, policy.name, run_id):
             log.info("policy %s: run %s gave the run lease back", policy.name, run_id)
         metrics.emit_run_gauges(conn, policy, summary)

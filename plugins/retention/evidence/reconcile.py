@@ -51,7 +51,9 @@ def reconcile_run(conn: Connection, policy: Policy, run_id: str) -> dict[str, An
         )
         raise RunNotPlanned(
             f"policy {policy.name!r}: run {run_id!r} has no recorded plan; plan_windows did "
-            "not finish, so there is nothing to reconcile and nothing was deleted." + waited
+            "not finish, so there is nothing to reconcile and no window ran (partitions "
+            "that drop_partitions detached first, if any, are in retention.partition_drops)."
+            + waited
         )
     plan_id, windows = plan
     cutoff: dt.datetime = run["cutoff"]
@@ -150,7 +152,10 @@ def reconcile_run(conn: Connection, policy: Policy, run_id: str) -> dict[str, An
             "rows_deleted": deleted_by_drain,
             "errors": [p["error"] for p in drain_passes if p.get("error")],
             **(
-                {"note": "a pass failed: what it deleted before failing is not counted here"}
+                {
+                    "note": "a pass failed; what it deleted before is counted when its worker "
+                    "recorded it (an error in a claim or a pause check records none)"
+                }
                 if any(p.get("error") for p in drain_passes)
                 else {}
             ),

@@ -36,7 +36,7 @@ from retention.queue.classify import Classification, ClassificationTable, Outcom
 from retention.queue.http import HttpResult
 from retention.queue.leased import Finish, LeasedQueue
 from retention.queue.limiter import TokenBucket
-from retention.stopping import stop_requested
+from retention.stopping import disarm, stop_requested
 
 log = logging.getLogger(__name__)
 
@@ -163,6 +163,13 @@ class WorkerStats:
         }
 
 
+def stats_of(error: BaseException) -> WorkerStats | None:
+    """The figures of the pass an error ended (what it deleted before it), when a
+    :class:`Worker` raised it after recording its last batch."""
+    stats = getattr(error, "worker_stats", None)
+    return stats if isinstance(stats, WorkerStats) else None
+
+
 class Worker:
     """Works due jobs of one kind until none are due, time runs out, or the kind stops it."""
 
@@ -208,6 +215,7 @@ class Worker:
         with relaxed_durability(self.conn):
             while self.clock() < self.deadline:
                 if stop_requested():  # SIGTERM: claim nothing more
+                    disarm()
                     self.stats.stopped = STOPPING
                     break
                 if self.gate is not None and not self.gate.wait(self.conn, until=self.deadline):
@@ -239,6 +247,7 @@ class Worker:
             extra=self._outcome_words(final=True), done=self.stats.done, throttled=self._throttled()
         )
         if error is not None:
+            error.worker_stats = self.stats  # type: ignore[attr-defined]  # see stats_of
             raise error
         return self.stats
 
@@ -330,13 +339,8 @@ class Worker:
             keep_leases()  # before the token: nothing slow between a token and its call
             if job.key not in held:
                 continue
-            if stop_requested():  # SIGTERM: unstarted jobs are handed back by _work
-                return Stop(STOPPING)
-            if not self._wait_for_token(keep_leases, upcoming):
-                if stop_requested():
-                    return Stop(STOPPING)
-                self.stats.out_of_time = True
-                return None
+            if stop_requested() or not self._wait_for_token(keep_leases, upcoming):
+                return self._stopping_or_out_of_time()  # unstarted jobs: handed back by _work
             if job.key not in held:  # renewed while waiting for the token, and lost
                 continue
             sent.add(job.key)
@@ -366,6 +370,15 @@ class Worker:
             stop = self.kind.after(self.conn, job, c)
             if stop is not None:
                 return stop
+        return None
+
+    def _stopping_or_out_of_time(self) -> Stop | None:
+        """Why no call is made now: a SIGTERM (stop, nothing to cancel any more), or the
+        pass's time budget (the pass ends; what is left is worked next time)."""
+        if stop_requested():
+            disarm()
+            return Stop(STOPPING)
+        self.stats.out_of_time = True
         return None
 
     def _is_outage(self, attempts: list[Attempt], c: Classification) -> bool:

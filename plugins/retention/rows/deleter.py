@@ -215,7 +215,10 @@ class RowDeleter(WindowDeleter):
         result: WindowResult,
     ) -> str:
         """Count a timed-out batch and say what stopped it, while the lock is still held:
-        ``hit lock_timeout (100 ms) on public.t; held by pid …``."""
+        ``hit lock_timeout (100 ms) on public.t; held by pid …``. After a SIGTERM it is
+        no timeout but the stop (the statement was cancelled, or the wait is moot):
+        :class:`StopRequested`, never a retry."""
+        raise_if_stopping(f"window {window.label}")
         result.timeouts += 1
         if isinstance(exc, psycopg.errors.LockNotAvailable):
             holders = find_lock_holders(conn, self.table, window, after, size)

@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import psycopg
 from psycopg.types.json import Jsonb
 
 from retention import metrics
@@ -30,7 +31,7 @@ from retention.progress import plural, progress_line
 from retention.rows.run_lease import record_stopped_run
 from retention.rows.target import TargetTable
 from retention.rows.windows import Window
-from retention.stopping import StopRequested, stop_requested
+from retention.stopping import StopRequested, disarm, stop_requested
 
 log = logging.getLogger(__name__)
 
@@ -92,8 +93,9 @@ def window_attempt(conn: Connection, window: Window, *, dry_run: bool) -> Iterat
         result.seconds = time.perf_counter() - started
         # Stopped on request: between batches, or by the cancel of a statement in flight.
         stopped = isinstance(exc, StopRequested) or (
-            isinstance(exc, Exception) and stop_requested()
+            isinstance(exc, psycopg.errors.QueryCanceled) and stop_requested()
         )
+        disarm()  # the writes below record the stop: never cancel them
         state = "cancelled" if stopped else "failed"
         try:
             close_window(conn, window, result, state=state, error=exc)

@@ -53,10 +53,20 @@ class LeaseOutcome:
     holder_since: dt.datetime | None = None
     took_over: str | None = None  # an ended run whose lease this run took
     closed_windows: list[str] = field(default_factory=list)
+    stopping_windows: int = 0  # an ended holder's windows still running: not taken yet
+    grace_seconds: float = TAKEOVER_GRACE_SECONDS
 
     def message(self, policy: str) -> str:
         if not self.taken:
             since = f" since {self.holder_since:%Y-%m-%d %H:%M:%S}Z" if self.holder_since else ""
+            if self.stopping_windows:
+                return (
+                    f"policy {policy}: run {self.holder} holds the run lease{since}; its DAG "
+                    f"run is {self.holder_state} but {self.stopping_windows} of its windows "
+                    "may still be stopping: run "
+                    f"{self.run_id} takes it over {self.grace_seconds:g} s after it first saw "
+                    "that run ended. Runs of one policy never overlap."
+                )
             return (
                 f"policy {policy}: run {self.holder} holds the run lease{since} "
                 f"(its DAG run is {self.holder_state}); run {self.run_id} waits for it to "
@@ -77,6 +87,7 @@ class LeaseOutcome:
             "holder_state": self.holder_state,
             "took_over": self.took_over,
             "closed_windows": len(self.closed_windows),
+            "stopping_windows": self.stopping_windows,
         }
 
 
@@ -101,6 +112,7 @@ def take_run_lease(
         if holder is not None:
             state = run_state(holder)
             if state is not None and state not in ENDED_STATES:
+                conn.execute(query("run_lease_unsettle"), {"policy": policy})
                 return LeaseOutcome(
                     taken=False,
                     run_id=run_id,
@@ -117,9 +129,10 @@ def take_run_lease(
                     taken=False,
                     run_id=run_id,
                     holder=holder,
-                    holder_state=f"{state or 'gone'}; {settling['running_windows']} of its "
-                    f"windows may still be stopping, taken over {grace_seconds:g} s after",
+                    holder_state=state or "gone",
                     holder_since=row["taken_at"],
+                    stopping_windows=int(settling["running_windows"]),
+                    grace_seconds=grace_seconds,
                 )
         took_over = holder
         conn.execute(
