@@ -4,8 +4,7 @@
 -- what we asked for (a DELETE's ROW EXCLUSIVE, a DETACH's or DROP's stronger lock).
 -- The others only mark sessions that may hold row locks (ROW SHARE of
 -- SELECT ... FOR UPDATE, ROW EXCLUSIVE of a write), named when no row lock was
--- traced to its owner. `waits_for` (pg_blocking_pids) shows a holder that is
--- itself waiting on someone else.
+-- traced to its owner.
 -- Read-only; catalog views only (pg_locks, pg_stat_activity): never waits on a table.
 SELECT
     activity.pid,
@@ -14,8 +13,7 @@ SELECT
     extract(epoch FROM clock_timestamp() - activity.xact_start) AS xact_seconds,
     left(activity.query, 160) AS query,
     array_agg(DISTINCT lock.mode) AS modes,
-    bool_or(lock.mode = ANY (%(conflicting)s::text[])) AS conflicts,
-    pg_blocking_pids(activity.pid) AS waits_for
+    bool_or(lock.mode = ANY (%(conflicting)s::text[])) AS conflicts
 FROM pg_locks AS lock
 JOIN pg_stat_activity AS activity ON activity.pid = lock.pid
 WHERE lock.locktype = 'relation'

@@ -3,8 +3,9 @@
 -- transaction (rows/locks.py says why pg_blocking_pids() cannot answer then).
 -- A locked row (SELECT ... FOR UPDATE / FOR SHARE, UPDATE, DELETE) keeps the
 -- locking transaction's id in its xmax, and pg_locks maps a transaction id that
--- is still running to its session. Reads at most batch_rows keys after `after`
--- in the window's scope (the key index); takes only ACCESS SHARE on the table.
+-- is still running to its session. Reads at most batch_rows (capped by the
+-- caller) eligible keys after `after` in the window's scope (the key index): a lock
+-- on a row newer than the cutoff never blocks our delete. Takes only ACCESS SHARE.
 SELECT
     activity.pid,
     activity.application_name,
@@ -19,6 +20,7 @@ FROM (
     FROM {table}
     WHERE {key} > %(after)s
       AND {key} <= %(last_id)s
+      AND (%(cutoff)s::timestamptz IS NULL OR {ts} < %(cutoff)s)
       AND {tenant_filter}
     ORDER BY {key}
     LIMIT %(batch_rows)s

@@ -2,7 +2,8 @@
 -- the retention PIDs holding them up (pg_blocking_pids) and what each waiter runs:
 -- the gate names them when it pauses for health.max_blocked_sessions.
 -- Read-only; catalog views only. pg_blocking_pids() takes the lock manager's
--- locks briefly, so this runs only when the health check already saw a waiter.
+-- locks briefly, so it runs once per waiting session (never per pair of sessions),
+-- and only when the health check already saw a waiter.
 SELECT
     waiting.pid,
     waiting.application_name,
@@ -10,8 +11,9 @@ SELECT
     left(waiting.query, 160) AS query,
     array_agg(holder.pid ORDER BY holder.pid) AS blocked_by
 FROM pg_stat_activity AS waiting
+CROSS JOIN LATERAL unnest(pg_blocking_pids(waiting.pid)) AS blocking (pid)
 JOIN pg_stat_activity AS holder
-  ON holder.pid = ANY (pg_blocking_pids(waiting.pid))
+  ON holder.pid = blocking.pid
  AND holder.application_name LIKE 'retention%%'
 WHERE waiting.wait_event_type = 'Lock'
   AND waiting.application_name NOT LIKE 'retention%%'

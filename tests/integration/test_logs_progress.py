@@ -161,15 +161,19 @@ def test_the_planner_closes_with_each_step_and_its_time(
     windows = plan_windows(db, request(policy))
     records = [r for r in caplog.records if r.name == "retention.rows.planner"]
     closing = [r.getMessage() for r in records if r.levelno == logging.INFO]
-    assert len(closing) == 1, "a quick plan is one line at INFO"
+    # one line at INFO, after a step's own line only for a step of 1 s or more (a loaded
+    # machine can make one that slow even here)
+    assert all(" took " in line for line in closing[:-1]), closing
     pattern = (
         rf"^policy {unique_name} plan: {len(windows)} windows, ~[\d,]+ rows, planned in [\d.]+ m?s "
         r"\(table check [\d.]+ m?s, tenants [\d.]+ m?s, key range probes [\d.]+ m?s, "
         r"tenant probes [\d.]+ m?s, histogram [\d.]+ m?s, cutting windows [\d.]+ m?s, "
         r"recording [\d.]+ m?s\)$"
     )
-    assert re.match(pattern, closing[0]), closing[0]
-    steps = [r.getMessage() for r in records if r.levelno == logging.DEBUG]
+    assert re.match(pattern, closing[-1]), closing[-1]
+    steps = [
+        r.getMessage() for r in records if r.levelno == logging.DEBUG or " took " in r.getMessage()
+    ]
     assert f"policy {unique_name} plan: tenants took" in steps[1]
     assert steps[1].endswith(": 3 window groups")
     assert steps[2].endswith(": ids 1–40, ~40 rows")

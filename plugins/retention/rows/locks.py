@@ -79,13 +79,24 @@ class LockHolder:
         return text + (f": {statement[:100]})" if statement else ")")
 
 
+MAX_KEYS_READ = 1_000
+"""The most keys one lookup reads: a stuck batch's first keys are where its lock is."""
+
+
 def lock_holders(
     conn: Connection, table: TableSpec, window: Window, after: int, batch_rows: int
 ) -> list[LockHolder]:
     """The sessions holding the locks on the next ``batch_rows`` keys of ``window`` after
     ``after``, or on the table itself (see the module docs); [] when none is found."""
     return key_range_lock_holders(
-        conn, table, window.tenant_scope, window.tenant, after, window.last_id, batch_rows
+        conn,
+        table,
+        window.tenant_scope,
+        window.tenant,
+        after,
+        window.last_id,
+        batch_rows,
+        cutoff=window.cutoff,
     )
 
 
@@ -97,11 +108,20 @@ def key_range_lock_holders(
     after: int,
     last_id: int,
     batch_rows: int,
+    cutoff: Any = None,
 ) -> list[LockHolder]:
-    """:func:`lock_holders` for the first ``batch_rows`` keys in (after, last_id] of a scope."""
+    """:func:`lock_holders` for the first ``batch_rows`` keys in (after, last_id] of a scope
+    (at most ``MAX_KEYS_READ``), only rows older than ``cutoff`` when given: a lock on
+    a newer row never blocks the delete, so its holder is never named."""
     target = TargetTable.of(table)
     holders: list[LockHolder] = []
-    params = {"after": after, "last_id": last_id, "batch_rows": batch_rows, "tenant": tenant}
+    params = {
+        "after": after,
+        "last_id": last_id,
+        "batch_rows": min(batch_rows, MAX_KEYS_READ),
+        "tenant": tenant,
+        "cutoff": cutoff,
+    }
     try:
         with conn.transaction():
             conn.execute(
