@@ -1,9 +1,11 @@
 -- A partial summary for a run that stopped before its reconcile (a SIGTERM, or a DAG
--- run that ended without it): what its windows did so far. Never overwrites the
--- summary of a reconciled run. Touches one row of retention.runs.
+-- run that ended without it): what its windows did so far. The status turns
+-- 'cancelled' only once no window of the run is still running (one task marked
+-- failed leaves a working run 'planned', with the partial figures). Never
+-- overwrites the summary of a reconciled run. Touches one row of retention.runs.
 UPDATE retention.runs AS r
-SET status = 'cancelled',
-    finished_at = now(),
+SET status = CASE WHEN w.running = 0 THEN 'cancelled' ELSE r.status END,
+    finished_at = CASE WHEN w.running = 0 THEN now() END,
     windows = w.windows,
     rows_deleted = w.rows_deleted + d.rows_deleted,
     summary = jsonb_build_object(
@@ -12,7 +14,7 @@ SET status = 'cancelled',
         'run_id', r.run_id,
         'plan_id', r.plan_id,
         'table', r.table_name,
-        'status', 'cancelled',
+        'status', CASE WHEN w.running = 0 THEN 'cancelled' ELSE r.status END,
         'partial', true,
         'reason', %(reason)s::text,
         'dry_run', r.dry_run,
@@ -30,6 +32,7 @@ FROM (
     SELECT coalesce(sum(n), 0) AS windows,
            coalesce(sum(deleted), 0) AS rows_deleted,
            sum(counted) AS rows_counted,
+           coalesce(sum(n) FILTER (WHERE state = 'running'), 0) AS running,
            coalesce(jsonb_object_agg(state, n), jsonb_build_object()) AS by_state
     FROM (
         SELECT state, count(*) AS n, sum(rows_deleted) AS deleted, sum(rows_counted) AS counted

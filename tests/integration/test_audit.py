@@ -105,9 +105,22 @@ def test_evidence_of_removed_policies_and_old_replays_is_purged(db, unique_name)
             "replayed_at) VALUES (%s, 'ops', '{}', ARRAY[]::text[], %s)",
             (gone, when),
         )
+    for when in (old, recent):
+        db.execute(
+            "INSERT INTO retention.alerts (policy, run_id, kind, conn_id, claimed_at, message) "
+            "VALUES (%s, %s, 'dirty', 'ops', %s, '{}')",
+            (gone, f"run-{when:%j}", when),
+        )
+    db.execute(
+        "INSERT INTO retention.run_leases (policy, dag_id, run_id) VALUES (%s, 'd', NULL)",
+        (gone,),
+    )
     purged = purge_removed_policies(db, {unique_name}, audit_days=400, now=now)
     assert purged[gone]["operations"] == 1
     assert purged[gone]["replays"] == 1
+    assert purged[gone]["alerts"] == 1, "the old alert goes, the recent one stays"
+    assert purged[gone]["run_lease"] == 1
+    assert count(db, "SELECT count(*) FROM retention.alerts WHERE policy = %s", gone) == 1
     left = db.execute(
         "SELECT operation_key FROM retention.operations WHERE policy = %s ORDER BY 1", (gone,)
     )

@@ -630,9 +630,9 @@ def test_a_worker_does_not_call_a_job_whose_lease_it_lost(
     from retention.objects.deleter import work_operations
 
     create_media_table(db, unique_name, 4)
-    policy = remote_policy(
-        unique_name, request_timeout_seconds=0.3, lease_seconds=0.6, claim_batch=4
-    )
+    # Leases of 3 s renewed every 1 s (min(lease / 3, (lease - timeout) / 2)): the other
+    # jobs' leases outlive a slow, loaded machine by seconds, not by a few hundred ms.
+    policy = remote_policy(unique_name, request_timeout_seconds=0.3, lease_seconds=3, claim_batch=4)
     enqueue_all(db, policy)
 
     class StealsTheLast(OperationsKind):
@@ -645,7 +645,7 @@ def test_a_worker_does_not_call_a_job_whose_lease_it_lost(
                 )
                 (stolen,) = claim(db, policy, "thief", 1)
                 assert stolen.object_id == "obj-4"
-                time.sleep(0.25)  # past the renewal interval (0.15 s): the next renewal tells
+                time.sleep(1.1)  # past the renewal interval (1 s): the next renewal tells
             return super().send(job)
 
     with connect_dsn(test_dsn) as conn:

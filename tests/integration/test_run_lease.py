@@ -172,3 +172,40 @@ def test_reconciling_a_run_that_never_planned_names_the_lease_holder(
     take_run_lease(db, unique_name, policy.dag_id, "run-A", states())
     with pytest.raises(RunNotPlanned, match="Run run-A holds the policy's run lease"):
         reconcile_run(db, policy, "run-B")
+
+
+def test_a_run_is_cancelled_only_once_none_of_its_windows_still_runs(
+    db: Connection, unique_name: str
+) -> None:
+    """One task marked failed leaves a working run 'planned' (with the partial figures);
+    the run turns 'cancelled' when its last running window stops."""
+    from retention.rows.run_lease import record_stopped_run
+
+    create_table(db, unique_name, [(i, 1, old(i)) for i in range(1, 21)])
+    policy = make_policy(unique_name, window_rows=10, batch_rows=5, window_per_tenant=False)
+    first, second = plan(db, policy, run_id="run-A")[:2]
+    for window in (first, second):
+        db.execute(query("window_start"), {"window_key": window.window_key})
+
+    def stop(window_key: str) -> dict:
+        db.execute(
+            "UPDATE retention.windows SET state = 'cancelled' WHERE window_key = %s",
+            (window_key,),
+        )
+        record_stopped_run(db, unique_name, "run-A", "SIGTERM")
+        row = db.execute(
+            "SELECT status, finished_at, summary FROM retention.runs "
+            "WHERE policy = %s AND run_id = 'run-A'",
+            (unique_name,),
+        ).fetchone()
+        assert row is not None
+        return row
+
+    one = stop(first.window_key)
+    assert (one["status"], one["finished_at"]) == ("planned", None), "the run still works"
+    assert one["summary"]["partial"] is True
+    assert one["summary"]["windows_by_state"]["running"] == 1
+    both = stop(second.window_key)
+    assert both["status"] == "cancelled"
+    assert both["finished_at"] is not None
+    assert both["summary"]["status"] == "cancelled"

@@ -70,7 +70,8 @@ Enforces one retention policy from `include/retention_policies.yaml` on a Postgr
    `target_batch_ms`; a timed-out batch is split and retried, never skipped.
    Marking the run or the task failed stops it gracefully: the batch or call in flight
    finishes, nothing new starts, unstarted leases are released, the window ends
-   `cancelled` and the run gets a partial summary (status `cancelled`).
+   `cancelled` and the run gets a partial summary (status `cancelled` once no window
+   of it still runs).
 6. `reconcile`: closes windows whose task died without closing them, counts rows still
    older than the cutoff, writes `retention.runs`, returns the summary, fails if any
    remain, and gives the run lease back.

@@ -70,7 +70,15 @@ def purge_removed_policies(
     with conn.transaction():
         conn.execute("SET LOCAL statement_timeout = '120s'")
         names = [row["policy"] for row in conn.execute(query("ledger_policies"))]
-    return {
-        name: purge_audit(conn, name, audit_days, now=now, batch_rows=batch_rows)
-        for name in sorted(set(names) - known)
-    }
+    purged: dict[str, dict[str, object]] = {}
+    for name in sorted(set(names) - known):
+        purged[name] = purge_audit(conn, name, audit_days, now=now, batch_rows=batch_rows)
+        # its alert ledger (send_alerts, which purges it for live policies, never runs
+        # again) and its run lease row, unless a run still holds it
+        purged[name]["alerts"] = conn.execute(
+            query("alert_purge"), {"policy": name, "days": audit_days}
+        ).rowcount
+        purged[name]["run_lease"] = conn.execute(
+            query("run_lease_forget"), {"policy": name}
+        ).rowcount
+    return purged
