@@ -209,3 +209,22 @@ def test_a_remote_local_delete_that_hits_lock_timeout_names_the_holder(
     assert warning.startswith("row 2: local delete failed for now, retried later after the API")
     assert f"held by pid {pid} (exporter, idle in transaction for " in warning
     assert "holds 1 row lock (key 2)" in warning
+
+
+def test_rows_locked_together_share_one_holder_lookup(
+    db: Connection, unique_name: str, sandbox, test_dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each lookup costs a lock wait: the second locked row of a batch reuses the first's."""
+    create_media_table(db, unique_name, 4)
+    policy = remote_policy(unique_name).model_copy(update={"lock_timeout_ms": 100})
+    enqueue_all(db, policy)
+    with psycopg.connect(test_dsn, application_name="exporter") as blocker:
+        blocker.execute(f"SELECT 1 FROM public.{unique_name} WHERE id IN (2, 3) FOR UPDATE")  # noqa: S608
+        pid = blocker.info.backend_pid
+        with caplog.at_level(logging.WARNING, logger="retention"):
+            work_pass(test_dsn, policy, sandbox)
+    warnings = [r.getMessage() for r in caplog.records if "local delete" in r.getMessage()]
+    assert [w.split(":")[0] for w in warnings] == ["row 2", "row 3"]
+    assert f"held by pid {pid} (exporter" in warnings[0]
+    assert "; as looked up for row 2 0 s ago: " in warnings[1]
+    assert f"held by pid {pid} (exporter" in warnings[1]

@@ -184,3 +184,8 @@ def test_long_lists_of_dicts_are_cut() -> None:
 
 def test_empty_summary() -> None:
     assert format_summary({}) == "(empty summary)"
+
+
+def test_a_text_of_several_lines_stays_on_its_row() -> None:
+    table = format_summary({"status": "dirty", "error": "first line\n  second line\n"})
+    assert table.splitlines() == ["status  dirty", "error   first line / second line"]

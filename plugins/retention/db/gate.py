@@ -35,7 +35,7 @@ from retention.db.health import (
     sleep_ratio,
 )
 from retention.policy.model import HealthSpec, TableSpec
-from retention.stopping import raise_if_stopping, stoppable_sleep
+from retention.stopping import raise_if_stopping, stop_requested, stoppable_sleep
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +154,10 @@ class Gate:
                 log.info("%s: no other session at work: pacing back to %.1f ×", self.who, ratio)
         if ratio > 0 and batch_seconds > 0:
             pause = batch_seconds * ratio
+            began = self.clock()
             self.sleep(pause)
+            if stop_requested():  # woke early for a stop: count only the time slept
+                pause = min(pause, max(0.0, self.clock() - began))
             self.paced_seconds += pause
             metrics.throttled(self.policy, PACED, pause)
 

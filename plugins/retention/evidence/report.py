@@ -120,4 +120,4 @@ def _scalar(value: Any) -> str:
         return value.isoformat()
     if isinstance(value, Mapping):
         return _inline(value)
-    return str(value)
+    return " / ".join(line.strip() for line in str(value).splitlines()) or str(value)  # one row

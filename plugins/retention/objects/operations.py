@@ -46,6 +46,7 @@ log = logging.getLogger(__name__)
 AUTH_REFUSALS_BEFORE_DEAD = 3
 LOCAL_DELETE_PENDING = "local_delete_pending"
 LOCAL_DELETE_RETRY_SECONDS = 30.0
+LOCK_LOOKUP_REUSE_SECONDS = 10.0  # a lock holder lookup serves the rows after it this long
 NOT_FOUND_HOLD_SECONDS = 60.0
 MAX_ID_BYTES = 1024
 CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
@@ -247,6 +248,7 @@ class OperationsKind:
         self.endpoint_verified: bool | None = None  # a 2xx seen (this task, or the last day)
         self.held_404s = 0
         self.call_timeout_seconds = self.remote.request_timeout_seconds
+        self._holders_seen: tuple[float, int, str] | None = None  # see _lock_holders
         self.target = TargetTable.of(policy.table_spec, policy.remote)
         self.auth_streak = 0
         self.transactions: list[tuple[int, float]] = []  # (rows deleted, ms) per finish
@@ -408,6 +410,19 @@ class OperationsKind:
             permanent = isinstance(failed, PERMANENT_DELETE_ERRORS)
             return self._local_delete_failed(conn, owner, attempts[0], scope, permanent, failed)
 
+    def _lock_holders(self, conn: Connection, row_key: int) -> str:
+        """Who holds the lock a local delete timed out on, looked up at most once per
+        ``LOCK_LOOKUP_REUSE_SECONDS``: behind a table lock every row of a batch times
+        out in turn, and each lookup would cost another wait."""
+        now = time.monotonic()
+        if self._holders_seen is not None:
+            seen_at, seen_row, text = self._holders_seen
+            if now - seen_at < LOCK_LOOKUP_REUSE_SECONDS:
+                return f"; as looked up for row {seen_row} {now - seen_at:.0f} s ago: {text}"
+        text = row_lock_holders(conn, self.policy.table_spec, row_key)
+        self._holders_seen = (now, row_key, text)
+        return f"; {text}"
+
     def _one_by_one(
         self,
         conn: Connection,
@@ -469,9 +484,7 @@ class OperationsKind:
             attempt.job.row_key,
             "failed for good" if permanent else "failed for now, retried later",
             what,
-            f"; {row_lock_holders(conn, self.policy.table_spec, attempt.job.row_key)}"
-            if locked
-            else "",
+            self._lock_holders(conn, attempt.job.row_key) if locked else "",
             attempt.job.key,
         )
         retry = Attempt(attempt.job, change, attempt.started, attempt.finished)
