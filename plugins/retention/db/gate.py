@@ -163,13 +163,10 @@ class Gate:
 
     def totals(self) -> dict[str, object]:
         """For the window ledger and the run summary."""
-        reasons = dict(self.reasons)
-        if self.paced_seconds:
-            reasons[PACED] = self.paced_seconds
         return {
             "pauses": self.pauses,
             "paused_seconds": round(self.paused_seconds + self.paced_seconds, 3),
-            "pause_reasons": {k: round(v, 3) for k, v in sorted(reasons.items())},
+            "pause_reasons": {k: round(v, 3) for k, v in sorted(self.throttled().items())},
             "paced_seconds": round(self.paced_seconds, 3),
         }
 
