@@ -101,12 +101,18 @@ def take_run_lease(
 ) -> LeaseOutcome:
     """Take the policy's run lease for ``run_id`` if it is free, already this run's, or
     held by a run that has ended (and whose windows had ``grace_seconds`` to stop);
-    otherwise report who holds it."""
+    otherwise report who holds it.
+
+    Every window task asks, and the run already holds it then: that answer is one
+    read, never a write to (or a lock on) the policy's one lease row.
+    """
+    if lease_holder(conn, policy) == run_id:  # a later task of the holding run, a retry
+        return LeaseOutcome(taken=True, run_id=run_id)
     with conn.transaction():
         row = conn.execute(query("run_lease_hold"), {"policy": policy, "dag_id": dag_id}).fetchone()
         assert row is not None
         holder: str | None = row["run_id"]
-        if holder == run_id:  # already this run's (a later task, a retry): nothing to do
+        if holder == run_id:  # taken by this run since the read above
             return LeaseOutcome(taken=True, run_id=run_id)
         state = None
         if holder is not None:
@@ -172,11 +178,16 @@ def release_run_lease(conn: Connection, policy: str, run_id: str) -> bool:
     return released is not None
 
 
+def lease_holder(conn: Connection, policy: str) -> str | None:
+    """The run holding the policy's run lease now (None: nobody). One read, no lock."""
+    row = conn.execute(query("run_lease_holder"), {"policy": policy}).fetchone()
+    return row["run_id"] if row else None
+
+
 def holds_run_lease(conn: Connection, policy: str, run_id: str) -> str | None:
     """None when ``run_id`` may work now (it holds the lease, or nobody does); else the
     run that holds it."""
-    row = conn.execute(query("run_lease_holder"), {"policy": policy}).fetchone()
-    holder = row["run_id"] if row else None
+    holder = lease_holder(conn, policy)
     return None if holder in (None, run_id) else holder
 
 
