@@ -37,12 +37,11 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
-from zoneinfo import ZoneInfo
 
 import psycopg
-from psycopg import sql
 
 from retention.db.connection import Connection, bounded
+from retention.db.oldest import oldest_eligible
 from retention.db.sqlfiles import query
 from retention.policy.model import Policy
 
@@ -362,22 +361,8 @@ def emit_run_gauges(conn: Connection, policy: Policy, summary: Mapping[str, Any]
 
 
 def _oldest_eligible_age(conn: Connection, policy: Policy, cutoff: dt.datetime) -> float:
-    table = policy.table_spec
-    statement = query(
-        "oldest_eligible",
-        table=sql.Identifier(table.schema, table.name),
-        ts=sql.Identifier(table.timestamp_column),
-    )
-    with bounded(conn, policy.timeouts, reads=True, timezone=policy.timestamp_timezone):
-        row = conn.execute(statement, {"cutoff": cutoff}).fetchone()
-    oldest = row["oldest"] if row else None
-    if oldest is None:
-        return 0.0
-    if not isinstance(oldest, dt.datetime):  # a date column: its day starts in the policy's zone
-        oldest = dt.datetime(oldest.year, oldest.month, oldest.day)
-    if oldest.tzinfo is None:
-        oldest = oldest.replace(tzinfo=ZoneInfo(policy.timestamp_timezone))
-    return max(0.0, (dt.datetime.now(dt.UTC) - oldest).total_seconds())
+    oldest = oldest_eligible(conn, policy, cutoff)
+    return 0.0 if oldest is None else max(0.0, (dt.datetime.now(dt.UTC) - oldest).total_seconds())
 
 
 def _queue_backlog(conn: Connection, policy: Policy) -> dict[tuple[str, str], int]:

@@ -43,13 +43,12 @@ from typing import Any, Literal
 
 from psycopg.types.json import Jsonb
 
-from retention.db.connection import Connection, bounded
+from retention.db.connection import Connection
+from retention.db.oldest import oldest_eligible
 from retention.db.sqlfiles import query
 from retention.evidence.alert_messages import Alert, AlertKind, DeadLetters, RunFacts
-from retention.evidence.reconcile import as_aware
 from retention.policy.model import Policy
 from retention.queue.http import HttpSender
-from retention.rows.target import TargetTable
 
 FORMAT_EXTRA = "format"  # connection extra: "slack" for Slack's incoming-webhook shape
 ENDPOINT_EXTRA = "endpoint"  # connection extra: the path POSTed to (default: the host URL)
@@ -167,14 +166,10 @@ def _lag_hours(
     conn: Connection, policy: Policy, cutoff: dt.datetime, now: dt.datetime
 ) -> float | None:
     """Hours since the oldest row older than the cutoff became eligible (None: no such row)."""
-    target = TargetTable.of(policy.table_spec)
-    with bounded(conn, policy.timeouts, reads=True, timezone=policy.timestamp_timezone):
-        row = conn.execute(target.query("oldest_eligible"), {"cutoff": cutoff}).fetchone()
-    if row is None or row["oldest"] is None:
+    oldest = oldest_eligible(conn, policy, cutoff)
+    if oldest is None:
         return None
-    eligible_since = as_aware(row["oldest"], policy.timestamp_timezone) + dt.timedelta(
-        days=policy.retain_days
-    )
+    eligible_since = oldest + dt.timedelta(days=policy.retain_days)
     return max(0.0, (now - eligible_since).total_seconds() / 3600)
 
 

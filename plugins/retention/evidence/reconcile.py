@@ -14,9 +14,9 @@ import json
 import time
 from collections.abc import Iterable
 from typing import Any
-from zoneinfo import ZoneInfo
 
 from retention.db.connection import Connection, bounded
+from retention.db.oldest import as_aware
 from retention.db.sqlfiles import query
 from retention.policy.model import Policy
 from retention.rows.lifecycle import count_window
@@ -368,13 +368,6 @@ def explain_remote(
         "ledger_backlog": dict(stats["ledger_backlog"]),
         "effective_rate": stats["effective_rate"],
     }
-
-
-def as_aware(value: dt.datetime | dt.date, timezone: str = "UTC") -> dt.datetime:
-    """Timestamps without a time zone (and dates) are read in the policy's timestamp_timezone."""
-    if not isinstance(value, dt.datetime):
-        value = dt.datetime(value.year, value.month, value.day)
-    return value if value.tzinfo else value.replace(tzinfo=ZoneInfo(timezone))
 
 
 def _round(value: Any) -> float | None:

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from retention.db.connection import Connection, set_local
+from retention.db.oldest import as_aware
 from retention.db.sqlfiles import query
-from retention.evidence.reconcile import as_aware
 from retention.policy import Policy
 from retention.rows.target import TargetTable
 
