@@ -228,14 +228,16 @@ def _runs(args: argparse.Namespace) -> int:
         return 0
     for row in rows:
         windows = " ".join(f"{state} {n}" for state, n in sorted(row["windows_by_state"].items()))
+        so_far = row["rows_deleted"] is None  # not reconciled yet: what its windows did
+        deleted = row["rows_deleted_so_far"] if so_far else row["rows_deleted"]
         print(
             f"{row['policy']}  {row['run_id']}  {row['status']}"
             + (" (dry run)" if row["dry_run"] else "")
-            + f"  cutoff {row['cutoff']:%Y-%m-%d %H:%M}  deleted {row['rows_deleted']:,}"
-            + (" so far" if row["so_far"] else "")
+            + f"  cutoff {row['cutoff']:%Y-%m-%d %H:%M}  deleted {deleted:,}"
+            + (" so far" if so_far else "")
             + ("" if row["rows_remaining"] is None else f", {row['rows_remaining']:,} remaining")
             + f"  windows: {windows or 'none'}"
-            + ("  [holds the run lease]" if row["holds_lease"] else "")
+            + ("  [holds the run lease]" if row["lease_holder"] == row["run_id"] else "")
         )
     return 0
 

@@ -112,7 +112,7 @@ def policy_figures(conn: Connection, policy: Policy, now: dt.datetime) -> Policy
             lock_ms=policy.lock_timeout_ms,
             timezone=policy.timestamp_timezone,  # a timestamp column without a time zone
         )
-        run = conn.execute(query("ui_last_run"), params).fetchone()
+        run = conn.execute(query("runs_recent"), {**params, "limit": 1}).fetchone()
         oldest = conn.execute(
             TargetTable.of(policy.table_spec).query("oldest_eligible"), {"cutoff": cutoff_now}
         ).fetchone()
