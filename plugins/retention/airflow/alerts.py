@@ -43,7 +43,7 @@ from airflow.sdk import (
 )
 from airflow.sdk.exceptions import AirflowFailException
 
-from retention.airflow.connections import SIGNING_SECRET_EXTRA, api_base_url, postgres
+from retention.airflow.connections import api_base_url, http_sender, postgres
 from retention.evidence.alert_messages import (
     Alert,
     MessageFormat,
@@ -83,7 +83,6 @@ class AlertTargetError(ValueError):
 
 def alert_target(conn_id: str) -> tuple[HttpSender, str, MessageFormat]:
     """A sender for the connection, the path to POST to, and the message format."""
-    from airflow.providers.http.hooks.http import HttpHook
     from airflow.sdk import BaseHook
 
     extra = BaseHook.get_connection(conn_id).extra_dejson or {}
@@ -94,13 +93,9 @@ def alert_target(conn_id: str) -> tuple[HttpSender, str, MessageFormat]:
             "Slack's incoming-webhook shape or 'json' (the default) for a plain JSON object"
         )
     endpoint = str(extra.get(ENDPOINT_EXTRA) or "")
-    hook = HttpHook(http_conn_id=conn_id)
-    session = hook.get_conn()
-    ours = {FORMAT_EXTRA, ENDPOINT_EXTRA, SIGNING_SECRET_EXTRA}
-    for header in list(session.headers):
-        if header.lower() in ours:  # the HttpHook turns every extra into a header
-            del session.headers[header]
-    sender = HttpSender(session, hook.url_from_endpoint, ALERT_TIMEOUT_SECONDS)
+    sender = http_sender(
+        conn_id, ALERT_TIMEOUT_SECONDS, not_headers=frozenset({FORMAT_EXTRA, ENDPOINT_EXTRA})
+    )
     return sender, endpoint, fmt  # type: ignore[return-value]
 
 

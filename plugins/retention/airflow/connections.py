@@ -27,18 +27,21 @@ def postgres(conn_id: str) -> Connection:
 SIGNING_SECRET_EXTRA = "signing_secret"
 
 
-def http_sender(conn_id: str, timeout_seconds: float) -> HttpSender:
+def http_sender(
+    conn_id: str, timeout_seconds: float, not_headers: frozenset[str] = frozenset()
+) -> HttpSender:
     """A sender over the provider's HttpHook session (host, scheme, auth, extra headers).
 
     The HttpHook turns a connection's extra fields into request headers; the
-    signing secret is never one of them.
+    signing secret is never one of them, and neither are ``not_headers`` (the
+    extras this package reads itself, lower case).
     """
     from airflow.providers.http.hooks.http import HttpHook
 
     hook = HttpHook(http_conn_id=conn_id)
     session = hook.get_conn()
     for header in list(session.headers):
-        if header.lower() == SIGNING_SECRET_EXTRA:
+        if header.lower() in not_headers | {SIGNING_SECRET_EXTRA}:
             del session.headers[header]
     return HttpSender(session, hook.url_from_endpoint, timeout_seconds)
 
