@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from retention.ui.formatting import DASH, duration, number, rate, sparkline, when
+from retention.ui.formatting import DASH, duration, number, rate, sparkline, status, when
 
 
 @pytest.mark.parametrize(
@@ -42,3 +42,7 @@ def test_bars_scale_to_the_largest_minute() -> None:
     assert [b["x"] for b in bars] == [0, 10, 20]
     assert sparkline([]) == []
     assert [b["h"] for b in sparkline([0, 0])] == [0, 0]  # an idle hour draws nothing
+
+
+def test_a_status_column_says_when_nothing_answered() -> None:
+    assert (status(422), status(None)) == ("422", "no response")

@@ -64,7 +64,14 @@ def sparkline(values: list[int], width: int = 120, height: int = 24) -> list[dic
     return bars
 
 
+def status(code: int | None) -> str:
+    """An attempt's answer in a status column: the code, or ``no response`` (a timeout
+    or a refused connection has none)."""
+    return "no response" if code is None else str(code)
+
+
 FILTERS: dict[str, Callable[..., Any]] = {
+    "status": status,
     "number": number,
     "rate": rate,
     "duration": duration,
