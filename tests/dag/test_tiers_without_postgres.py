@@ -3,28 +3,36 @@ DAG tiers still run and pass, and every test that needs the database skips and s
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import sys
 from pathlib import Path
 from xml.etree import ElementTree
 
-from tests.support.env import ROOT
+import pytest
+
+from tests.support.env import ROOT, clean_pytest_environment
 
 THIS_FILE = Path(__file__).resolve()
 
 
-def test_database_tests_skip_with_the_reason_when_no_postgres_answers(tmp_path: Path) -> None:
+# A developer's own pytest settings, which the inner runs must not inherit: with them
+# the inner run stops at its first error and prints less.
+PARENT_ADDOPTS = "-x -q"
+
+
+def test_database_tests_skip_with_the_reason_when_no_postgres_answers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PYTEST_ADDOPTS", PARENT_ADDOPTS)
     with socket.socket() as closed:  # bound, never listening: connections are refused
         closed.bind(("127.0.0.1", 0))
         port = closed.getsockname()[1]
-        env = {
-            **os.environ,
-            "RETENTION_TEST_DSN": f"host=127.0.0.1 port={port} dbname=retention user=postgres",
+        env = clean_pytest_environment(
+            RETENTION_TEST_DSN=f"host=127.0.0.1 port={port} dbname=retention user=postgres",
             # as on Astro, where no `.local/env` says that this checkout has a database
-            "RETENTION_TEST_REQUIRE_DB": "0",
-        }
+            RETENTION_TEST_REQUIRE_DB="0",
+        )
         run = subprocess.run(
             [
                 sys.executable,
@@ -71,16 +79,18 @@ def test_database_tests_skip_with_the_reason_when_no_postgres_answers(tmp_path: 
         assert "start PostgreSQL or run `make env`" in reason
 
 
-def test_a_checkout_that_has_a_database_fails_instead_of_skipping(tmp_path: Path) -> None:
+def test_a_checkout_that_has_a_database_fails_instead_of_skipping(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`make env` sets RETENTION_TEST_REQUIRE_DB=1: there a missing server is loud."""
+    monkeypatch.setenv("PYTEST_ADDOPTS", PARENT_ADDOPTS)
     with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))
         port = closed.getsockname()[1]
-        env = {
-            **os.environ,
-            "RETENTION_TEST_DSN": f"host=127.0.0.1 port={port} dbname=retention user=postgres",
-            "RETENTION_TEST_REQUIRE_DB": "1",
-        }
+        env = clean_pytest_environment(
+            RETENTION_TEST_DSN=f"host=127.0.0.1 port={port} dbname=retention user=postgres",
+            RETENTION_TEST_REQUIRE_DB="1",
+        )
         run = subprocess.run(
             [
                 sys.executable,

@@ -350,3 +350,25 @@ def test_an_outage_after_answers_spends_no_attempts(db, unique_name, test_dsn) -
     assert stats.done == 3
     assert stats.outage_pauses >= 1
     assert {r["attempt_count"] for r in rows.values() if r["state"] == "pending"} == {0}
+
+
+def test_a_window_whose_cutoff_lies_in_the_future_never_makes_a_young_row_eligible(
+    db, unique_name, sandbox, test_dsn
+) -> None:
+    """A window planned by a release without the cutoff rule (or a hand-edited ledger) has a
+    cutoff 20 days ahead: its young row's object is not called, the old one still is."""
+    create_media_table(db, unique_name, 2)
+    policy = remote_policy(unique_name)  # retain_days 30
+    enqueue_all(db, policy)
+    db.execute(
+        "UPDATE retention.windows SET cutoff = now() + interval '20 days' WHERE policy = %s",
+        (policy.name,),
+    )
+    db.execute(
+        f"UPDATE public.{unique_name} SET created_at = now() - interval '10 days' WHERE id = 1"  # noqa: S608
+    )
+    work_pass(test_dsn, policy, sandbox)
+    assert [r["object"] for r in sandbox.state.stats()["requests"]] == ["obj-2"]
+    row = ops(db, policy)["obj-1"]
+    assert (row["state"], row["failure_class"], row["attempt_count"]) == ("dead", "superseded", 0)
+    assert count(db, f"SELECT count(*) FROM public.{unique_name} WHERE id = 1") == 1  # noqa: S608

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from airflow.sdk import DAG, Param, PokeReturnValue, TriggerRule, get_current_context, task
@@ -36,6 +38,7 @@ from retention.objects.operations import CredentialFailure, EndpointSuspect
 from retention.policy.loader import PolicyProblem, PolicySet
 from retention.policy.model import BATCH_ROWS_BOUNDS, WINDOW_ROWS_BOUNDS, Policy
 from retention.policy.params import run_settings
+from retention.rows.cutoff import CutoffError
 from retention.rows.run_lease import RunState
 
 DAG_DOC = """
@@ -47,7 +50,8 @@ Enforces one retention policy from `include/retention_policies.yaml` on a Postgr
    advisory lock (concurrent DAGs wait for each other).
 1. `compute_cutoff`: `cutoff = anchor − retain_days`; the anchor is `data_interval_end`,
    else `logical_date`, else `run_after`, so reruns and backfills of a date delete the
-   same rows. A cutoff in the future is refused.
+   same rows. A cutoff is never later than `now − retain_days` (one minute of clock skew
+   allowed): a run whose anchor lies in the future fails here, before anything is deleted.
 2. `take_run_lease`: runs of one policy never overlap, whatever started them (a
    backfill, a manual run, a cleared task). While another run holds the policy's run
    lease this task waits, rescheduled every minute without a worker slot; a run whose
@@ -136,6 +140,15 @@ def run_lease_sensor(policy: Policy) -> Any:
         return PokeReturnValue(is_done=outcome.taken, xcom_value=outcome.as_dict())
 
     return take_run_lease()
+
+
+@contextmanager
+def failing_at_once(*errors: type[Exception], prefix: str = "") -> Iterator[None]:
+    """Errors that a retry cannot mend fail the task at once, with their message."""
+    try:
+        yield
+    except errors as refused:
+        raise AirflowFailException(f"{prefix}{refused}") from refused
 
 
 def drain_operations_task(policy: Policy) -> Any:
@@ -310,26 +323,28 @@ def build_dag(
         @task(multiple_outputs=False)
         def compute_cutoff() -> dict[str, Any]:
             context = get_current_context()
-            return compute_cutoff_step(
-                policy.name,
-                policy.retain_days,
-                data_interval_end=context.get("data_interval_end"),
-                logical_date=context.get("logical_date"),
-                run_after=context["dag_run"].run_after,
-            )
+            with failing_at_once(CutoffError, prefix=f"policy {policy.name!r}: "):
+                return compute_cutoff_step(
+                    policy.name,
+                    policy.retain_days,
+                    data_interval_end=context.get("data_interval_end"),
+                    logical_date=context.get("logical_date"),
+                    run_after=context["dag_run"].run_after,
+                )
 
         @task
         def plan_windows(cutoff: dict[str, Any]) -> list[dict[str, Any]]:
             context = get_current_context()
-            return plan_windows_step(
-                policy,
-                run_id=context["run_id"],
-                dag_run_moments=(context["dag_run"].run_after, context["dag_run"].start_date),
-                cutoff=cutoff,
-                settings=run_settings(policy, context["params"]),
-                max_windows=conf.getint("core", "max_map_length"),
-                min_windows=min_windows,
-            )
+            with failing_at_once(CutoffError):
+                return plan_windows_step(
+                    policy,
+                    run_id=context["run_id"],
+                    dag_run_moments=(context["dag_run"].run_after, context["dag_run"].start_date),
+                    cutoff=cutoff,
+                    settings=run_settings(policy, context["params"]),
+                    max_windows=conf.getint("core", "max_map_length"),
+                    min_windows=min_windows,
+                )
 
         @task(
             multiple_outputs=False,
@@ -352,8 +367,9 @@ def build_dag(
                     settings=settings,
                     dag_id=policy.dag_id,
                     run_state=dag_run_state(context, policy.dag_id),
+                    retain_days=policy.retain_days,
                 )
-            except (CredentialFailure, EndpointSuspect, RunLeaseHeld) as refused:
+            except (CredentialFailure, CutoffError, EndpointSuspect, RunLeaseHeld) as refused:
                 raise AirflowFailException(str(refused)) from refused
 
         @task(multiple_outputs=False)
@@ -372,12 +388,13 @@ def build_dag(
         @task(multiple_outputs=False)
         def drop_partitions(cutoff: dict[str, Any]) -> dict[str, Any]:
             context = get_current_context()
-            return drop_partitions_step(
-                policy,
-                run_id=context["run_id"],
-                cutoff=cutoff,
-                settings=run_settings(policy, context["params"]),
-            )
+            with failing_at_once(CutoffError):
+                return drop_partitions_step(
+                    policy,
+                    run_id=context["run_id"],
+                    cutoff=cutoff,
+                    settings=run_settings(policy, context["params"]),
+                )
 
         cutoff = compute_cutoff()
         migrate_schema() >> cutoff

@@ -32,7 +32,7 @@ from retention.objects.operations import OperationsKind
 from retention.policy.model import NotifySpec, Policy
 from retention.policy.params import RunSettings
 from retention.queue.worker import stats_of
-from retention.rows.cutoff import run_cutoff
+from retention.rows.cutoff import checked_cutoff, run_cutoff
 from retention.rows.deleter import RowDeleter
 from retention.rows.lifecycle import WindowDeleter
 from retention.rows.partitions import drop_expired_partitions
@@ -131,6 +131,18 @@ def compute_cutoff_step(
     return result
 
 
+def cutoff_from_xcom(policy: Policy, cutoff: dict[str, Any], task: str) -> dt.datetime:
+    """The cutoff ``compute_cutoff`` handed on, checked again where it is used: an XCom can be
+    cleared, edited or left from an older run, and no row younger than ``retain_days`` may
+    become eligible whatever the XCom says."""
+    return checked_cutoff(
+        cutoff["cutoff"],
+        policy.retain_days,
+        now=dt.datetime.now(dt.UTC),
+        where=f"policy {policy.name!r}, task {task}",
+    )
+
+
 def drop_partitions_step(
     policy: Policy, *, run_id: str, cutoff: dict[str, Any], settings: RunSettings
 ) -> dict[str, Any]:
@@ -144,7 +156,7 @@ def drop_partitions_step(
             conn,
             policy,
             run_id,
-            dt.datetime.fromisoformat(cutoff["cutoff"]),
+            cutoff_from_xcom(policy, cutoff, "drop_partitions"),
             column_type=types[policy.table_spec.timestamp_column],
             dry_run=settings.dry_run,
         )
@@ -170,7 +182,7 @@ def plan_windows_step(
                 policy=policy,
                 run_id=run_id,
                 plan_id=plan_id_for(run_id, *dag_run_moments),
-                cutoff=dt.datetime.fromisoformat(cutoff["cutoff"]),
+                cutoff=cutoff_from_xcom(policy, cutoff, "plan_windows"),
                 anchor_source=cutoff["anchor_source"],
                 logical_date=(
                     dt.datetime.fromisoformat(cutoff["logical_date"])
@@ -216,13 +228,22 @@ def delete_window_step(
     settings: RunSettings,
     dag_id: str,
     run_state: RunState,
+    retain_days: int,
 ) -> dict[str, Any]:
     """Delete (or count, in a dry run) one window with the policy's strategy.
 
     The window's run must hold the policy's run lease, or take it when free (a
-    window of an earlier run cleared and rerun): never two runs at once.
+    window of an earlier run cleared and rerun): never two runs at once. Its
+    cutoff, handed on by ``plan_windows``, is checked against ``now − retain_days``
+    once more before anything is deleted.
     """
     chosen = Window.from_xcom(window)
+    checked_cutoff(
+        chosen.cutoff,
+        retain_days,
+        now=dt.datetime.now(dt.UTC),
+        where=f"policy {chosen.policy!r}, window {chosen.label} of run {chosen.run_id}",
+    )
     with (
         database_loss_explained(conn_id, f"window {chosen.label}"),
         postgres(conn_id) as conn,

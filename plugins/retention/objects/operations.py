@@ -37,6 +37,7 @@ from retention.queue.decisions import dead, retried, snoozed
 from retention.queue.http import HttpResult, HttpSender
 from retention.queue.leased import OPERATIONS, Finish, LeasedQueue
 from retention.queue.worker import Attempt, Stop, WorkerStats
+from retention.rows.cutoff import latest_cutoff
 from retention.rows.locks import row_lock_holders
 from retention.rows.target import TargetTable
 from retention.rows.windows import Window
@@ -300,7 +301,7 @@ class OperationsKind:
         cutoffs: dict[str, dt.datetime] = {}
         if windows:
             rows = conn.execute(query("windows_cutoffs"), {"window_keys": windows})
-            cutoffs = {row["window_key"]: row["cutoff"] for row in rows}
+            cutoffs = {row["window_key"]: self._bounded_cutoff(row) for row in rows}
         with bounded(conn, self.policy.timeouts, timezone=self.policy.timestamp_timezone):
             rows = conn.execute(
                 self.target.query("ops_screen"),
@@ -311,6 +312,24 @@ class OperationsKind:
                 prepare=True,
             ).fetchall()
         return {jobs[row["position"] - 1].key: row for row in rows}
+
+    def _bounded_cutoff(self, window: dict[str, Any]) -> dt.datetime:
+        """A window's cutoff, never later than ``now − retain_days``: a window planned with
+        a cutoff in the future (by a release without that rule, or a hand-edited ledger) must
+        not make a young row's object eligible; such an operation is ``superseded``."""
+        limit = latest_cutoff(self.policy.retain_days, dt.datetime.now(dt.UTC))
+        cutoff: dt.datetime = window["cutoff"]
+        if cutoff <= limit:
+            return cutoff
+        log.warning(
+            "policy %s: window %s has the cutoff %s, later than now − retain_days; its "
+            "operations are screened against %s instead",
+            self.policy.name,
+            window["window_key"],
+            cutoff.isoformat(),
+            limit.isoformat(),
+        )
+        return limit
 
     def send(self, job: Operation) -> HttpResult:
         path, why = safe_endpoint(self.remote, job)

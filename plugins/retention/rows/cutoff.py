@@ -1,9 +1,16 @@
-"""The backfill-safe cutoff: a pure function of the run's dates, never of "now".
+"""The backfill-safe cutoff: a function of the run's dates, bounded by "now".
 
 The anchor is ``data_interval_end``, else ``logical_date``, else ``run_after``
 (Airflow 3 manual runs may have no logical date).  Because the cutoff depends
 only on the run, rerunning or backfilling a logical date always deletes the
-same rows; "now" is used only to refuse a cutoff in the future.
+same rows.
+
+"now" bounds it: a cutoff is never later than ``now − retain_days`` (plus
+:data:`CLOCK_SKEW` for clocks that disagree), so no row younger than
+``retain_days`` is ever eligible.  Airflow 3 accepts any logical date from the
+trigger form and the REST API, so a typo of one digit in the year or month
+would otherwise move the cutoff weeks forward.  The same rule holds for every
+cutoff read back later (an XCom, a window in the ledger): :func:`checked_cutoff`.
 """
 
 from __future__ import annotations
@@ -11,9 +18,16 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+CLOCK_SKEW = dt.timedelta(minutes=1)
+"""How far the anchor may lie ahead of this machine's clock: the scheduler's and a
+worker's clocks may differ a little, and a scheduled run's ``data_interval_end``
+is the moment it became due."""
+
+FUTURE_FIX = "trigger with a logical date that is not in the future, or leave it empty"
+
 
 class CutoffError(ValueError):
-    """No usable anchor, or the cutoff would lie in the future."""
+    """No usable anchor, or a cutoff later than ``now − retain_days``."""
 
 
 def as_utc(value: dt.datetime) -> dt.datetime:
@@ -40,16 +54,64 @@ def choose_anchor(
     raise CutoffError("the run has no data_interval_end, logical_date or run_after")
 
 
-def compute_cutoff(anchor: dt.datetime, retain_days: int, now: dt.datetime) -> dt.datetime:
-    """``anchor - retain_days``; refuses a cutoff later than ``now``."""
+def latest_cutoff(retain_days: int, now: dt.datetime) -> dt.datetime:
+    """The latest cutoff allowed now: ``now − retain_days`` plus the clock-skew allowance."""
+    return as_utc(now) - dt.timedelta(days=retain_days) + CLOCK_SKEW
+
+
+def compute_cutoff(
+    anchor: dt.datetime,
+    retain_days: int,
+    now: dt.datetime,
+    *,
+    source: str = "anchor",
+    logical_date: dt.datetime | None = None,
+) -> dt.datetime:
+    """``anchor − retain_days``; refuses an anchor in the future (beyond the skew allowance).
+
+    ``anchor ≤ now + skew`` is the same rule as ``cutoff ≤ now − retain_days + skew``.
+    """
     if retain_days <= 0:
         raise CutoffError(f"retain_days must be greater than 0, got {retain_days}")
-    cutoff = as_utc(anchor) - dt.timedelta(days=retain_days)
-    if cutoff > now:
+    anchor = as_utc(anchor)
+    cutoff = anchor - dt.timedelta(days=retain_days)
+    if cutoff > latest_cutoff(retain_days, now):
+        given = (
+            f" (from the logical date {as_utc(logical_date).isoformat()})"
+            if logical_date is not None and source != "logical_date"
+            else ""
+        )
         raise CutoffError(
-            f"cutoff {cutoff.isoformat()} (anchor {anchor.isoformat()} minus {retain_days} days) "
-            f"is later than now ({now.isoformat()}); refusing to delete rows that are not yet "
-            "old enough. Trigger the run with a logical date that is not in the future."
+            f"the run's anchor {source} resolved to {anchor.isoformat()}{given}, which is "
+            f"in the future (now is {as_utc(now).isoformat()}): its cutoff "
+            f"{cutoff.isoformat()} would make rows younger than retain_days ({retain_days}) "
+            f"eligible. Nothing was deleted; {FUTURE_FIX}."
+        )
+    return cutoff
+
+
+def checked_cutoff(
+    value: str | dt.datetime, retain_days: int, *, now: dt.datetime, where: str
+) -> dt.datetime:
+    """A cutoff read back from somewhere (an XCom, ``conf``, a window of the ledger), in UTC,
+    refused when it is later than ``now − retain_days``: whoever wrote it, no row younger
+    than ``retain_days`` becomes eligible."""
+    if isinstance(value, dt.datetime):
+        cutoff = value
+    else:
+        try:
+            cutoff = dt.datetime.fromisoformat(str(value))
+        except ValueError as bad:
+            raise CutoffError(f"{where}: cutoff {str(value)[:60]!r} is not ISO 8601") from bad
+    if cutoff.tzinfo is None:
+        raise CutoffError(f"{where}: cutoff {cutoff.isoformat()} has no time zone")
+    cutoff = as_utc(cutoff)
+    limit = latest_cutoff(retain_days, now)
+    if cutoff > limit:
+        raise CutoffError(
+            f"{where}: cutoff {cutoff.isoformat()} is later than now − retain_days "
+            f"({(limit - CLOCK_SKEW).isoformat()}, retain_days {retain_days}), so rows that are "
+            f"not yet old enough would be eligible. Nothing was deleted; {FUTURE_FIX}."
         )
     return cutoff
 
@@ -64,7 +126,7 @@ def run_cutoff(
 ) -> dict[str, Any]:
     """A run's cutoff and where its anchor came from (an XCom-friendly dict)."""
     source, anchor = choose_anchor(data_interval_end, logical_date, run_after)
-    cutoff = compute_cutoff(anchor, retain_days, now)
+    cutoff = compute_cutoff(anchor, retain_days, now, source=source, logical_date=logical_date)
     return {
         "cutoff": cutoff.isoformat(),
         "anchor_source": source,
