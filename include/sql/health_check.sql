@@ -1,9 +1,25 @@
 -- The database's health as the deleters see it, in one round trip (between
--- batches, outside any transaction of ours). Read-only; catalog views only.
+-- batches, outside any transaction of ours). Read-only; catalog views only;
+-- takes no locks.
 -- Seeing other sessions' details needs pg_monitor (or pg_read_all_stats).
 SELECT
-    -- how far the furthest standby is behind in replay (NULL: no standby, or caught up)
+    -- how far the furthest standby is behind in replay (NULL: no standby, or caught up;
+    -- not refreshed while replay is stalled)
     (SELECT max(extract(epoch FROM replay_lag)) FROM pg_stat_replication) AS replica_lag_seconds,
+    -- the same in bytes of WAL, which grows while replay is stalled (NULL: no standby
+    -- reports a position; on a standby itself there is no current WAL position)
+    CASE WHEN NOT pg_is_in_recovery() THEN
+        (SELECT max(pg_wal_lsn_diff(pg_current_wal_lsn(), replay_lsn))
+         FROM pg_stat_replication)
+    END AS replica_lag_bytes,
+    -- physical standbys connected now: walsenders attached to no database (a logical
+    -- one is) that are not a base backup; pid and datid are shown to every role
+    (SELECT count(*)
+     FROM pg_stat_replication AS sender
+     JOIN pg_stat_activity AS session ON session.pid = sender.pid
+     WHERE session.datid IS NULL
+       AND sender.state IS DISTINCT FROM 'backup'
+    ) AS standbys,
     -- the oldest other transaction of this database holding back vacuum: one with a
     -- snapshot (backend_xmin) or one that has written (backend_xid), idle or not
     oldest.pid AS oldest_xact_pid,

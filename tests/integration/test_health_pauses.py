@@ -27,10 +27,11 @@ from psycopg.conninfo import make_conninfo
 
 from retention.db.connection import Connection, connect_dsn
 from retention.db.gate import Gate, PausedTooLong
-from retention.db.health import read_health
+from retention.db.health import judge, read_health
 from retention.db.migrate import migrate
 from retention.objects.deleter import work_operations
 from retention.objects.operations import OperationsKind, enqueue_window
+from retention.policy.model import HealthSpec
 from retention.rows.deleter import RowDeleter, delete_window
 from retention.rows.planner import plan_windows
 from retention.rows.windows import Window
@@ -363,6 +364,77 @@ def test_replica_lag_from_a_real_standby_pauses_the_deleter_until_it_catches_up(
         result = run.join()
         assert result.rows_deleted == 300
         assert set(ledger(conn, window)["pause_reasons"]) == {"replica_lag"}
+
+
+def test_wal_bytes_behind_pause_and_a_disconnected_standby_is_missing_on_a_real_standby(
+    primary_and_standby: tuple[ScratchCluster, ScratchCluster], caplog: pytest.LogCaptureFixture
+) -> None:
+    """replay_lag goes stale while replay is stalled and the standby's row goes when it
+    disconnects; the WAL bytes behind and the count of connected standbys do not."""
+    caplog.set_level(logging.INFO, logger="retention.db.gate")
+    primary, standby = primary_and_standby
+    name = "t_replica_bytes"
+    with connect_dsn(primary.dsn) as conn, connect_dsn(standby.dsn) as replica:
+        create_table(conn, name, [(i, 1, old(i)) for i in range(1, 301)])
+        policy = make_policy(
+            name,
+            window_rows=100_000,
+            batch_rows=50,
+            health={
+                "max_replica_lag_seconds": None,  # only the bytes decide here
+                "abort_replica_lag_seconds": None,
+                "max_replica_lag_bytes": 1024**2,
+                "expected_standbys": 1,
+            },
+        )
+        (window,) = plan_windows(conn, request(policy))
+        until(lambda: read_health(conn, policy.table_spec).standbys == 1, "the standby counted")
+        replica.execute("SELECT pg_wal_replay_pause()")
+        conn.execute(  # about 4 MB of WAL the standby receives but does not replay
+            "CREATE TABLE t_wal_filler AS SELECT repeat('x', 1000) AS x "
+            "FROM generate_series(1, 4000)"
+        )
+        until(
+            lambda: (read_health(conn, policy.table_spec).replica_lag_bytes or 0) > 1024**2,
+            "the standby to replay more than 1 MiB behind",
+        )
+        run = Background(
+            primary.dsn, lambda c: delete_window(c, policy, window, batch_rows=50, dry_run=False)
+        )
+        until(lambda: paused_with(caplog, "of WAL behind (limit 1.0 MiB)"), "the pause")
+        assert len(ids_left(conn, name)) == 300, "nothing deleted while the standby lags"
+        replica.execute("SELECT pg_wal_replay_resume()")
+        result = run.join()
+        assert result.rows_deleted == 300
+        assert set(ledger(conn, window)["pause_reasons"]) == {"replica_lag"}
+
+        standby.stop()  # disconnects: its row leaves pg_stat_replication
+        gone = until(
+            lambda: (r := read_health(conn, policy.table_spec)).standbys == 0 and r,
+            "the standby's walsender to go",
+        )
+        assert (gone.replica_lag_seconds, gone.replica_lag_bytes) == (None, None)
+        assert judge(gone, HealthSpec(), name).clear, "no lag reading sees a missing standby"
+        missing = judge(gone, policy.health, name)
+        assert (missing.kind, missing.reason) == (
+            "standby_missing",
+            "standby missing: 0 of 1 expected standby(s) connected",
+        )
+
+
+def test_an_expected_standby_that_is_not_connected_pauses_and_none_expected_does_not(
+    db: Connection, unique_name: str
+) -> None:
+    """The test server has no standby (pg_stat_replication is empty)."""
+    policy, window = one_window(db, unique_name, expected_standbys=1, max_pause_seconds=0.3)
+    assert read_health(db, policy.table_spec).standbys == 0, "the test server has no standby"
+    with pytest.raises(PausedTooLong, match=r"standby missing: 0 of 1 expected standby\(s\)"):
+        delete_window(db, policy, window, batch_rows=50, dry_run=False)
+    assert len(ids_left(db, unique_name)) == 300, "nothing deleted while a standby is missing"
+    assert set(ledger(db, window)["pause_reasons"]) == {"standby_missing"}
+
+    policy, window = one_window(db, f"{unique_name}_n", expected_standbys=0)
+    assert delete_window(db, policy, window, batch_rows=50, dry_run=False).rows_deleted == 300
 
 
 def test_the_oldest_transaction_is_an_idle_writer_here_not_a_reader_elsewhere(

@@ -426,6 +426,7 @@ class TableSpec:
 
 
 BUSY_SLEEP_RATIO = 1.0  # measured with make bench-foreground: see BENCHMARKS.md
+WAL_BYTES_LIMIT = 10**15  # 1 PB: far past any real lag; a bound, so that a typo is caught
 
 
 class HealthSpec(Section):
@@ -438,10 +439,32 @@ class HealthSpec(Section):
     critical load).  A limit left empty is not checked.  Between batches the
     row deleter also sleeps ``sleep_ratio`` of each batch's time, or
     ``busy_sleep_ratio`` while other clients of the database are at work.
+
+    Replica lag is read two ways because ``replay_lag`` alone misleads: it is
+    NULL once a standby has caught up and is not refreshed while replay is
+    stalled, so ``max_replica_lag_bytes`` also measures the WAL between the
+    primary and each standby's replay.  A standby that disconnects leaves no
+    reading at all, hence ``expected_standbys``.
     """
 
     max_replica_lag_seconds: float | None = Field(
         30.0, gt=0, le=86_400, description="Pause while a standby replays this far behind."
+    )
+    max_replica_lag_bytes: int | None = Field(
+        None,
+        gt=0,
+        le=WAL_BYTES_LIMIT,
+        description="Pause while a standby's replay is this many bytes of WAL behind the "
+        "primary (pg_current_wal_lsn() − replay_lsn), which, unlike replay_lag, also grows "
+        "while replay is stalled. Empty: not checked.",
+    )
+    expected_standbys: int = Field(
+        0,
+        ge=0,
+        le=100,
+        description="Pause (reason standby_missing) while fewer physical standbys than this "
+        "are connected: a disconnected standby leaves pg_stat_replication, so no lag reading "
+        "sees it. 0: not checked.",
     )
     max_xact_age_seconds: float | None = Field(
         600.0,
@@ -462,6 +485,12 @@ class HealthSpec(Section):
     )
     abort_replica_lag_seconds: float | None = Field(
         600.0, gt=0, le=86_400 * 30, description="Fail the task at once past this replica lag."
+    )
+    abort_replica_lag_bytes: int | None = Field(
+        None,
+        gt=0,
+        le=WAL_BYTES_LIMIT,
+        description="Fail the task at once past this replica lag in bytes of WAL.",
     )
     abort_xact_age_seconds: float | None = Field(
         None, gt=0, le=86_400 * 365, description="Fail the task at once past this xmin age."
