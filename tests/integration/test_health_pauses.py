@@ -23,6 +23,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from retention.db.connection import Connection, connect_dsn
@@ -94,9 +95,11 @@ def ledger(db: Connection, window: Window) -> dict[str, Any]:
 
 
 @contextmanager
-def other_session(dsn: str, **kwargs: Any) -> Iterator[psycopg.Connection[Any]]:
+def other_session(
+    dsn: str, application_name: str = "someone_else", **kwargs: Any
+) -> Iterator[psycopg.Connection[Any]]:
     """A plain session that is not ours (no ``retention`` application name)."""
-    conn = psycopg.connect(dsn, autocommit=True, application_name="someone_else", **kwargs)
+    conn = psycopg.connect(dsn, autocommit=True, application_name=application_name, **kwargs)
     try:
         yield conn
     finally:
@@ -460,12 +463,12 @@ def test_the_oldest_transaction_is_an_idle_writer_here_not_a_reader_elsewhere(
 class BusyClient:
     """Another application's session, running a small statement every 20 ms."""
 
-    def __init__(self, dsn: str) -> None:
+    def __init__(self, dsn: str, application_name: str = "someone_else") -> None:
         self.stop = threading.Event()
         self.statements = 0
 
         def work() -> None:
-            with other_session(dsn) as conn:
+            with other_session(dsn, application_name) as conn:
                 while not self.stop.is_set():
                     conn.execute("SELECT 1")
                     self.statements += 1
@@ -527,3 +530,80 @@ def test_the_window_paces_itself_while_another_client_works(
     quiet = delete_window(db, quiet_policy, quiet_window, batch_rows=50, dry_run=False)
     assert quiet.rows_deleted == 300
     assert "pause" not in quiet.as_dict(), "a quiet database: flat out"
+
+
+def test_a_monitoring_agent_named_in_ignore_applications_does_not_pace_the_window(
+    db: Connection, test_dsn: str, unique_name: str
+) -> None:
+    agent = BusyClient(test_dsn, application_name="pgwatch_agent")
+    try:
+        policy, window = one_window(
+            db, unique_name, busy_sleep_ratio=2.0, ignore_applications=["pgwatch_agent"]
+        )
+        until(  # sessions of earlier tests may take a moment to end
+            lambda: read_health(db, policy.table_spec).active_applications == {"pgwatch_agent": 1},
+            "the agent alone at work",
+        )
+        quiet = delete_window(db, policy, window, batch_rows=50, dry_run=False)
+        assert quiet.rows_deleted == 300
+        assert "pause" not in quiet.as_dict(), "an ignored agent: flat out"
+
+        fewer, few_window = one_window(db, f"{unique_name}_b", busy_sleep_ratio=2.0, busy_clients=2)
+        one = delete_window(db, fewer, few_window, batch_rows=50, dry_run=False)
+        assert "pause" not in one.as_dict(), "one client at work, two needed to pace"
+
+        counted, counted_window = one_window(db, f"{unique_name}_c", busy_sleep_ratio=2.0)
+        paced = delete_window(db, counted, counted_window, batch_rows=50, dry_run=False)
+        assert paced.as_dict()["pause"]["paced_seconds"] > 0, "the same agent, counted: paced"
+    finally:
+        agent.close()
+
+
+@pytest.fixture
+def unprivileged_dsn(db: Connection, test_dsn: str, unique_name: str) -> Iterator[str]:
+    """A login role of the test's own, without pg_monitor (dropped afterwards)."""
+    role = sql.Identifier(unique_name)
+    db.execute(sql.SQL("CREATE ROLE {} LOGIN").format(role))
+    try:
+        yield make_conninfo(test_dsn, user=unique_name)
+    finally:
+        db.execute(sql.SQL("DROP ROLE {}").format(role))
+
+
+def test_a_role_that_cannot_see_other_roles_sessions_says_so_once(
+    db: Connection,
+    test_dsn: str,
+    unique_name: str,
+    unprivileged_dsn: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Without pg_monitor another role's busy session reads as quiet: the gate must say so,
+    once per gate, with the grant that fixes it; a role that sees everything says nothing."""
+    caplog.set_level(logging.INFO, logger="retention.db.gate")
+    create_table(db, unique_name, [(1, 1, old())])
+    policy = make_policy(unique_name)
+    client = BusyClient(test_dsn)  # the superuser's session: hidden from the role
+    try:
+        with connect_dsn(unprivileged_dsn) as blind:
+            gate = Gate(policy.name, policy.health, policy.table_spec, check_every=0.0)
+            for _ in range(3):
+                assert gate.wait(blind)
+            blind_reading = read_health(blind, policy.table_spec)
+        with_monitor = Gate(policy.name, policy.health, policy.table_spec, check_every=0.0)
+        for _ in range(2):
+            assert with_monitor.wait(db)
+        seeing_reading = read_health(db, policy.table_spec)
+    finally:
+        client.close()
+    blind_lines = [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "retention.db.gate" and "cannot see" in r.getMessage()
+    ]
+    assert len(blind_lines) == 1, blind_lines
+    assert blind_lines[0].startswith(f"policy {unique_name}: role {unique_name} cannot see")
+    assert blind_lines[0].endswith(f"GRANT pg_monitor TO {unique_name}")
+    assert blind_reading.active_clients == 0, "it cannot see the client at work"
+    assert (blind_reading.sees_all_sessions, blind_reading.hidden_sessions > 0) == (False, True)
+    assert seeing_reading.sees_all_sessions
+    assert seeing_reading.active_clients >= 1

@@ -324,6 +324,48 @@ def test_the_sleep_ratio_rises_while_other_clients_work(
     assert sleep_ratio(HealthReading(active_clients=active_clients), spec) == expected
 
 
+@pytest.mark.parametrize(
+    ("spec", "reading", "expected"),
+    [
+        # busy_clients: pace only when at least that many other sessions are at work
+        (HealthSpec(busy_clients=3), HealthReading(active_clients=2), 0.0),
+        (HealthSpec(busy_clients=3), HealthReading(active_clients=3), 1.0),
+        # ignore_applications: a monitoring agent's or a pool's sessions never count
+        (
+            HealthSpec(ignore_applications=["pgwatch"]),
+            HealthReading(active_clients=2, active_applications={"pgwatch": 2}),
+            0.0,
+        ),
+        (
+            HealthSpec(ignore_applications=["pgwatch"]),
+            HealthReading(active_clients=2, active_applications={"pgwatch": 1, "shop": 1}),
+            1.0,
+        ),
+        (
+            HealthSpec(ignore_applications=["pgwatch", "pgbouncer"], busy_clients=2),
+            HealthReading(
+                active_clients=7, active_applications={"pgwatch": 5, "pgbouncer": 1, "shop": 1}
+            ),
+            0.0,
+        ),
+        (
+            HealthSpec(ignore_applications=["pgwatch"], busy_clients=2),
+            HealthReading(active_clients=3, active_applications={"pgwatch": 1, "shop": 2}),
+            1.0,
+        ),
+        (  # names match exactly
+            HealthSpec(ignore_applications=["pgwatch"]),
+            HealthReading(active_clients=1, active_applications={"pgwatch2": 1}),
+            1.0,
+        ),
+    ],
+)
+def test_busy_pacing_counts_only_the_clients_that_matter(
+    spec: HealthSpec, reading: HealthReading, expected: float
+) -> None:
+    assert sleep_ratio(reading, spec) == expected
+
+
 def test_pacing_follows_the_last_look_at_other_clients() -> None:
     clock = Clock()
     gate, looks = gate_with(

@@ -4,15 +4,16 @@ The readings are what the tools operators trust watch (pt-archiver's replica
 lag, gh-ost's pause and critical-load thresholds, GitLab's autovacuum pause):
 how far standbys are behind (in seconds and in bytes of WAL) and how many are
 connected, the oldest transaction that holds back vacuum, autovacuum on the
-target table, sessions waiting on our locks, and whether other clients are at
-work (pt-archiver's and gh-ost's load checks), which paces the row deleter.
+target table, sessions waiting on our locks, and which other clients are at
+work (gh-ost's ``--max-load Threads_running=N``), which paces the row deleter.
 Reading is one statement (``health_check.sql``); judging is pure, so each rule
 has a unit test.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from retention.db.connection import Connection
 from retention.db.sqlfiles import query
@@ -31,6 +32,11 @@ class HealthReading:
     autovacuum_pid: int | None = None
     blocked_sessions: int = 0
     active_clients: int = 0  # other sessions of the database at work in the last second
+    # the same sessions by application_name (a reading may leave it empty)
+    active_applications: Mapping[str, int] = field(default_factory=dict)
+    role: str = ""  # the role the readings were taken as
+    sees_all_sessions: bool = True  # False: other roles' sessions show no details to it
+    hidden_sessions: int = 0  # sessions of this database whose details it could not see
 
 
 @dataclass(frozen=True)
@@ -59,6 +65,7 @@ def read_health(conn: Connection, table: TableSpec) -> HealthReading:
             "SELECT set_config('statement_timeout', %s, true)", (f"{HEALTH_CHECK_TIMEOUT_MS}ms",)
         )
         row = conn.execute(query("health_check"), where).fetchone() or {}
+    applications = {str(k): int(v) for k, v in (row.get("active_applications") or {}).items()}
     lag_bytes = row.get("replica_lag_bytes")
     return HealthReading(
         replica_lag_seconds=_float(row.get("replica_lag_seconds")),
@@ -68,7 +75,11 @@ def read_health(conn: Connection, table: TableSpec) -> HealthReading:
         oldest_xact_seconds=_float(row.get("oldest_xact_seconds")),
         autovacuum_pid=row.get("autovacuum_pid"),
         blocked_sessions=int(row.get("blocked_sessions") or 0),
-        active_clients=int(row.get("active_clients") or 0),
+        active_clients=sum(applications.values()),
+        active_applications=applications,
+        role=str(row.get("role") or ""),
+        sees_all_sessions=bool(row.get("sees_all_sessions", True)),
+        hidden_sessions=int(row.get("hidden_sessions") or 0),
     )
 
 
@@ -76,14 +87,27 @@ def _float(value: object) -> float | None:
     return None if value is None else float(value)  # type: ignore[arg-type]
 
 
+def counted_clients(reading: HealthReading | None, spec: HealthSpec) -> int:
+    """Other clients at work that count for pacing: those not named in
+    ``ignore_applications``, so a monitoring agent or a pool's keep-alive does not
+    make a quiet database look busy (pure)."""
+    if reading is None:
+        return 0
+    ignored = sum(
+        n for name, n in reading.active_applications.items() if name in spec.ignore_applications
+    )
+    return max(0, reading.active_clients - ignored)
+
+
 def sleep_ratio(reading: HealthReading | None, spec: HealthSpec) -> float:
     """The share of each batch's time to sleep after it (pure).
 
     ``sleep_ratio`` always; ``busy_sleep_ratio`` instead when it is larger and
-    other clients were at work at the last look, so a deleter runs flat out on
-    a quiet database and leaves room to the application on a busy one.
+    at least ``busy_clients`` counted clients were at work at the last look, so
+    a deleter runs flat out on a quiet database and leaves room to the
+    application on a busy one.
     """
-    busy = reading is not None and reading.active_clients > 0
+    busy = counted_clients(reading, spec) >= spec.busy_clients
     return max(spec.sleep_ratio, spec.busy_sleep_ratio if busy else 0.0)
 
 

@@ -427,6 +427,8 @@ class TableSpec:
 
 BUSY_SLEEP_RATIO = 1.0  # measured with make bench-foreground: see BENCHMARKS.md
 WAL_BYTES_LIMIT = 10**15  # 1 PB: far past any real lag; a bound, so that a typo is caught
+# application_name as Postgres keeps it (NAMEDATALEN - 1 bytes; ASCII is one byte a character)
+ApplicationName = Annotated[str, Field(min_length=1, max_length=63), AfterValidator(_not_blank)]
 
 
 class HealthSpec(Section):
@@ -438,7 +440,8 @@ class HealthSpec(Section):
     retry resumes.  An abort threshold fails the task at once (gh-ost's
     critical load).  A limit left empty is not checked.  Between batches the
     row deleter also sleeps ``sleep_ratio`` of each batch's time, or
-    ``busy_sleep_ratio`` while other clients of the database are at work.
+    ``busy_sleep_ratio`` while at least ``busy_clients`` other clients of the
+    database (not named in ``ignore_applications``) are at work.
 
     Replica lag is read two ways because ``replay_lag`` alone misleads: it is
     NULL once a standby has caught up and is not refreshed while replay is
@@ -512,6 +515,20 @@ class HealthSpec(Section):
         description="Row policies: sleep this fraction of each batch's time (if larger than "
         "sleep_ratio) while other clients of the database are at work (a session not of "
         "retention active in the last second; needs pg_monitor to see other roles); 0: never.",
+    )
+    busy_clients: int = Field(
+        1,
+        ge=1,
+        le=10_000,
+        description="How many other clients at work make the database busy for "
+        "busy_sleep_ratio (gh-ost's --max-load Threads_running=N); 1: any.",
+    )
+    ignore_applications: Annotated[
+        tuple[ApplicationName, ...], Field(strict=False, max_length=100)
+    ] = Field(
+        (),
+        description="application_name values whose sessions never count as clients at work "
+        "(monitoring agents, a pool's keep-alives); exact names.",
     )
     max_pause_seconds: float = Field(
         600.0,
