@@ -133,8 +133,8 @@ METRICS: dict[str, Metric] = {
             "throttled_seconds",
             "counter",
             "Seconds deleters waited instead of working, by `reason`: the pause switch "
-            "(`retention_pause`), a health limit (`replica_lag`, `xact_age`, "
-            "`autovacuum`, `blocked_sessions`), pacing (`paced`), or tokens of the "
+            "(`retention_pause`), a health limit (`replica_lag`, `standby_missing`, "
+            "`xact_age`, `autovacuum`, `blocked_sessions`), pacing (`paced`), or tokens of the "
             "limiter (`limiter`: its rate, a 429's Retry-After, an outage pause).",
             "reason",
         ),

@@ -23,14 +23,16 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from retention.db.connection import Connection, connect_dsn
 from retention.db.gate import Gate, PausedTooLong
-from retention.db.health import read_health
+from retention.db.health import judge, read_health
 from retention.db.migrate import migrate
 from retention.objects.deleter import work_operations
 from retention.objects.operations import OperationsKind, enqueue_window
+from retention.policy.model import HealthSpec
 from retention.rows.deleter import RowDeleter, delete_window
 from retention.rows.planner import plan_windows
 from retention.rows.windows import Window
@@ -93,9 +95,11 @@ def ledger(db: Connection, window: Window) -> dict[str, Any]:
 
 
 @contextmanager
-def other_session(dsn: str, **kwargs: Any) -> Iterator[psycopg.Connection[Any]]:
+def other_session(
+    dsn: str, application_name: str = "someone_else", **kwargs: Any
+) -> Iterator[psycopg.Connection[Any]]:
     """A plain session that is not ours (no ``retention`` application name)."""
-    conn = psycopg.connect(dsn, autocommit=True, application_name="someone_else", **kwargs)
+    conn = psycopg.connect(dsn, autocommit=True, application_name=application_name, **kwargs)
     try:
         yield conn
     finally:
@@ -365,6 +369,77 @@ def test_replica_lag_from_a_real_standby_pauses_the_deleter_until_it_catches_up(
         assert set(ledger(conn, window)["pause_reasons"]) == {"replica_lag"}
 
 
+def test_wal_bytes_behind_pause_and_a_disconnected_standby_is_missing_on_a_real_standby(
+    primary_and_standby: tuple[ScratchCluster, ScratchCluster], caplog: pytest.LogCaptureFixture
+) -> None:
+    """replay_lag goes stale while replay is stalled and the standby's row goes when it
+    disconnects; the WAL bytes behind and the count of connected standbys do not."""
+    caplog.set_level(logging.INFO, logger="retention.db.gate")
+    primary, standby = primary_and_standby
+    name = "t_replica_bytes"
+    with connect_dsn(primary.dsn) as conn, connect_dsn(standby.dsn) as replica:
+        create_table(conn, name, [(i, 1, old(i)) for i in range(1, 301)])
+        policy = make_policy(
+            name,
+            window_rows=100_000,
+            batch_rows=50,
+            health={
+                "max_replica_lag_seconds": None,  # only the bytes decide here
+                "abort_replica_lag_seconds": None,
+                "max_replica_lag_bytes": 1024**2,
+                "expected_standbys": 1,
+            },
+        )
+        (window,) = plan_windows(conn, request(policy))
+        until(lambda: read_health(conn, policy.table_spec).standbys == 1, "the standby counted")
+        replica.execute("SELECT pg_wal_replay_pause()")
+        conn.execute(  # about 4 MB of WAL the standby receives but does not replay
+            "CREATE TABLE t_wal_filler AS SELECT repeat('x', 1000) AS x "
+            "FROM generate_series(1, 4000)"
+        )
+        until(
+            lambda: (read_health(conn, policy.table_spec).replica_lag_bytes or 0) > 1024**2,
+            "the standby to replay more than 1 MiB behind",
+        )
+        run = Background(
+            primary.dsn, lambda c: delete_window(c, policy, window, batch_rows=50, dry_run=False)
+        )
+        until(lambda: paused_with(caplog, "of WAL behind (limit 1.0 MiB)"), "the pause")
+        assert len(ids_left(conn, name)) == 300, "nothing deleted while the standby lags"
+        replica.execute("SELECT pg_wal_replay_resume()")
+        result = run.join()
+        assert result.rows_deleted == 300
+        assert set(ledger(conn, window)["pause_reasons"]) == {"replica_lag"}
+
+        standby.stop()  # disconnects: its row leaves pg_stat_replication
+        gone = until(
+            lambda: (r := read_health(conn, policy.table_spec)).standbys == 0 and r,
+            "the standby's walsender to go",
+        )
+        assert (gone.replica_lag_seconds, gone.replica_lag_bytes) == (None, None)
+        assert judge(gone, HealthSpec(), name).clear, "no lag reading sees a missing standby"
+        missing = judge(gone, policy.health, name)
+        assert (missing.kind, missing.reason) == (
+            "standby_missing",
+            "standby missing: 0 of 1 expected standby(s) connected",
+        )
+
+
+def test_an_expected_standby_that_is_not_connected_pauses_and_none_expected_does_not(
+    db: Connection, unique_name: str
+) -> None:
+    """The test server has no standby (pg_stat_replication is empty)."""
+    policy, window = one_window(db, unique_name, expected_standbys=1, max_pause_seconds=0.3)
+    assert read_health(db, policy.table_spec).standbys == 0, "the test server has no standby"
+    with pytest.raises(PausedTooLong, match=r"standby missing: 0 of 1 expected standby\(s\)"):
+        delete_window(db, policy, window, batch_rows=50, dry_run=False)
+    assert len(ids_left(db, unique_name)) == 300, "nothing deleted while a standby is missing"
+    assert set(ledger(db, window)["pause_reasons"]) == {"standby_missing"}
+
+    policy, window = one_window(db, f"{unique_name}_n", expected_standbys=0)
+    assert delete_window(db, policy, window, batch_rows=50, dry_run=False).rows_deleted == 300
+
+
 def test_the_oldest_transaction_is_an_idle_writer_here_not_a_reader_elsewhere(
     db: Connection, test_dsn: str, unique_name: str
 ) -> None:
@@ -388,12 +463,12 @@ def test_the_oldest_transaction_is_an_idle_writer_here_not_a_reader_elsewhere(
 class BusyClient:
     """Another application's session, running a small statement every 20 ms."""
 
-    def __init__(self, dsn: str) -> None:
+    def __init__(self, dsn: str, application_name: str = "someone_else") -> None:
         self.stop = threading.Event()
         self.statements = 0
 
         def work() -> None:
-            with other_session(dsn) as conn:
+            with other_session(dsn, application_name) as conn:
                 while not self.stop.is_set():
                     conn.execute("SELECT 1")
                     self.statements += 1
@@ -455,3 +530,80 @@ def test_the_window_paces_itself_while_another_client_works(
     quiet = delete_window(db, quiet_policy, quiet_window, batch_rows=50, dry_run=False)
     assert quiet.rows_deleted == 300
     assert "pause" not in quiet.as_dict(), "a quiet database: flat out"
+
+
+def test_a_monitoring_agent_named_in_ignore_applications_does_not_pace_the_window(
+    db: Connection, test_dsn: str, unique_name: str
+) -> None:
+    agent = BusyClient(test_dsn, application_name="pgwatch_agent")
+    try:
+        policy, window = one_window(
+            db, unique_name, busy_sleep_ratio=2.0, ignore_applications=["pgwatch_agent"]
+        )
+        until(  # sessions of earlier tests may take a moment to end
+            lambda: read_health(db, policy.table_spec).active_applications == {"pgwatch_agent": 1},
+            "the agent alone at work",
+        )
+        quiet = delete_window(db, policy, window, batch_rows=50, dry_run=False)
+        assert quiet.rows_deleted == 300
+        assert "pause" not in quiet.as_dict(), "an ignored agent: flat out"
+
+        fewer, few_window = one_window(db, f"{unique_name}_b", busy_sleep_ratio=2.0, busy_clients=2)
+        one = delete_window(db, fewer, few_window, batch_rows=50, dry_run=False)
+        assert "pause" not in one.as_dict(), "one client at work, two needed to pace"
+
+        counted, counted_window = one_window(db, f"{unique_name}_c", busy_sleep_ratio=2.0)
+        paced = delete_window(db, counted, counted_window, batch_rows=50, dry_run=False)
+        assert paced.as_dict()["pause"]["paced_seconds"] > 0, "the same agent, counted: paced"
+    finally:
+        agent.close()
+
+
+@pytest.fixture
+def unprivileged_dsn(db: Connection, test_dsn: str, unique_name: str) -> Iterator[str]:
+    """A login role of the test's own, without pg_monitor (dropped afterwards)."""
+    role = sql.Identifier(unique_name)
+    db.execute(sql.SQL("CREATE ROLE {} LOGIN").format(role))
+    try:
+        yield make_conninfo(test_dsn, user=unique_name)
+    finally:
+        db.execute(sql.SQL("DROP ROLE {}").format(role))
+
+
+def test_a_role_that_cannot_see_other_roles_sessions_says_so_once(
+    db: Connection,
+    test_dsn: str,
+    unique_name: str,
+    unprivileged_dsn: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Without pg_monitor another role's busy session reads as quiet: the gate must say so,
+    once per gate, with the grant that fixes it; a role that sees everything says nothing."""
+    caplog.set_level(logging.INFO, logger="retention.db.gate")
+    create_table(db, unique_name, [(1, 1, old())])
+    policy = make_policy(unique_name)
+    client = BusyClient(test_dsn)  # the superuser's session: hidden from the role
+    try:
+        with connect_dsn(unprivileged_dsn) as blind:
+            gate = Gate(policy.name, policy.health, policy.table_spec, check_every=0.0)
+            for _ in range(3):
+                assert gate.wait(blind)
+            blind_reading = read_health(blind, policy.table_spec)
+        with_monitor = Gate(policy.name, policy.health, policy.table_spec, check_every=0.0)
+        for _ in range(2):
+            assert with_monitor.wait(db)
+        seeing_reading = read_health(db, policy.table_spec)
+    finally:
+        client.close()
+    blind_lines = [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "retention.db.gate" and "cannot see" in r.getMessage()
+    ]
+    assert len(blind_lines) == 1, blind_lines
+    assert blind_lines[0].startswith(f"policy {unique_name}: role {unique_name} cannot see")
+    assert blind_lines[0].endswith(f"GRANT pg_monitor TO {unique_name}")
+    assert blind_reading.active_clients == 0, "it cannot see the client at work"
+    assert (blind_reading.sees_all_sessions, blind_reading.hidden_sessions > 0) == (False, True)
+    assert seeing_reading.sees_all_sessions
+    assert seeing_reading.active_clients >= 1

@@ -37,6 +37,7 @@ class ScratchCluster:
         self.log = base / "server.log"
         self.port = free_port()
         self.as_root = os.geteuid() == 0
+        self.running = False
         if self.as_root:
             shutil.chown(base, "postgres", "postgres")
 
@@ -71,6 +72,7 @@ class ScratchCluster:
 
     def _start(self, options: str) -> None:
         self._run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-o", options, "-w", "start")
+        self.running = True
 
     def start_standby_of(self, primary: ScratchCluster) -> ScratchCluster:
         """A streaming standby of ``primary`` (pg_basebackup -R), reporting back every second."""
@@ -98,4 +100,7 @@ class ScratchCluster:
         )
 
     def stop(self) -> None:
-        self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")
+        """Stop at once (a test may stop a server before its fixture's teardown does)."""
+        if self.running:
+            self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")
+            self.running = False

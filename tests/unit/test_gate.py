@@ -14,6 +14,7 @@ from retention.policy.model import HealthSpec, TableSpec
 
 TABLE = TableSpec("public", "events", "id", "created_at", None)
 CONN: Any = object()  # the fake reader never touches it
+GIB = 1024**3
 
 
 @pytest.mark.parametrize(
@@ -81,6 +82,80 @@ def test_the_switch_names_all_or_a_list_of_policies(value: str, policy: str, pau
             "3 session(s) wait on locks held by retention sessions (abort limit 2)",
         ),
         (HealthReading(autovacuum_pid=55), HealthSpec(), None, False, None),
+        # replay_lag is NULL once a standby has caught up and goes stale while replay is
+        # stalled; the bytes of WAL between the primary and the standby's replay are not
+        (
+            HealthReading(replica_lag_seconds=None, replica_lag_bytes=5 * GIB),
+            HealthSpec(max_replica_lag_bytes=GIB),
+            "replica_lag",
+            False,
+            "a standby replays 5.0 GiB of WAL behind (limit 1.0 GiB)",
+        ),
+        (
+            HealthReading(replica_lag_seconds=2, replica_lag_bytes=5 * GIB),
+            HealthSpec(max_replica_lag_bytes=GIB),
+            "replica_lag",
+            False,
+            "a standby replays 5.0 GiB of WAL behind (limit 1.0 GiB)",
+        ),
+        (
+            HealthReading(replica_lag_seconds=None, replica_lag_bytes=5 * GIB),
+            HealthSpec(max_replica_lag_bytes=GIB, abort_replica_lag_bytes=4 * GIB),
+            "replica_lag",
+            True,
+            "a standby replays 5.0 GiB of WAL behind (abort limit 4.0 GiB)",
+        ),
+        (
+            HealthReading(replica_lag_seconds=None, replica_lag_bytes=3 * 1024**2 // 2),
+            HealthSpec(max_replica_lag_bytes=1024**2),
+            "replica_lag",
+            False,
+            "a standby replays 1.5 MiB of WAL behind (limit 1.0 MiB)",
+        ),
+        (
+            HealthReading(replica_lag_seconds=None, replica_lag_bytes=0),
+            HealthSpec(max_replica_lag_bytes=GIB),
+            None,
+            False,
+            None,
+        ),
+        (  # no standby reports a position: nothing to measure
+            HealthReading(replica_lag_seconds=None, replica_lag_bytes=None),
+            HealthSpec(max_replica_lag_bytes=GIB),
+            None,
+            False,
+            None,
+        ),
+        (  # the defaults do not read bytes (today's behaviour)
+            HealthReading(replica_lag_seconds=None, replica_lag_bytes=500 * GIB),
+            HealthSpec(),
+            None,
+            False,
+            None,
+        ),
+        (  # a standby that disconnected leaves no lag reading at all
+            HealthReading(standbys=0),
+            HealthSpec(expected_standbys=1),
+            "standby_missing",
+            False,
+            "standby missing: 0 of 1 expected standby(s) connected",
+        ),
+        (
+            HealthReading(standbys=1, replica_lag_seconds=None, replica_lag_bytes=0),
+            HealthSpec(expected_standbys=2, max_replica_lag_bytes=GIB),
+            "standby_missing",
+            False,
+            "standby missing: 1 of 2 expected standby(s) connected",
+        ),
+        (HealthReading(standbys=2), HealthSpec(expected_standbys=2), None, False, None),
+        (HealthReading(standbys=0), HealthSpec(expected_standbys=0), None, False, None),
+        (  # an abort threshold comes before any pause
+            HealthReading(standbys=0, replica_lag_seconds=700),
+            HealthSpec(expected_standbys=1),
+            "replica_lag",
+            True,
+            "a standby replays 700 s behind (abort limit 600)",
+        ),
         (
             HealthReading(autovacuum_pid=55),
             HealthSpec(pause_on_autovacuum=True),
@@ -247,6 +322,48 @@ def test_the_sleep_ratio_rises_while_other_clients_work(
     spec: HealthSpec, active_clients: int, expected: float
 ) -> None:
     assert sleep_ratio(HealthReading(active_clients=active_clients), spec) == expected
+
+
+@pytest.mark.parametrize(
+    ("spec", "reading", "expected"),
+    [
+        # busy_clients: pace only when at least that many other sessions are at work
+        (HealthSpec(busy_clients=3), HealthReading(active_clients=2), 0.0),
+        (HealthSpec(busy_clients=3), HealthReading(active_clients=3), 1.0),
+        # ignore_applications: a monitoring agent's or a pool's sessions never count
+        (
+            HealthSpec(ignore_applications=["pgwatch"]),
+            HealthReading(active_clients=2, active_applications={"pgwatch": 2}),
+            0.0,
+        ),
+        (
+            HealthSpec(ignore_applications=["pgwatch"]),
+            HealthReading(active_clients=2, active_applications={"pgwatch": 1, "shop": 1}),
+            1.0,
+        ),
+        (
+            HealthSpec(ignore_applications=["pgwatch", "pgbouncer"], busy_clients=2),
+            HealthReading(
+                active_clients=7, active_applications={"pgwatch": 5, "pgbouncer": 1, "shop": 1}
+            ),
+            0.0,
+        ),
+        (
+            HealthSpec(ignore_applications=["pgwatch"], busy_clients=2),
+            HealthReading(active_clients=3, active_applications={"pgwatch": 1, "shop": 2}),
+            1.0,
+        ),
+        (  # names match exactly
+            HealthSpec(ignore_applications=["pgwatch"]),
+            HealthReading(active_clients=1, active_applications={"pgwatch2": 1}),
+            1.0,
+        ),
+    ],
+)
+def test_busy_pacing_counts_only_the_clients_that_matter(
+    spec: HealthSpec, reading: HealthReading, expected: float
+) -> None:
+    assert sleep_ratio(reading, spec) == expected
 
 
 def test_pacing_follows_the_last_look_at_other_clients() -> None:

@@ -26,7 +26,14 @@ from tests.support.env import ROOT
 from tests.support.stats_sink import RecordingSink
 
 LONGEST_POLICY = "p" * 100
-HEALTH_REASONS = ("replica_lag", "xact_age", "autovacuum", "blocked_sessions", "unknown")
+HEALTH_REASONS = (
+    "replica_lag",
+    "standby_missing",
+    "xact_age",
+    "autovacuum",
+    "blocked_sessions",
+    "unknown",
+)
 # Every tag value the call sites send, per tag.
 TAG_VALUES: dict[str, tuple[str, ...]] = {
     "kind": ("rows", OPERATIONS.kind, EVENTS.kind),

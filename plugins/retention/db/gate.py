@@ -12,6 +12,10 @@ condition clears, logs how long it waited, and adds the pause to its totals,
 which the window ledger and the run summary show.  A pause longer than
 ``max_pause_seconds`` fails the task with the reason; an abort threshold fails
 it at once.  Neither loses anything: a retry resumes where the window stopped.
+
+A role without ``pg_monitor`` sees no details of other roles' sessions, so
+those read as quiet and harmless; the gate says so once, with the grant that
+fixes it, rather than pacing and judging blind in silence.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from retention.db.health import (
     CLEAR,
     HealthReading,
     Verdict,
+    counted_clients,
     describe_lock_waiters,
     judge,
     read_health,
@@ -82,6 +87,7 @@ class Gate:
     _checked_at: float | None = None
     _reading: HealthReading | None = None  # the last look (it paces until the next one)
     _pacing_busy: bool = False  # pacing for other clients now (logged when it changes)
+    _said_blind: bool = False  # logged that the role cannot see other roles' sessions
     _switch_value: str | None = None
     _switch_failed: bool = False
 
@@ -142,7 +148,7 @@ class Gate:
         busy = ratio > self.spec.sleep_ratio
         if busy != self._pacing_busy:
             self._pacing_busy = busy
-            clients = self._reading.active_clients if self._reading else 0
+            clients = counted_clients(self._reading, self.spec)
             if busy:
                 log.info(
                     "%s: %d other session(s) at work: sleeping %.1f × each batch's time",
@@ -199,6 +205,7 @@ class Gate:
         if self._paused_by_switch():
             return Verdict(PAUSE_VARIABLE, f"the Variable {PAUSE_VARIABLE} names this policy")
         self._reading = self.reader(conn, self.table)
+        self._say_if_blind(self._reading)
         verdict = judge(self._reading, self.spec, str(self.table))
         if verdict.abort:
             raise HealthAbort(
@@ -206,6 +213,22 @@ class Gate:
                 "resumes where this stopped."
             )
         return verdict if not verdict.clear else CLEAR
+
+    def _say_if_blind(self, reading: HealthReading) -> None:
+        """Once per gate: the readings miss other roles' sessions, and how to fix it."""
+        if reading.sees_all_sessions or self._said_blind:
+            return
+        self._said_blind = True
+        role = reading.role or "<the connection's role>"
+        log.warning(
+            "%s: role %s cannot see other roles' sessions (%d in this database now): pacing "
+            "(busy_sleep_ratio) counts only its own, the transaction-age and lock-wait "
+            "checks miss theirs, and standbys' lag reads as none. GRANT pg_monitor TO %s",
+            self.who,
+            role,
+            reading.hidden_sessions,
+            role,
+        )
 
     def _paused_by_switch(self) -> bool:
         if self.switch is None:

@@ -426,6 +426,9 @@ class TableSpec:
 
 
 BUSY_SLEEP_RATIO = 1.0  # measured with make bench-foreground: see BENCHMARKS.md
+WAL_BYTES_LIMIT = 10**15  # 1 PB: far past any real lag; a bound, so that a typo is caught
+# application_name as Postgres keeps it (NAMEDATALEN - 1 bytes; ASCII is one byte a character)
+ApplicationName = Annotated[str, Field(min_length=1, max_length=63), AfterValidator(_not_blank)]
 
 
 class HealthSpec(Section):
@@ -437,11 +440,34 @@ class HealthSpec(Section):
     retry resumes.  An abort threshold fails the task at once (gh-ost's
     critical load).  A limit left empty is not checked.  Between batches the
     row deleter also sleeps ``sleep_ratio`` of each batch's time, or
-    ``busy_sleep_ratio`` while other clients of the database are at work.
+    ``busy_sleep_ratio`` while at least ``busy_clients`` other clients of the
+    database (not named in ``ignore_applications``) are at work.
+
+    Replica lag is read two ways because ``replay_lag`` alone misleads: it is
+    NULL once a standby has caught up and is not refreshed while replay is
+    stalled, so ``max_replica_lag_bytes`` also measures the WAL between the
+    primary and each standby's replay.  A standby that disconnects leaves no
+    reading at all, hence ``expected_standbys``.
     """
 
     max_replica_lag_seconds: float | None = Field(
         30.0, gt=0, le=86_400, description="Pause while a standby replays this far behind."
+    )
+    max_replica_lag_bytes: int | None = Field(
+        None,
+        gt=0,
+        le=WAL_BYTES_LIMIT,
+        description="Pause while a standby's replay is this many bytes of WAL behind the "
+        "primary (pg_current_wal_lsn() − replay_lsn), which, unlike replay_lag, also grows "
+        "while replay is stalled. Empty: not checked.",
+    )
+    expected_standbys: int = Field(
+        0,
+        ge=0,
+        le=100,
+        description="Pause (reason standby_missing) while fewer physical standbys than this "
+        "are connected: a disconnected standby leaves pg_stat_replication, so no lag reading "
+        "sees it. 0: not checked.",
     )
     max_xact_age_seconds: float | None = Field(
         600.0,
@@ -463,6 +489,12 @@ class HealthSpec(Section):
     abort_replica_lag_seconds: float | None = Field(
         600.0, gt=0, le=86_400 * 30, description="Fail the task at once past this replica lag."
     )
+    abort_replica_lag_bytes: int | None = Field(
+        None,
+        gt=0,
+        le=WAL_BYTES_LIMIT,
+        description="Fail the task at once past this replica lag in bytes of WAL.",
+    )
     abort_xact_age_seconds: float | None = Field(
         None, gt=0, le=86_400 * 365, description="Fail the task at once past this xmin age."
     )
@@ -483,6 +515,20 @@ class HealthSpec(Section):
         description="Row policies: sleep this fraction of each batch's time (if larger than "
         "sleep_ratio) while other clients of the database are at work (a session not of "
         "retention active in the last second; needs pg_monitor to see other roles); 0: never.",
+    )
+    busy_clients: int = Field(
+        1,
+        ge=1,
+        le=10_000,
+        description="How many other clients at work make the database busy for "
+        "busy_sleep_ratio (gh-ost's --max-load Threads_running=N); 1: any.",
+    )
+    ignore_applications: Annotated[
+        tuple[ApplicationName, ...], Field(strict=False, max_length=100)
+    ] = Field(
+        (),
+        description="application_name values whose sessions never count as clients at work "
+        "(monitoring agents, a pool's keep-alives); exact names.",
     )
     max_pause_seconds: float = Field(
         600.0,
