@@ -15,6 +15,8 @@ from typing import Any, Protocol
 
 from fastapi import HTTPException, Request
 
+from retention.airflow.rights import may_trigger_dag
+
 REPLAY_DAG_ID = "retention__replay"
 
 
@@ -83,21 +85,11 @@ class AirflowAccess:
         )
 
     def may_trigger(self, user: Any, dag_id: str) -> bool:
-        """What the public API's ``POST /dags/{dag_id}/dagRuns`` requires."""
+        """What the public API's ``POST /dags/{dag_id}/dagRuns`` requires (the replay task
+        asks the same of the user who triggered it)."""
         from airflow.api_fastapi.app import get_auth_manager
-        from airflow.api_fastapi.auth.managers.models.resource_details import (
-            DagAccessEntity,
-            DagDetails,
-        )
 
-        return bool(
-            get_auth_manager().is_authorized_dag(
-                method="POST",
-                access_entity=DagAccessEntity.RUN,
-                details=DagDetails(id=dag_id),
-                user=user,
-            )
-        )
+        return may_trigger_dag(get_auth_manager(), user, dag_id)
 
     def paused_dags(self, dag_ids: list[str]) -> dict[str, bool]:
         from airflow.models.dag import DagModel
