@@ -127,6 +127,43 @@ def test_a_viewer_sees_dead_letters_without_the_replay_action(pages: Pages) -> N
     assert pages.access.triggered == []
 
 
+@pytest.mark.parametrize(
+    "form",
+    [
+        {"scope": "selected", "operation_key": "<dead keys>"},
+        {"scope": "filter", "failure_class": "http_422"},
+        {"scope": "events", "event_id": "<dead event>"},
+    ],
+    ids=["ticked", "filter", "events"],
+)
+def test_replaying_a_policy_needs_the_right_to_trigger_its_dag(
+    pages: Pages, db: Connection, form: dict[str, str]
+) -> None:
+    """alice may trigger retention__replay and read the policy's DAG, not trigger it."""
+    policy = pages.seeded.policy
+    pages.access.untriggerable_dags.add(policy.dag_id)
+    client = pages.as_user("admin-token")
+    (event_id,) = [
+        row["event_id"]
+        for row in db.execute(
+            "SELECT event_id FROM retention.outbox WHERE state = 'dead' AND policy = %s",
+            (policy.name,),
+        )
+    ]
+    values = {"<dead keys>": pages.seeded.dead_keys, "<dead event>": event_id}
+    data = {"policy": policy.name, **{k: values.get(v, v) for k, v in form.items()}}
+    refused = client.post("/retention/ui/dead-letters/replay", data=data, headers=ORIGIN)
+    assert refused.status_code == 403
+    assert f"You may not trigger the DAG {policy.dag_id!r}" in unescape(refused.text)
+    assert f"replaying the dead letters of policy {policy.name!r}" in unescape(refused.text)
+    assert pages.access.triggered == []
+    page = client.get(f"/retention/ui/dead-letters?policy={policy.name}&failure_class=http_422")
+    assert all(key in page.text for key in pages.seeded.dead_keys), "still readable"
+    assert 'name="operation_key"' not in page.text, "no box to tick for a replay it may not do"
+    assert 'name="event_id"' not in page.text
+    assert "data-action=" not in page.text
+
+
 def test_replaying_the_ticked_operations_starts_one_run(pages: Pages) -> None:
     client = pages.as_user("admin-token")
     page = client.get("/retention/ui/dead-letters")
