@@ -38,6 +38,9 @@ class Access(Protocol):
     def may_read(self, user: Any, dag_id: str) -> bool:
         """May this user read this DAG (its runs, its evidence)?"""
 
+    def may_read_every_dag(self, user: Any) -> bool:
+        """May this user read all DAGs (what the auth manager answers without a DAG id)?"""
+
     def may_trigger(self, user: Any, dag_id: str) -> bool:
         """May this user create a run of this DAG?"""
 
@@ -83,6 +86,13 @@ class AirflowAccess:
                 method="GET", details=DagDetails(id=dag_id), user=user
             )
         )
+
+    def may_read_every_dag(self, user: Any) -> bool:
+        """``is_authorized_dag`` without details: the right on DAGs as a whole (FAB: the
+        "DAGs" resource, every DAG; the simple auth manager: any role)."""
+        from airflow.api_fastapi.app import get_auth_manager
+
+        return bool(get_auth_manager().is_authorized_dag(method="GET", user=user))
 
     def may_trigger(self, user: Any, dag_id: str) -> bool:
         """What the public API's ``POST /dags/{dag_id}/dagRuns`` requires (the replay task

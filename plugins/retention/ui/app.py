@@ -43,6 +43,7 @@ from retention.airflow.connections import api_base_url, postgres
 from retention.db.gate import PAUSE_VARIABLE, switch_pauses
 from retention.evidence.explain import UnknownOperation, explain
 from retention.policy import Policy, PolicySet, load_policies
+from retention.policy.model import DAG_ID_PREFIX
 from retention.ui import formatting
 from retention.ui.access import REPLAY_DAG_ID, Access, AirflowAccess, TriggerRefused
 from retention.ui.queries import (
@@ -130,7 +131,7 @@ def ui_router(access: Access | None = None) -> APIRouter:
             {
                 "rows": rows,
                 # a policy the file gets wrong has no DAG and no card: say why here
-                "policy_problems": policy_set.error_report(),
+                "policy_problems": _policy_problems(access, user, policy_set),
                 "user": access.user_name(user),
                 "pause_variable": PAUSE_VARIABLE,
                 "now": dt.datetime.now(dt.UTC),
@@ -208,6 +209,20 @@ def ui_router(access: Access | None = None) -> APIRouter:
         )
 
     return router
+
+
+def _policy_problems(access: Access, user: Any, policy_set: PolicySet) -> str:
+    """What is wrong with the policies file, as far as ``user`` may know: the problems of
+    the policies whose DAG they may read; the file's own error (it names no policy, and
+    may quote any of it) only to users who may read every DAG."""
+    if policy_set.file_error and not access.may_read_every_dag(user):
+        return (
+            "The policies file could not be read, so no policy is shown; a user who may read "
+            "every DAG sees why here (and in Airflow's DAG import errors)."
+        )
+    return policy_set.error_report(
+        shown=lambda name: access.may_read(user, f"{DAG_ID_PREFIX}{name}")
+    )
 
 
 def _replay_forbidden(request: Request, access: Access, user: Any) -> str | None:
