@@ -7,6 +7,7 @@ permissions can, refuses to let anyone trigger chosen DAGs
 (``tests/support/auth_managers.py``). The task is the DAG file's own, run in
 process under a context whose run names its triggering user, over the real
 Postgres: a refused replay leaves every dead operation dead and writes no audit row.
+The Retention view's ``AirflowAccess`` is asked the same questions at the end.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 import pytest
 import yaml
 from airflow.api_fastapi import app as airflow_app
+from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
 from airflow.models.dagbag import DagBag
 from airflow.sdk.exceptions import AirflowFailException
 from airflow.sdk.execution_time.context import set_current_context
@@ -26,6 +28,7 @@ from airflow.sdk.execution_time.context import set_current_context
 from retention.airflow.rights import USER_LOOKUP_ENV, LookupUnavailable, find_user
 from retention.db.connection import Connection
 from retention.policy import parse_policy
+from retention.ui.access import AirflowAccess
 from tests.support.auth_managers import UNTRIGGERABLE_ENV, PerDagAuthManager
 from tests.support.env import ROOT
 from tests.support.policies import policy_fields, remote_fields
@@ -38,9 +41,9 @@ SIMPLE_USERS = "alice:user,vic:viewer"
 class Replay:
     seeded: SeededLedger
     db: Connection
-    task: Any  # the DAG file's ``replay`` task
+    dag: Any  # the DAG file's retention__replay
 
-    def run(self, triggering_user: str | None) -> dict[str, Any]:
+    def run(self, triggering_user: str | None, task_id: str = "replay") -> dict[str, Any]:
         """Run the task as a run triggered by ``triggering_user`` would."""
         context: Any = {
             "params": {
@@ -56,7 +59,7 @@ class Replay:
             "dag_run": SimpleNamespace(triggering_user_name=triggering_user),
         }
         with set_current_context(context):
-            return self.task.python_callable()
+            return self.dag.task_dict[task_id].python_callable()
 
     def states(self) -> list[str]:
         return [
@@ -102,12 +105,14 @@ def replay(
     monkeypatch.setattr(airflow_app._AuthManagerState, "instance", None)  # as a fresh process
     bag = DagBag(dag_folder=str(ROOT / "dags" / "retention_replay.py"))
     assert bag.import_errors == {}
-    return Replay(seeded, db, bag.dags["retention__replay"].task_dict["replay"])
+    return Replay(seeded, db, bag.dags["retention__replay"])
 
 
 def test_a_user_who_may_not_trigger_the_policy_cannot_replay_it(replay: Replay) -> None:
     """vic is a viewer: the simple auth manager lets a viewer trigger no DAG."""
     dag_id = replay.seeded.policy.dag_id
+    with pytest.raises(AirflowFailException, match="user 'vic' may not trigger"):
+        replay.run("vic", "migrate_schema")  # the first task refuses already
     with pytest.raises(AirflowFailException) as refused:
         replay.run("vic")
     message = str(refused.value)
@@ -186,3 +191,23 @@ def test_a_configured_lookup_finds_users_for_other_auth_managers(
 def test_an_auth_manager_without_a_lookup_refuses_by_name() -> None:
     with pytest.raises(LookupUnavailable, match=f"set {USER_LOOKUP_ENV}"):
         find_user(object(), "alice")
+
+
+def test_the_view_asks_the_same_auth_manager(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Retention view's questions (``AirflowAccess``) go to the api-server's auth manager
+    and ask the same right of the policy's DAG as the replay task."""
+    monkeypatch.setattr(airflow_app._AuthManagerState, "instance", None)
+    monkeypatch.setenv(
+        "AIRFLOW__CORE__AUTH_MANAGER", f"{PerDagAuthManager.__module__}.PerDagAuthManager"
+    )
+    monkeypatch.setenv(UNTRIGGERABLE_ENV, "retention__secret")
+    airflow_app.create_auth_manager()  # as the api-server does when it starts
+    access = AirflowAccess()
+    alice = SimpleAuthManagerUser(username="alice", role="user")
+    vic = SimpleAuthManagerUser(username="vic", role="viewer")
+    nobody = SimpleAuthManagerUser(username="nobody", role=None)
+    assert access.may_trigger(alice, "retention__media")
+    assert not access.may_trigger(alice, "retention__secret")
+    assert not access.may_trigger(vic, "retention__media")
+    assert access.may_read_every_dag(vic)
+    assert not access.may_read_every_dag(nobody)
