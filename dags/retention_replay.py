@@ -15,9 +15,12 @@ time. Replaying every dead operation at once is refused. List dead operations
 with `python -m retention.cli dead-letters` or the `retention.dead_operations` view.
 
 **Who may replay:** the user who triggered the run must be allowed by Airflow's
-auth manager to trigger the policy's own DAG, `retention__<policy>`, too; the
-first task fails otherwise, naming the policy and the missing right. A run no
-user triggered, or whose user the auth manager does not know, is refused;
+auth manager to trigger the policy's own DAG, `retention__<policy>`, too. The
+api-server's replay guard answers 403 to a trigger that lacks it (every auth
+manager); the first task checks again where it can look the user up (the
+simple auth manager, or `RETENTION_REPLAY_USER_LOOKUP`) and fails, naming the
+policy and the missing right. Where it cannot, a manual run with a user was
+checked by the guard and may replay. A run no user triggered is refused;
 `airflow dags test` (user `dag_test`) may replay.
 
 **Idempotent:** yes; replaying an operation that is no longer dead changes nothing.
@@ -53,7 +56,8 @@ def _authorized() -> Policy:
     """The chosen policy, once the user who triggered the run may trigger its DAG."""
     context = get_current_context()
     policy = _chosen(context["params"])
-    require_replay_right(policy.name, context["dag_run"].triggering_user_name)
+    run = context["dag_run"]
+    require_replay_right(policy.name, run.triggering_user_name, run.run_type)
     return policy
 
 

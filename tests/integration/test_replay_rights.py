@@ -24,12 +24,13 @@ from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
 from airflow.models.dagbag import DagBag
 from airflow.sdk.exceptions import AirflowFailException
 from airflow.sdk.execution_time.context import set_current_context
+from airflow.utils.types import DagRunType
 
 from retention.airflow.rights import USER_LOOKUP_ENV, LookupUnavailable, find_user
 from retention.db.connection import Connection
 from retention.policy import parse_policy
 from retention.ui.access import AirflowAccess
-from tests.support.auth_managers import UNTRIGGERABLE_ENV, PerDagAuthManager
+from tests.support.auth_managers import UNTRIGGERABLE_ENV, NameBlindAuthManager, PerDagAuthManager
 from tests.support.env import ROOT
 from tests.support.policies import policy_fields, remote_fields
 from tests.support.ui_seed import NOTIFY, SeededLedger, seed_remote_ledger
@@ -43,8 +44,10 @@ class Replay:
     db: Connection
     dag: Any  # the DAG file's retention__replay
 
-    def run(self, triggering_user: str | None, task_id: str = "replay") -> dict[str, Any]:
-        """Run the task as a run triggered by ``triggering_user`` would."""
+    def run(
+        self, triggering_user: str | None, task_id: str = "replay", run_type: str = "manual"
+    ) -> dict[str, Any]:
+        """Run the task as a run of ``run_type`` triggered by ``triggering_user`` would."""
         context: Any = {
             "params": {
                 "kind": "operations",
@@ -56,7 +59,9 @@ class Replay:
                 "reason": "rights test",
             },
             "run_id": "manual__rights",
-            "dag_run": SimpleNamespace(triggering_user_name=triggering_user),
+            "dag_run": SimpleNamespace(
+                triggering_user_name=triggering_user, run_type=DagRunType(run_type)
+            ),
         }
         with set_current_context(context):
             return self.dag.task_dict[task_id].python_callable()
@@ -191,6 +196,47 @@ def test_a_configured_lookup_finds_users_for_other_auth_managers(
 def test_an_auth_manager_without_a_lookup_refuses_by_name() -> None:
     with pytest.raises(LookupUnavailable, match=f"set {USER_LOOKUP_ENV}"):
         find_user(object(), "alice")
+
+
+def test_without_a_lookup_a_manual_run_checked_by_the_guard_replays(
+    replay: Replay, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """FAB, Astro, MWAA, Composer: the task cannot look the user up, but a manual run with a
+    user was created through the api-server, whose replay guard checked the user's right."""
+    monkeypatch.setenv(
+        "AIRFLOW__CORE__AUTH_MANAGER", f"{NameBlindAuthManager.__module__}.NameBlindAuthManager"
+    )
+    with caplog.at_level("INFO", logger="retention.airflow.rights"):
+        result = replay.run("alice")
+    assert sorted(result["operation_keys"]) == sorted(replay.seeded.dead_keys)
+    assert "replay guard checked at trigger time that this user may trigger" in caplog.text
+    assert replay.audit_rows() == 1
+
+
+@pytest.mark.parametrize(
+    ("triggering_user", "run_type", "why"),
+    [
+        (None, "manual", "no user triggered this run"),
+        ("alice", "operator_triggered", "'operator_triggered' run was not created through"),
+        ("alice", "backfill", "'backfill' run was not created through"),
+    ],
+    ids=["no-user", "operator-triggered", "backfill"],
+)
+def test_without_a_lookup_runs_the_guard_did_not_see_are_refused(
+    replay: Replay,
+    monkeypatch: pytest.MonkeyPatch,
+    triggering_user: str | None,
+    run_type: str,
+    why: str,
+) -> None:
+    monkeypatch.setenv(
+        "AIRFLOW__CORE__AUTH_MANAGER", f"{NameBlindAuthManager.__module__}.NameBlindAuthManager"
+    )
+    with pytest.raises(AirflowFailException) as refused:
+        replay.run(triggering_user, run_type=run_type)
+    assert why in str(refused.value)
+    assert replay.states() == ["dead", "dead"]
+    assert replay.audit_rows() == 0
 
 
 def test_the_view_asks_the_same_auth_manager(monkeypatch: pytest.MonkeyPatch) -> None:

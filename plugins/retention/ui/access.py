@@ -13,9 +13,9 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, Protocol
 
-from fastapi import HTTPException, Request
+from fastapi import Request
 
-from retention.airflow.rights import may_trigger_dag
+from retention.airflow.rights import may_trigger_dag, request_user
 
 REPLAY_DAG_ID = "retention__replay"
 
@@ -61,13 +61,7 @@ class AirflowAccess:
     """The real thing: Airflow's auth manager, metadata database and Variables."""
 
     async def user(self, request: Request) -> Any | None:
-        from airflow.api_fastapi.core_api.security import bearer_scheme, get_user
-
-        try:
-            credentials = await bearer_scheme(request)
-            return await get_user(request, None, credentials)
-        except HTTPException:
-            return None
+        return await request_user(request)
 
     def login_url(self, next_url: str) -> str:
         from airflow.api_fastapi.app import get_auth_manager
