@@ -139,3 +139,20 @@ def test_requests_without_a_login_are_left_to_airflow(served: Served) -> None:
         f"{served.url}{RUNS}", json={"logical_date": None, "conf": {"policy": SECRET}}, timeout=30
     )
     assert answer.status_code == 401, answer.text
+
+
+def test_airflow_lists_the_guard_among_the_plugin_s_middlewares(served: Served) -> None:
+    """Admin → Plugins (``GET /api/v2/plugins``) shows the guard, so a deployment can see it."""
+    answer = requests.get(
+        f"{served.url}/api/v2/plugins",
+        headers={"Authorization": f"Bearer {served.tokens[ADMIN]}"},
+        timeout=30,
+    )
+    assert answer.status_code == 200, answer.text
+    (retention,) = [p for p in answer.json()["plugins"] if p["name"] == "retention"]
+    assert retention["fastapi_root_middlewares"] == [
+        {
+            "name": "Retention replay guard",
+            "middleware": "retention.airflow.replay_guard.ReplayGuard",
+        }
+    ]
