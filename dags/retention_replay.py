@@ -14,6 +14,15 @@ Choose operations by `operation_keys`, or by `failure_class` (for example
 time. Replaying every dead operation at once is refused. List dead operations
 with `python -m retention.cli dead-letters` or the `retention.dead_operations` view.
 
+**Who may replay:** the user who triggered the run must be allowed by Airflow's
+auth manager to trigger the policy's own DAG, `retention__<policy>`, too. The
+api-server's replay guard answers 403 to a trigger that lacks it (every auth
+manager); the first task checks again where it can look the user up (the
+simple auth manager, or `RETENTION_REPLAY_USER_LOOKUP`) and fails, naming the
+policy and the missing right. Where it cannot, a manual run with a user was
+checked by the guard and may replay. A run no user triggered is refused;
+`airflow dags test` (user `dag_test`) may replay.
+
 **Idempotent:** yes; replaying an operation that is no longer dead changes nothing.
 """
 
@@ -25,6 +34,7 @@ from typing import Any
 from airflow.sdk import DAG, Param, get_current_context, task
 
 from retention.airflow.connections import postgres
+from retention.airflow.rights import require_replay_right
 from retention.airflow.steps import migrate_schema_step
 from retention.evidence.replay import replay_dead, replay_dead_events
 from retention.policy import Policy, load_policies
@@ -39,6 +49,15 @@ def _chosen(params: dict[str, Any]) -> Policy:
             f"param 'policy': {params['policy']!r} is not a policy with a remote section; "
             f"choose one of {sorted(_remote_policies)}"
         )
+    return policy
+
+
+def _authorized() -> Policy:
+    """The chosen policy, once the user who triggered the run may trigger its DAG."""
+    context = get_current_context()
+    policy = _chosen(context["params"])
+    run = context["dag_run"]
+    require_replay_right(policy.name, run.triggering_user_name, run.run_type)
     return policy
 
 
@@ -85,13 +104,13 @@ with DAG(
 
     @task(multiple_outputs=False)
     def migrate_schema() -> dict[str, Any]:
-        return migrate_schema_step(_chosen(get_current_context()["params"]).postgres_conn_id)
+        return migrate_schema_step(_authorized().postgres_conn_id)
 
     @task(multiple_outputs=False)
     def replay() -> dict[str, Any]:
+        policy = _authorized()
         context = get_current_context()
         params = context["params"]
-        policy = _chosen(params)
         since = dt.datetime.fromisoformat(params["since"]) if params.get("since") else None
         requested_by = f"{context['run_id']} by {context['dag_run'].triggering_user_name}"
         with postgres(policy.postgres_conn_id) as conn:

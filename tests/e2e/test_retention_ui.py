@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +29,12 @@ from retention.db.connection import Connection
 from retention.evidence.reconcile import reconcile_run
 from retention.policy import Policy, parse_policy
 from retention.rows.deleter import delete_window
-from tests.support.airflow_services import AIRFLOW, api_server, service_environment, tail
+from tests.support.airflow_services import (
+    api_server,
+    serialize_replay_dag,
+    service_environment,
+    tail,
+)
 from tests.support.env import ROOT
 from tests.support.policies import policy_fields, remote_fields
 from tests.support.tables import create_table, new, old, plan
@@ -112,30 +116,7 @@ def served(
         AIRFLOW_VAR_RETENTION_PAUSE=f"some_other_policy, {REMOTE_POLICY}",
         AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION="True",
     )
-    # retention__replay must be known to Airflow (serialized) before it can be triggered;
-    # its policy list comes from RETENTION_POLICIES, as in the api-server. Another test's
-    # dag.test() may have stored it with that test's policies (the metadata database is
-    # shared), and reserialize keeps such a version: forget it first.
-    forgotten = subprocess.run(
-        [AIRFLOW, "dags", "delete", "retention__replay", "--yes"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert forgotten.returncode == 0 or "not found" in forgotten.stderr.lower(), forgotten.stderr[
-        -3000:
-    ]
-    reserialized = subprocess.run(
-        [AIRFLOW, "dags", "reserialize"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert reserialized.returncode == 0, reserialized.stderr[-3000:]
+    serialize_replay_dag(env)  # so that the view's replay action can trigger it
     with api_server(env, tmp_path) as url:
         yield Served(url, json.loads(passwords.read_text()), seeded, tmp_path)
 

@@ -73,7 +73,8 @@ def pages(
     monkeypatch.setenv("RETENTION_POLICIES", str(policies))
     access = StandInAccess(users=USERS, paused={policy.dag_id: False}, switch="all")
     root = FastAPI()
-    root.mount("/retention", create_app(airflow_auth=False, ui_access=access))
+    app = create_app(airflow_auth=False, authorize=access.may_read, ui_access=access)
+    root.mount("/retention", app)
     with TestClient(root, base_url=BASE, follow_redirects=False) as client:
         yield Pages(client, access, seeded, missing)
 
@@ -125,6 +126,43 @@ def test_a_viewer_sees_dead_letters_without_the_replay_action(pages: Pages) -> N
     assert refused.status_code == 403
     assert REPLAY_DAG_ID in refused.text
     assert pages.access.triggered == []
+
+
+@pytest.mark.parametrize(
+    "form",
+    [
+        {"scope": "selected", "operation_key": "<dead keys>"},
+        {"scope": "filter", "failure_class": "http_422"},
+        {"scope": "events", "event_id": "<dead event>"},
+    ],
+    ids=["ticked", "filter", "events"],
+)
+def test_replaying_a_policy_needs_the_right_to_trigger_its_dag(
+    pages: Pages, db: Connection, form: dict[str, str]
+) -> None:
+    """alice may trigger retention__replay and read the policy's DAG, not trigger it."""
+    policy = pages.seeded.policy
+    pages.access.untriggerable_dags.add(policy.dag_id)
+    client = pages.as_user("admin-token")
+    (event_id,) = [
+        row["event_id"]
+        for row in db.execute(
+            "SELECT event_id FROM retention.outbox WHERE state = 'dead' AND policy = %s",
+            (policy.name,),
+        )
+    ]
+    values = {"<dead keys>": pages.seeded.dead_keys, "<dead event>": event_id}
+    data = {"policy": policy.name, **{k: values.get(v, v) for k, v in form.items()}}
+    refused = client.post("/retention/ui/dead-letters/replay", data=data, headers=ORIGIN)
+    assert refused.status_code == 403
+    assert f"You may not trigger the DAG {policy.dag_id!r}" in unescape(refused.text)
+    assert f"replaying the dead letters of policy {policy.name!r}" in unescape(refused.text)
+    assert pages.access.triggered == []
+    page = client.get(f"/retention/ui/dead-letters?policy={policy.name}&failure_class=http_422")
+    assert all(key in page.text for key in pages.seeded.dead_keys), "still readable"
+    assert 'name="operation_key"' not in page.text, "no box to tick for a replay it may not do"
+    assert 'name="event_id"' not in page.text
+    assert "data-action=" not in page.text
 
 
 def test_replaying_the_ticked_operations_starts_one_run(pages: Pages) -> None:
@@ -347,3 +385,60 @@ def test_a_policy_the_file_gets_wrong_is_named_on_the_overview(
     assert page.status_code == 200
     shown = unescape(page.text)
     assert "policy 'broken', field 'retain_days': must be a whole number, got 'thirty'" in shown
+
+
+def test_an_operation_the_user_may_not_read_is_as_unknown_as_a_missing_one(pages: Pages) -> None:
+    """Neither the JSON API nor the view confirms that a key exists in a DAG the user may
+    not read, nor names its policy: both answer exactly as for a key nobody knows."""
+    policy = pages.seeded.policy
+    key, unknown = pages.seeded.dead_keys[0], "0" * 64
+    client = pages.as_user("admin-token")
+    assert client.get(f"/retention/operations/{key}").status_code == 200
+    pages.access.unreadable_dags.add(policy.dag_id)
+    for path in ("/retention/operations/{}", "/retention/ui/operations/{}"):
+        hidden, missing = client.get(path.format(key)), client.get(path.format(unknown))
+        assert (hidden.status_code, missing.status_code) == (404, 404), path
+        assert hidden.text.replace(key, "KEY") == missing.text.replace(unknown, "KEY"), path
+        assert policy.name not in hidden.text
+
+
+def test_the_policy_file_problems_are_shown_only_for_policies_the_user_may_read(
+    pages: Pages, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    policies = tmp_path / "two-broken.yaml"
+    policies.write_text(
+        yaml.safe_dump(
+            {
+                "policies": {
+                    "broken": {"retain_days": "thirty"},
+                    "secret_ledger": {"retain_days": "ninety"},
+                }
+            }
+        )
+    )
+    monkeypatch.setenv("RETENTION_POLICIES", str(policies))
+    pages.access.unreadable_dags.add("retention__secret_ledger")
+    shown = unescape(pages.as_user("viewer-token").get("/retention/ui/").text)
+    assert "policy 'broken', field 'retain_days': must be a whole number, got 'thirty'" in shown
+    assert "secret_ledger" not in shown
+    assert "ninety" not in shown
+    listed = shown.count("  - policy 'broken', ")
+    assert f"{listed} problem(s)" in shown, "the count is of the problems shown"
+
+
+def test_a_policies_file_that_cannot_be_read_is_explained_to_who_may_read_every_dag(
+    pages: Pages, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The file's own error (here: YAML that does not parse, quoting the file) names no
+    policy: only users who may read every DAG see it; the others learn that it failed."""
+    policies = tmp_path / "not-yaml.yaml"
+    policies.write_text("policies:\n  secret_ledger: {retain_days: [\n")
+    monkeypatch.setenv("RETENTION_POLICIES", str(policies))
+    client = pages.as_user("viewer-token")
+    everything = unescape(client.get("/retention/ui/").text)
+    assert "not valid YAML" in everything
+    pages.access.unreadable_dags.add("retention__other")
+    some = unescape(client.get("/retention/ui/").text)
+    assert "not valid YAML" not in some
+    assert "secret_ledger" not in some
+    assert "The policies file could not be read" in some

@@ -108,6 +108,36 @@ def service_environment(**extra: str) -> dict[str, str]:
     return {**os.environ, **extra}
 
 
+def serialize_replay_dag(env: dict[str, str]) -> None:
+    """Store ``retention__replay`` in the metadata database (as the dag-processor would), so
+    that it can be triggered, with its policy list from ``env``'s ``RETENTION_POLICIES``.
+
+    Another test's ``dag.test()`` may have stored it with that test's policies (the
+    metadata database is shared), and ``reserialize`` keeps such a version: it is
+    forgotten first.
+    """
+    forgotten = subprocess.run(
+        [AIRFLOW, "dags", "delete", "retention__replay", "--yes"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert forgotten.returncode == 0 or "not found" in forgotten.stderr.lower(), forgotten.stderr[
+        -3000:
+    ]
+    reserialized = subprocess.run(
+        [AIRFLOW, "dags", "reserialize"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert reserialized.returncode == 0, reserialized.stderr[-3000:]
+
+
 def scheduler_environment(policies: Path, logs: Path, **extra: str) -> dict[str, str]:
     """``service_environment`` for a scheduler test: DAGs from ``policies``, parsed and
     scheduled every few seconds, unpaused at creation, logs under ``logs``."""

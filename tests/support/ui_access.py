@@ -1,7 +1,9 @@
 """A stand-in for the Retention view's questions to Airflow, for in-process page tests.
 
 It answers as Airflow's simple auth manager does for its roles (a viewer may
-read every DAG and trigger none; a user, op or admin may trigger), knows users
+read every DAG and trigger none; a user, op or admin may trigger), except for
+the DAGs a test makes unreadable or untriggerable (as FAB's per-DAG permissions
+can), knows users
 by the token in the ``_token`` cookie, and records the runs it is asked to
 start instead of creating them. The real answers are tested on a real
 api-server in ``tests/e2e/test_retention_ui.py``.
@@ -31,6 +33,7 @@ class StandInAccess:
 
     users: dict[str, StandInUser]
     unreadable_dags: set[str] = field(default_factory=set)
+    untriggerable_dags: set[str] = field(default_factory=set)
     paused: dict[str, bool] = field(default_factory=dict)
     switch: str | None = None
     triggered: list[tuple[str, dict[str, Any], str, str]] = field(default_factory=list)
@@ -48,8 +51,11 @@ class StandInAccess:
     def may_read(self, user: Any, dag_id: str) -> bool:
         return dag_id not in self.unreadable_dags
 
+    def may_read_every_dag(self, user: Any) -> bool:
+        return not self.unreadable_dags
+
     def may_trigger(self, user: Any, dag_id: str) -> bool:
-        return user.role in TRIGGERING_ROLES
+        return user.role in TRIGGERING_ROLES and dag_id not in self.untriggerable_dags
 
     def paused_dags(self, dag_ids: list[str]) -> dict[str, bool]:
         return {d: self.paused[d] for d in dag_ids if d in self.paused}

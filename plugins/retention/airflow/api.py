@@ -8,8 +8,9 @@
 - ``GET /retention/operations/{key}``: the evidence record of one operation
   (the same as ``python -m retention.cli explain KEY``), for Airflow users who
   may read the DAG of the operation's policy (Airflow's auth manager decides);
-  401 without a login, 403 without that permission, 404 for a key that is not
-  a 64-hex operation key or is unknown.
+  401 without a login, 404 for a key that is not a 64-hex operation key, is
+  unknown, or belongs to a policy whose DAG the user may not read (the same
+  answer: a 403 would confirm the key and name the policy).
 - ``/retention/ui/``: the Retention view, HTML pages under the same Airflow
   login (see :mod:`retention.ui.app`).
 """
@@ -32,7 +33,6 @@ from retention.airflow.connections import postgres
 from retention.events import hints
 from retention.evidence.explain import UnknownOperation, explain
 from retention.policy import Policy, load_policies
-from retention.policy.model import DAG_ID_PREFIX
 from retention.ui.access import Access, AirflowAccess
 from retention.ui.app import ui_router
 
@@ -114,7 +114,10 @@ def create_app(
         if not OPERATION_KEY.fullmatch(key):
             raise HTTPException(404, f"no operation with key {key[:80]!r}")
         unreachable: list[str] = []
-        for conn_id in sorted({p.postgres_conn_id for p in _policies().values() if p.remote}):
+        # only the databases of policies the user may read, and only their operations:
+        # a key of any other policy is answered as one nobody knows
+        readable = {p.name: p for p in _policies().values() if may_read(user, p.dag_id)}
+        for conn_id in sorted({p.postgres_conn_id for p in readable.values() if p.remote}):
             try:
                 with postgres(conn_id) as conn:
                     record = explain(conn, key)
@@ -124,10 +127,8 @@ def create_app(
                 log.warning("evidence lookup in %s failed: %s", conn_id, failed)
                 unreachable.append(conn_id)
                 continue
-            dag_id = f"{DAG_ID_PREFIX}{record['selected']['policy']}"
-            if not may_read(user, dag_id):
-                raise HTTPException(403, f"you may not read the DAG {dag_id!r}")
-            return record
+            if record["selected"]["policy"] in readable:
+                return record
         if unreachable:
             raise HTTPException(
                 503,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,11 +50,23 @@ class PolicySet:
     pool_slots: dict[str, int] = field(default_factory=dict)  # from airflow_settings.yaml
     file_error: str | None = None
 
-    def error_report(self, extra: list[PolicyProblem] | None = None) -> str:
-        """A message for the DAG import error; empty when everything is valid."""
+    def error_report(
+        self,
+        extra: list[PolicyProblem] | None = None,
+        *,
+        shown: Callable[[str], bool] | None = None,
+    ) -> str:
+        """A message for the DAG import error; empty when everything is valid.
+
+        ``shown(policy)`` keeps only the problems of the policies it accepts (the
+        Retention view: those the user may read); the file's own error names no
+        policy and is the caller's to show or not.
+        """
         if self.file_error:
             return f"{self.path}: {self.file_error}"
         problems = self.problems + (extra or [])
+        if shown is not None:
+            problems = [problem for problem in problems if shown(problem.policy)]
         if not problems:
             return ""
         lines = [f"{self.path}: {len(problems)} problem(s) in retention policies:"]

@@ -13,7 +13,9 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, Protocol
 
-from fastapi import HTTPException, Request
+from fastapi import Request
+
+from retention.airflow.rights import may_trigger_dag, request_user
 
 REPLAY_DAG_ID = "retention__replay"
 
@@ -36,6 +38,9 @@ class Access(Protocol):
     def may_read(self, user: Any, dag_id: str) -> bool:
         """May this user read this DAG (its runs, its evidence)?"""
 
+    def may_read_every_dag(self, user: Any) -> bool:
+        """May this user read all DAGs (what the auth manager answers without a DAG id)?"""
+
     def may_trigger(self, user: Any, dag_id: str) -> bool:
         """May this user create a run of this DAG?"""
 
@@ -56,13 +61,7 @@ class AirflowAccess:
     """The real thing: Airflow's auth manager, metadata database and Variables."""
 
     async def user(self, request: Request) -> Any | None:
-        from airflow.api_fastapi.core_api.security import bearer_scheme, get_user
-
-        try:
-            credentials = await bearer_scheme(request)
-            return await get_user(request, None, credentials)
-        except HTTPException:
-            return None
+        return await request_user(request)
 
     def login_url(self, next_url: str) -> str:
         from airflow.api_fastapi.app import get_auth_manager
@@ -82,22 +81,19 @@ class AirflowAccess:
             )
         )
 
-    def may_trigger(self, user: Any, dag_id: str) -> bool:
-        """What the public API's ``POST /dags/{dag_id}/dagRuns`` requires."""
+    def may_read_every_dag(self, user: Any) -> bool:
+        """``is_authorized_dag`` without details: the right on DAGs as a whole (FAB: the
+        "DAGs" resource, every DAG; the simple auth manager: any role)."""
         from airflow.api_fastapi.app import get_auth_manager
-        from airflow.api_fastapi.auth.managers.models.resource_details import (
-            DagAccessEntity,
-            DagDetails,
-        )
 
-        return bool(
-            get_auth_manager().is_authorized_dag(
-                method="POST",
-                access_entity=DagAccessEntity.RUN,
-                details=DagDetails(id=dag_id),
-                user=user,
-            )
-        )
+        return bool(get_auth_manager().is_authorized_dag(method="GET", user=user))
+
+    def may_trigger(self, user: Any, dag_id: str) -> bool:
+        """What the public API's ``POST /dags/{dag_id}/dagRuns`` requires (the replay task
+        asks the same of the user who triggered it)."""
+        from airflow.api_fastapi.app import get_auth_manager
+
+        return may_trigger_dag(get_auth_manager(), user, dag_id)
 
     def paused_dags(self, dag_ids: list[str]) -> dict[str, bool]:
         from airflow.models.dag import DagModel

@@ -5,10 +5,12 @@
   limiter's rate now, events pending and dead, and whether it is paused.
 - ``GET  /retention/ui/dead-letters``: dead operations and dead events,
   filtered by policy, failure class and since when; users who may trigger
-  ``retention__replay`` also see a form that starts it for the selection.
+  ``retention__replay`` also see a form that starts it for the selection, for
+  the policies whose own DAG (``retention__<policy>``) they may trigger.
 - ``POST /retention/ui/dead-letters/replay``: starts one ``retention__replay``
-  run per policy of the selection (403 for users who may not trigger it; 403
-  for a request from another origin, the CSRF guard).
+  run per policy of the selection (403 for users who may not trigger it, or
+  the DAG of a policy of the selection; 403 for a request from another origin,
+  the CSRF guard).
 - ``GET  /retention/ui/operations/{key}``: one operation's evidence record
   (what ``python -m retention.cli explain KEY`` prints).
 
@@ -41,6 +43,7 @@ from retention.airflow.connections import api_base_url, postgres
 from retention.db.gate import PAUSE_VARIABLE, switch_pauses
 from retention.evidence.explain import UnknownOperation, explain
 from retention.policy import Policy, PolicySet, load_policies
+from retention.policy.model import DAG_ID_PREFIX
 from retention.ui import formatting
 from retention.ui.access import REPLAY_DAG_ID, Access, AirflowAccess, TriggerRefused
 from retention.ui.queries import (
@@ -128,7 +131,7 @@ def ui_router(access: Access | None = None) -> APIRouter:
             {
                 "rows": rows,
                 # a policy the file gets wrong has no DAG and no card: say why here
-                "policy_problems": policy_set.error_report(),
+                "policy_problems": _policy_problems(access, user, policy_set),
                 "user": access.user_name(user),
                 "pause_variable": PAUSE_VARIABLE,
                 "now": dt.datetime.now(dt.UTC),
@@ -156,7 +159,7 @@ def ui_router(access: Access | None = None) -> APIRouter:
                 "errors": found.errors,
                 "chosen": chosen,
                 "remote_policies": [p.name for p in policies if p.remote],
-                "may_replay": access.may_trigger(user, REPLAY_DAG_ID),
+                "replayable": _replayable(access, user, policies),
                 "limit": DEAD_LETTER_LIMIT,
                 "user": access.user_name(user),
                 "started": request.query_params.getlist("started"),
@@ -168,22 +171,13 @@ def ui_router(access: Access | None = None) -> APIRouter:
         user = await login_or(request)
         if isinstance(user, Response):
             return user
-        if not _same_origin(request):
-            return message(
-                request,
-                403,
-                "This replay request did not come from this Airflow's own pages (its Origin "
-                "header names another site, or none); open the dead-letter page and use "
-                "its button.",
-            )
-        if not access.may_trigger(user, REPLAY_DAG_ID):
-            return message(
-                request, 403, f"You may not trigger the DAG {REPLAY_DAG_ID!r}; ask an admin."
-            )
+        if forbidden := _replay_forbidden(request, access, user):
+            return message(request, 403, forbidden)
         form = await request.form()
         policies = [p for p in readable(user) if p.remote]
         try:
             confs = await run_in_threadpool(_replay_confs, form, policies, access.user_name(user))
+            _refuse_unreplayable(confs, policies, _replayable(access, user, policies))
         except ViewError as bad:
             return message(request, bad.status, bad.message)
         note = f"Started from the Retention view by {access.user_name(user)}"
@@ -215,6 +209,60 @@ def ui_router(access: Access | None = None) -> APIRouter:
         )
 
     return router
+
+
+def _policy_problems(access: Access, user: Any, policy_set: PolicySet) -> str:
+    """What is wrong with the policies file, as far as ``user`` may know: the problems of
+    the policies whose DAG they may read; the file's own error (it names no policy, and
+    may quote any of it) only to users who may read every DAG."""
+    if policy_set.file_error and not access.may_read_every_dag(user):
+        return (
+            "The policies file could not be read, so no policy is shown; a user who may read "
+            "every DAG sees why here (and in Airflow's DAG import errors)."
+        )
+    return policy_set.error_report(
+        shown=lambda name: access.may_read(user, f"{DAG_ID_PREFIX}{name}")
+    )
+
+
+def _replay_forbidden(request: Request, access: Access, user: Any) -> str | None:
+    """Why this replay request is refused before its form is read, or None."""
+    if not _same_origin(request):
+        return (
+            "This replay request did not come from this Airflow's own pages (its Origin "
+            "header names another site, or none); open the dead-letter page and use its button."
+        )
+    if not access.may_trigger(user, REPLAY_DAG_ID):
+        return f"You may not trigger the DAG {REPLAY_DAG_ID!r}; ask an admin."
+    return None
+
+
+def _replayable(access: Access, user: Any, policies: list[Policy]) -> list[str]:
+    """The policies whose dead letters ``user`` may replay: those whose own DAG they may
+    trigger, when they may trigger ``retention__replay`` too (the replay task asks the
+    same of the user who triggered it)."""
+    if not access.may_trigger(user, REPLAY_DAG_ID):
+        return []
+    return [p.name for p in policies if p.remote and access.may_trigger(user, p.dag_id)]
+
+
+def _refuse_unreplayable(
+    confs: list[dict[str, Any]], policies: list[Policy], replayable: list[str]
+) -> None:
+    """Refuse (403) the whole selection when a policy of it is not ``replayable``: start
+    none of its runs rather than some."""
+    asked = {conf["policy"] for conf in confs}
+    refused = [p for p in policies if p.name in asked and p.name not in replayable]
+    if refused:
+        raise ViewError(
+            403,
+            " ".join(
+                f"You may not trigger the DAG {p.dag_id!r}, and replaying the dead letters of "
+                f"policy {p.name!r} needs that right (besides the right to trigger "
+                f"{REPLAY_DAG_ID!r}); ask an admin."
+                for p in refused
+            ),
+        )
 
 
 def _by_database(policies: list[Policy]) -> dict[str, list[Policy]]:
