@@ -26,6 +26,8 @@ from psycopg import sql
 
 from retention.airflow.alerts import SEND_ALERTS_TASK, AlertsNotSent
 from retention.airflow.connections import signing_secret
+from retention.airflow.replay_guard import REPLAY_RUNS_PATH, ReplayGuard
+from retention.airflow.rights import require_replay_right
 from retention.airflow.steps import DeliveryIncomplete, deliver_events_step
 from retention.db.connection import Connection, connect_dsn
 from retention.db.migrate import migrate
@@ -90,10 +92,12 @@ def api(test_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dic
         root = FastAPI()
         root.mount("/retention", create_app(airflow_auth=False, authorize=lambda _u, _d: False))
         root.mount("/airflow/retention", create_app())
+        root.mount("/guarded", ReplayGuard(FastAPI()))  # Airflow's own routes stand behind it
         with serving(root) as url:
             yield {
                 "url": f"{url}/retention",
                 "airflow_url": f"{url}/airflow/retention",
+                "guarded_url": f"{url}/guarded",
                 "secret": secret,
                 "policy": name,
             }
@@ -262,6 +266,42 @@ def evidence_of_an_unreadable_dag(row: Row, bench: Bench) -> list[str]:
     assert post_hint(bench.api, one_object(bench.api)).status_code in (200, 202)
     key = operation_key(policy, 1, f"public.{policy}", 1, "1")
     return [answer_text(requests.get(f"{bench.api['url']}/operations/{key}", timeout=10))]
+
+
+# --- replay rights ---------------------------------------------------------------------------
+
+VIEWER = "vic"  # a user of Airflow's simple auth manager who may read, not trigger
+
+
+@INTEGRATION.of("a `retention__replay` run whose user may not trigger the policy's DAG")
+def replay_task_refused(row: Row, bench: Bench) -> list[str]:
+    """The replay task's check, as the task makes it, for a run triggered by a viewer."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    bench.monkeypatch.setenv("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS", f"{VIEWER}:viewer")
+    with pytest.raises(AirflowFailException) as refused:
+        require_replay_right(bench.api["policy"], VIEWER, "manual")
+    return [str(refused.value)]
+
+
+@INTEGRATION.of(
+    "`POST /api/v2/dags/retention__replay/dagRuns` by a user who may not trigger the policy's DAG"
+)
+def replay_guard_refused(row: Row, bench: Bench) -> list[str]:
+    """The api-server's guard, asked by a viewer with a real Airflow token."""
+    from airflow.api_fastapi import app as airflow_app
+    from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
+
+    token = airflow_app.get_auth_manager().generate_jwt(
+        SimpleAuthManagerUser(username=VIEWER, role="viewer")
+    )
+    answer = requests.post(
+        f"{bench.api['guarded_url']}{REPLAY_RUNS_PATH}",
+        json={"conf": {"policy": bench.api["policy"]}},
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=10,
+    )
+    return [answer_text(answer)]
 
 
 # --- the database ----------------------------------------------------------------------------
