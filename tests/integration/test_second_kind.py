@@ -12,10 +12,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from psycopg import sql
 
 from retention.db.connection import Connection
-from retention.objects.deleter import work_operations
+from retention.objects.deleter import ObjectDeleter, work_operations
 from retention.objects.keys import Operation, bad_path_value
 from retention.objects.kind import ObjectKind
 from retention.policy import Policy
@@ -23,7 +24,7 @@ from retention.queue.classify import Classification, Outcome
 from retention.queue.leased import OPERATIONS, LeasedQueue
 from tests.support.policies import remote_policy
 from tests.support.remote import enqueue_all
-from tests.support.tables import count, create_media_table
+from tests.support.tables import count, create_media_table, plan
 
 
 class FolderKind(ObjectKind):
@@ -117,3 +118,35 @@ def test_the_folder_kind_refuses_a_path_that_leaves_its_folder(db, unique_name, 
     assert dict(stats.failure_classes) == {"invalid_object_id": 1}
     assert list(tmp_path.iterdir()) == []
     assert tmp_path.parent.exists()
+
+
+def test_a_window_of_the_folder_kind_counts_its_batches_once_in_one_meaning(
+    db, unique_name, tmp_path
+) -> None:
+    """The window deleter opens the kind it is given; the window's figures (its result and
+    the window ledger) are the atomic finish's transactions, whatever the transport."""
+    create_media_table(db, unique_name, 20, new_rows=3)
+    policy = remote_policy(unique_name, claim_batch=6)
+    (window,) = plan(db, policy)
+    for i in range(1, 21):
+        (tmp_path / f"obj-{i}").write_text("x")
+    kinds: list[FolderKind] = []
+
+    def open_kind() -> FolderKind:
+        kinds.append(FolderKind(policy, tmp_path))
+        return kinds[-1]
+
+    deleter = ObjectDeleter(policy.table_spec, policy.timeouts, policy=policy, open_kind=open_kind)
+    result = deleter.run(db, window, batch_rows=100, dry_run=False)
+
+    assert len(kinds) == 1
+    assert list(tmp_path.iterdir()) == []
+    assert (result.rows_deleted, result.batches) == (20, 4), "20 operations in batches of 6"
+    ledger = db.execute(
+        "SELECT rows_deleted, batches, longest_batch_ms FROM retention.windows "
+        "WHERE window_key = %s",
+        (window.window_key,),
+    ).fetchone()
+    assert (ledger["rows_deleted"], ledger["batches"]) == (result.rows_deleted, result.batches)
+    assert ledger["longest_batch_ms"] == pytest.approx(result.longest_batch_ms)
+    assert result.details["remote"]["done"] == 20
