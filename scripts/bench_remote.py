@@ -31,7 +31,8 @@ from psycopg import sql
 from retention.db.connection import connect_dsn
 from retention.db.migrate import migrate
 from retention.objects.deleter import work_operations
-from retention.objects.operations import OperationsKind, enqueue_window
+from retention.objects.enqueue import enqueue_window
+from retention.objects.kind import OperationsKind
 from retention.policy import Policy, parse_policy
 from retention.policy.model import RemoteSpec
 from retention.queue.http import HttpResult, HttpSender, plain_sender

@@ -16,7 +16,7 @@ import yaml
 from airflow.models.dagbag import DagBag
 
 from retention.evidence.reconcile import RetentionIncomplete, raise_if_dirty, reconcile_run
-from retention.objects.operations import enqueue_window
+from retention.objects.enqueue import enqueue_window
 from retention.rows.planner import plan_windows
 from tests.support.env import ROOT
 from tests.support.policies import policy_fields, remote_fields, remote_policy

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 
 from retention.evidence.audit import purge_audit
-from retention.objects.operations import enqueue_window
+from retention.objects.enqueue import enqueue_window
 from retention.rows.planner import plan_windows
 from tests.support.policies import remote_policy
 from tests.support.remote import work

@@ -12,7 +12,7 @@ from svix.webhooks import WebhookVerificationError
 from retention.db.connection import Connection, connect_dsn
 from retention.events.outbox import EventsKind, Signer, deliver_events, event_id_for
 from retention.evidence.replay import replay_dead_events
-from retention.objects.operations import enqueue_window
+from retention.objects.enqueue import enqueue_window
 from retention.queue.http import plain_sender
 from tests.support.policies import remote_policy
 from tests.support.receiver import EventReceiver, new_secret

@@ -24,7 +24,7 @@ import pytest
 from retention.db.connection import Connection, connect_dsn
 from retention.events.outbox import EventsKind, Signer, deliver_events
 from retention.objects.deleter import work_operations
-from retention.objects.operations import OperationsKind
+from retention.objects.kind import OperationsKind
 from retention.queue.http import plain_sender
 from retention.queue.leased import LeasedQueue
 from retention.rows.deleter import delete_window

@@ -16,6 +16,7 @@ from psycopg import sql
 
 from retention.db.connection import Connection, connect_dsn
 from retention.objects.deleter import ObjectDeleter
+from retention.objects.kind import OperationsKind
 from retention.rows.deleter import RowDeleter
 from retention.stopping import StopRequested, graceful_stop, stop_requested
 from tests.support.policies import make_policy, remote_policy
@@ -176,7 +177,7 @@ def test_sigterm_stops_a_remote_window_after_the_call_in_flight(
             policy.table_spec,
             policy.timeouts,
             policy=policy,
-            open_sender=lambda: sandbox_sender(server),
+            open_kind=lambda: OperationsKind(policy, sandbox_sender(server)),
         )
         with (
             sigterm_when(lambda: len(server.state.stats()["requests"]) >= 3) as sent,

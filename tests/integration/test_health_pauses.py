@@ -31,7 +31,8 @@ from retention.db.gate import Gate, PausedTooLong
 from retention.db.health import judge, read_health
 from retention.db.migrate import migrate
 from retention.objects.deleter import work_operations
-from retention.objects.operations import OperationsKind, enqueue_window
+from retention.objects.enqueue import enqueue_window
+from retention.objects.kind import OperationsKind
 from retention.policy.model import HealthSpec
 from retention.rows.deleter import RowDeleter, delete_window
 from retention.rows.planner import plan_windows

@@ -18,7 +18,7 @@ from standardwebhooks.webhooks import Webhook
 
 from retention.airflow.api import create_app
 from retention.events.hints import MAX_BODY_BYTES
-from retention.objects.operations import operation_key
+from retention.objects.keys import operation_key
 from tests.support.airflow_services import wait_for
 from tests.support.policies import HTTP_CONN_ID, policy_fields, remote_policy
 from tests.support.receiver import new_secret

@@ -23,9 +23,12 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from retention.db.connection import connect_dsn
 from retention.db.migrate import migrate
-from retention.objects.operations import Operation, OperationsKind, enqueue_window
+from retention.objects.enqueue import enqueue_window
+from retention.objects.keys import Operation
+from retention.objects.kind import OperationsKind
+from retention.queue.classify import Outcome
 from retention.queue.http import plain_sender
-from retention.queue.leased import Finish
+from retention.queue.leased import Finish, State
 from retention.queue.worker import Attempt
 from tests.support.policies import remote_policy
 from tests.support.tables import count, create_media_table, plan
@@ -33,10 +36,30 @@ from tests.support.tables import count, create_media_table, plan
 OPERATIONS = 6
 WORKERS = ("w1", "w2", "w3")
 OUTCOMES = {
-    "done": Finish("done", "confirmed", 204),
-    "retry": Finish("pending", "uncertain", 500, "http_500", "HTTP 500", attempt_spent=1),
-    "snooze": Finish("pending", "rate_limited", 429, "rate_limited", "429", attempt_spent=0),
-    "dead": Finish("dead", "rejected", 422, "http_422", "HTTP 422"),
+    "done": Finish(state=State.DONE, outcome=Outcome.CONFIRMED, status=204),
+    "retry": Finish(
+        state=State.PENDING,
+        outcome=Outcome.UNCERTAIN,
+        status=500,
+        failure_class="http_500",
+        reason="HTTP 500",
+        attempt_spent=1,
+    ),
+    "snooze": Finish(
+        state=State.PENDING,
+        outcome=Outcome.RATE_LIMITED,
+        status=429,
+        failure_class="rate_limited",
+        reason="429",
+        attempt_spent=0,
+    ),
+    "dead": Finish(
+        state=State.DEAD,
+        outcome=Outcome.REJECTED,
+        status=422,
+        failure_class="http_422",
+        reason="HTTP 422",
+    ),
 }
 
 
@@ -88,9 +111,11 @@ def make_machine(dsn: str) -> type[RuleBasedStateMachine]:
             op = self.held[worker].pop(key)
             finish = OUTCOMES[outcome]
             now = time.time()
-            accepted = self.kind.record(self.conn, worker, [Attempt(op, finish, now, now)], None, 0)
+            recorded = self.kind.record(self.conn, worker, [Attempt(op, finish, now, now)], None)
+            accepted = recorded.rows_deleted
             current = self.owner.get(key) == worker
             assert (key in accepted) == current, "only the current lease owner can record"
+            assert (key in recorded.finishes) == current
             if not current:
                 return
             self.owner[key] = None

@@ -9,6 +9,7 @@ import pytest
 
 from retention.db.connection import Connection
 from retention.objects.deleter import ObjectDeleter
+from retention.objects.kind import OperationsKind
 from retention.progress import PROGRESS_SECONDS_VARIABLE, rate
 from retention.rows.deleter import delete_window
 from retention.rows.planner import plan_windows
@@ -136,7 +137,7 @@ def test_a_remote_window_logs_operations_done_of_expected(
         policy.table_spec,
         policy.timeouts,
         policy=policy,
-        open_sender=lambda: sandbox_sender(sandbox),
+        open_kind=lambda: OperationsKind(policy, sandbox_sender(sandbox)),
     )
     result = deleter.run(db, window, batch_rows=100, dry_run=False)
     assert result.rows_deleted == 30

@@ -15,7 +15,7 @@ import pytest
 from retention.db.connection import connect_dsn
 from retention.db.migrate import migrate
 from retention.objects.deleter import work_operations
-from retention.objects.operations import OperationsKind
+from retention.objects.kind import OperationsKind
 from retention.queue.http import plain_sender
 from retention.rows.deleter import delete_window
 from tests.support.airflow_services import wait_for

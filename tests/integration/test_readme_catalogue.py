@@ -33,7 +33,8 @@ from retention.db.connection import Connection, connect_dsn
 from retention.db.migrate import migrate
 from retention.events.outbox import NotifyConfigError
 from retention.objects.deleter import work_operations
-from retention.objects.operations import EndpointSuspect, OperationsKind, operation_key
+from retention.objects.keys import operation_key
+from retention.objects.kind import EndpointSuspect, OperationsKind
 from retention.policy import Policy
 from retention.queue.http import plain_sender
 from retention.rows.deleter import WindowDeleteError, delete_window

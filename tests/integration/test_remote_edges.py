@@ -11,7 +11,8 @@ import pytest
 
 from retention.db.connection import Connection, connect_dsn
 from retention.objects.deleter import work_operations
-from retention.objects.operations import EndpointSuspect, OperationsKind, enqueue_window
+from retention.objects.enqueue import enqueue_window
+from retention.objects.kind import EndpointSuspect, OperationsKind
 from retention.queue.http import plain_sender
 from tests.support.airflow_services import free_port
 from tests.support.policies import remote_policy

@@ -11,13 +11,11 @@ import pytest
 
 from retention.db.connection import Connection, connect_dsn
 from retention.evidence.replay import ReplayError, replay_dead
-from retention.objects.operations import (
-    CredentialFailure,
-    Operation,
-    OperationsKind,
-    enqueue_window,
-)
-from retention.queue.leased import OPERATIONS, Finish, LeasedQueue
+from retention.objects.enqueue import enqueue_window
+from retention.objects.keys import Operation
+from retention.objects.kind import CredentialFailure, OperationsKind
+from retention.queue.classify import Outcome
+from retention.queue.leased import OPERATIONS, Finish, LeasedQueue, State
 from retention.queue.worker import Attempt
 from tests.support.policies import HTTP_CONN_ID, remote_policy
 from tests.support.remote import enqueue_all
@@ -170,11 +168,11 @@ def test_stale_worker_cannot_overwrite_a_newer_claim(db, unique_name, test_dsn) 
     expire_leases(db, policy)
     (new,) = claim(db, policy, "new-worker", 5)
     assert new.operation_key == old.operation_key
-    rejected = Attempt(old, Finish("dead", "rejected", 400), 0, 0)
-    assert kind.record(db, "old-worker", [rejected], None, 0) == {}
+    rejected = Attempt(old, Finish(state=State.DEAD, outcome=Outcome.REJECTED, status=400), 0, 0)
+    assert kind.record(db, "old-worker", [rejected], None).rows_deleted == {}
     assert states(db, policy) == {"in_flight": 1}
-    confirmed = Attempt(new, Finish("done", "confirmed", 204), 0, 0)
-    assert kind.record(db, "new-worker", [confirmed], None, 0) == {new.operation_key: 1}
+    confirmed = Attempt(new, Finish(state=State.DONE, outcome=Outcome.CONFIRMED, status=204), 0, 0)
+    assert kind.record(db, "new-worker", [confirmed], None).rows_deleted == {new.operation_key: 1}
     assert states(db, policy) == {"done": 1}
 
 
@@ -581,8 +579,9 @@ def test_snooze_and_dead_letter_spend_no_attempt_and_done_needs_the_atomic_finis
     assert queue(policy).snooze(db, "w", first.key, later, "receiver busy")
     assert queue(policy).dead_letter(db, "w", second.key, "on_hold", "legal hold")
     assert not queue(policy).snooze(db, "someone-else", third.key, later, "stale")
+    done = Finish(state=State.DONE, outcome=Outcome.CONFIRMED, status=204)
     with pytest.raises(ValueError, match="completed by their kind's own statement"):
-        queue(policy).complete(db, "w", [(third.key, Finish("done", "confirmed", 204))])
+        queue(policy).complete(db, "w", [(third.key, done)])
     rows = {
         r["operation_key"]: r
         for r in db.execute(

@@ -10,7 +10,8 @@ import pytest
 
 from retention.db.connection import connect_dsn
 from retention.objects.deleter import work_operations
-from retention.objects.operations import OperationsKind, enqueue_window
+from retention.objects.enqueue import enqueue_window
+from retention.objects.kind import OperationsKind
 from retention.queue import limiter
 from retention.queue.limiter import TokenBucket
 from tests.support.policies import remote_policy

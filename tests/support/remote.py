@@ -7,7 +7,8 @@ from typing import Any
 from retention.db.connection import Connection, connect_dsn
 from retention.events.outbox import Signer, deliver_events
 from retention.objects.deleter import work_operations
-from retention.objects.operations import OperationsKind, enqueue_window
+from retention.objects.enqueue import enqueue_window
+from retention.objects.kind import OperationsKind
 from retention.policy import Policy
 from retention.queue.http import HttpSender, plain_sender
 from retention.queue.worker import WorkerStats

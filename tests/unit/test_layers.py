@@ -91,3 +91,66 @@ def test_only_the_airflow_layer_imports_airflow() -> None:
         env={"PYTHONPATH": str(PACKAGE.parent), "PATH": "/usr/bin:/bin"},
     ).stdout
     assert json.loads(out) == []
+
+
+def names_imported(path: Path, module: str) -> set[str]:
+    """The names ``path`` imports from ``module`` (``from module import a, b``)."""
+    tree = ast.parse(path.read_text())
+    return {
+        alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module == module
+        for alias in node.names
+    }
+
+
+def test_the_worker_knows_no_transport() -> None:
+    """The queue loop claims, asks the kind to ``attempt``, and records what the kind decided:
+    no HTTP result, no status table, no classifier of answers."""
+    worker = PACKAGE / "queue" / "worker.py"
+    assert "retention.queue.http" not in imports_of(worker)
+    assert names_imported(worker, "retention.queue.classify") <= {"Classification", "Outcome"}
+    assert not {"requests", "psycopg"} & {m.split(".")[0] for m in imports_of(worker)}
+
+
+def test_the_decision_of_an_operation_is_pure() -> None:
+    """``decide`` reads no database, no clock and no network: it is tested as a table."""
+    decide = PACKAGE / "objects" / "decide.py"
+    roots = {m.split(".")[0] for m in imports_of(decide)}
+    assert not {"psycopg", "requests", "time"} & roots
+    assert not any(m.startswith("retention.db") for m in imports_of(decide))
+
+
+def test_the_shared_loop_and_the_objects_ledger_are_transport_free() -> None:
+    """Only a kind's transport imports one: the leased queue, the worker, the objects'
+    keys, decision, atomic finish and base kind work for a kind that is not HTTP."""
+    free = [
+        PACKAGE / "queue" / name
+        for name in ("worker.py", "leased.py", "outage.py", "decisions.py", "limiter.py")
+    ] + [PACKAGE / "objects" / name for name in ("keys.py", "decide.py", "finish.py")]
+    wrong = [
+        f"{path.relative_to(PACKAGE)} imports {module}"
+        for path in free
+        for module in imports_of(path)
+        if module in {"retention.queue.http", "requests"}
+    ]
+    assert wrong == []
+
+
+# Inside objects/, each module may use only those before it: the kind is built from the
+# keys, the decision and the finish, never the other way round.
+OBJECTS_ORDER = ("keys", "decide", "enqueue", "finish", "kind", "deleter")
+
+
+def test_inside_objects_the_pieces_come_before_the_kind() -> None:
+    wrong = []
+    for position, name in enumerate(OBJECTS_ORDER):
+        path = PACKAGE / "objects" / f"{name}.py"
+        for module in imports_of(path):
+            if module.startswith("retention.objects."):
+                used = module.split(".")[2]
+                if used not in OBJECTS_ORDER[:position]:
+                    wrong.append(f"objects/{name}.py imports {module}")
+    assert wrong == []
+    modules = {p.stem for p in (PACKAGE / "objects").glob("*.py")} - {"__init__"}
+    assert modules == set(OBJECTS_ORDER), "a new module of objects/ takes its place in the order"

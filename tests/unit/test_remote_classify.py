@@ -7,7 +7,8 @@ import datetime as dt
 import pytest
 
 from retention.events.outbox import Event, decide_event
-from retention.objects.operations import Operation, decide_operation
+from retention.objects.decide import OperationClassification, decide_operation
+from retention.objects.keys import Operation
 from retention.queue.classify import (
     EVENT_ANSWERS,
     Classification,
@@ -113,8 +114,13 @@ def claimed(attempts: int = 0, auth: int = 0) -> Operation:
 
 
 def proven(c: Classification) -> Classification:
-    return Classification(
-        c.outcome, c.status, c.failure_class, c.retry_after_seconds, c.reason, True
+    return OperationClassification(
+        c.outcome,
+        c.status,
+        c.failure_class,
+        c.retry_after_seconds,
+        c.reason,
+        credentials_proven=True,
     )
 
 
@@ -185,13 +191,22 @@ def test_event_decisions() -> None:
             None,
             {},
             None,
-            Classification(Outcome.UNCERTAIN, None, "connection", None, "no response (connection)"),
+            Classification(
+                Outcome.UNCERTAIN,
+                None,
+                "connection",
+                None,
+                "no response (connection)",
+                answered=False,
+            ),
         ),
         (
             None,
             {},
             "timeout",
-            Classification(Outcome.UNCERTAIN, None, "timeout", None, "no response (timeout)"),
+            Classification(
+                Outcome.UNCERTAIN, None, "timeout", None, "no response (timeout)", answered=False
+            ),
         ),
         (204, {}, None, Classification(Outcome.CONFIRMED, 204, None, None, "HTTP 204")),
         (422, {}, None, Classification(Outcome.REJECTED, 422, "http_422", None, "HTTP 422")),
@@ -260,46 +275,101 @@ def test_jitter_depends_on_the_key_the_step_and_nothing_else() -> None:
 
 def test_shared_decisions_carry_the_answer_and_the_clock() -> None:
     from retention.queue.decisions import dead, retried, snoozed
-    from retention.queue.leased import Finish
+    from retention.queue.leased import Finish, State
 
     limited = classify(429, {"Retry-After": "4"}, None, NOW)
     wait = 4 + jitter_fraction("job", 0) * 0.4
     assert snoozed("job", limited, NOW) == Finish(
-        "pending",
-        Outcome.RATE_LIMITED,
-        429,
-        "rate_limited",
-        "HTTP 429, retry after 4s",
-        NOW + dt.timedelta(seconds=wait),
+        state=State.PENDING,
+        outcome=Outcome.RATE_LIMITED,
+        status=429,
+        failure_class="rate_limited",
+        reason="HTTP 429, retry after 4s",
+        not_before=NOW + dt.timedelta(seconds=wait),
         attempt_spent=0,
         rate_limited=1,
     )
     failed = classify(502, {}, None, NOW)
     step_wait = backoff_seconds(3, 2, 600, jitter_fraction("job", 3))
     assert retried("job", 3, failed, NOW, base=2, cap=600) == Finish(
-        "pending",
-        Outcome.UNCERTAIN,
-        502,
-        "http_502",
-        "HTTP 502",
-        NOW + dt.timedelta(seconds=step_wait),
+        state=State.PENDING,
+        outcome=Outcome.UNCERTAIN,
+        status=502,
+        failure_class="http_502",
+        reason="HTTP 502",
+        not_before=NOW + dt.timedelta(seconds=step_wait),
         attempt_spent=1,
         auth_failure=False,
     )
     refused = classify(401, {}, None, NOW)
     assert retried("job", 2, refused, NOW, base=2, cap=600, attempt_spent=0, auth_failure=True) == (
         Finish(
-            "pending",
-            Outcome.AUTH,
-            401,
-            "http_401",
-            "HTTP 401",
-            NOW + dt.timedelta(seconds=backoff_seconds(2, 2, 600, jitter_fraction("job", 2))),
+            state=State.PENDING,
+            outcome=Outcome.AUTH,
+            status=401,
+            failure_class="http_401",
+            reason="HTTP 401",
+            not_before=NOW
+            + dt.timedelta(seconds=backoff_seconds(2, 2, 600, jitter_fraction("job", 2))),
             attempt_spent=0,
             auth_failure=True,
         )
     )
-    assert dead(failed) == Finish("dead", Outcome.UNCERTAIN, 502, "http_502", "HTTP 502")
-    assert dead(failed, failure_class="max_attempts", reason="8 attempts") == Finish(
-        "dead", Outcome.UNCERTAIN, 502, "max_attempts", "8 attempts"
+    assert dead(failed) == Finish(
+        state=State.DEAD,
+        outcome=Outcome.UNCERTAIN,
+        status=502,
+        failure_class="http_502",
+        reason="HTTP 502",
     )
+    assert dead(failed, failure_class="max_attempts", reason="8 attempts") == Finish(
+        state=State.DEAD,
+        outcome=Outcome.UNCERTAIN,
+        status=502,
+        failure_class="max_attempts",
+        reason="8 attempts",
+    )
+
+
+def test_finish_is_keyword_only_and_every_outcome_and_state_in_use_is_a_member() -> None:
+    """Outcomes and states are enums; a member is its string, so SQL and JSON see no change."""
+    import json
+
+    from retention.queue.leased import Finish, State
+
+    with pytest.raises(TypeError):
+        Finish("done", Outcome.CONFIRMED, 204)  # type: ignore[misc]
+    recorded_without_an_answer = {
+        "not_called",
+        "outage",
+        "local_delete_retry",
+        "not_found_unverified",
+        "snoozed",
+        "dead_lettered",
+    }
+    assert recorded_without_an_answer <= {o.value for o in Outcome}
+    assert {s.value for s in State} == {"pending", "in_flight", "done", "dead", "delivered"}
+    finish = Finish(state=State.DONE, outcome=Outcome.OUTAGE, status=None)
+    assert finish.state == "done"
+    assert finish.outcome == "outage"
+    assert json.dumps({finish.outcome: finish.state}) == '{"outage": "done"}'
+
+
+def test_no_finish_is_built_from_a_bare_string() -> None:
+    """Every ``Finish(...)`` in the package names its state and outcome by enum member."""
+    import ast
+    from pathlib import Path
+
+    import retention
+
+    bare = []
+    for path in Path(retention.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.Call) and getattr(node.func, "id", "") == "Finish"):
+                continue
+            if node.args:
+                bare.append(f"{path.name}:{node.lineno} positional")
+            for kw in node.keywords:
+                if kw.arg in {"state", "outcome"} and isinstance(kw.value, ast.Constant):
+                    bare.append(f"{path.name}:{node.lineno} {kw.arg}={kw.value.value!r}")
+    assert bare == []

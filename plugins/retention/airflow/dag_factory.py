@@ -34,7 +34,7 @@ from retention.airflow.steps import (
     take_run_lease_step,
 )
 from retention.evidence.reconcile import RetentionIncomplete, RunNotPlanned
-from retention.objects.operations import CredentialFailure, EndpointSuspect
+from retention.objects.kind import CredentialFailure, EndpointSuspect
 from retention.policy.loader import PolicyProblem, PolicySet
 from retention.policy.model import BATCH_ROWS_BOUNDS, WINDOW_ROWS_BOUNDS, Policy
 from retention.policy.params import run_settings

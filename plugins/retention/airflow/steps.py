@@ -28,7 +28,7 @@ from retention.evidence.audit import purge_audit, purge_removed_policies
 from retention.evidence.reconcile import RunNotPlanned, raise_if_dirty, reconcile_run
 from retention.evidence.report import format_summary
 from retention.objects.deleter import ObjectDeleter, work_operations
-from retention.objects.operations import OperationsKind
+from retention.objects.kind import ObjectKind, OperationsKind
 from retention.policy.model import NotifySpec, Policy
 from retention.policy.params import RunSettings
 from retention.queue.worker import stats_of
@@ -81,14 +81,21 @@ def deleter_for(policy: Policy) -> WindowDeleter:
             policy.health,
             switch=read_pause_switch,
         )
-    remote = policy.remote
     return ObjectDeleter(
         policy.table_spec,
         policy.timeouts,
         policy=policy,
-        open_sender=partial(http_sender, remote.http_conn_id, remote.request_timeout_seconds),
+        open_kind=partial(open_kind, policy),
         switch=read_pause_switch,
     )
+
+
+def open_kind(policy: Policy) -> ObjectKind:
+    """The policy's kind of remote object with its transport open: the one place a kind is
+    chosen (today every remote policy deletes over HTTP through its connection)."""
+    remote = policy.remote
+    assert remote is not None
+    return OperationsKind(policy, http_sender(remote.http_conn_id, remote.request_timeout_seconds))
 
 
 def read_pause_switch() -> str | None:
@@ -269,17 +276,16 @@ def drain_operations_step(policy: Policy, run_id: str) -> dict[str, Any]:
     ``rows_deleted`` (after a replay, most of a run's work is here).
     """
     assert policy.remote is not None
-    remote = policy.remote
     with (
         database_loss_explained(policy.postgres_conn_id, "the drain step"),
         postgres(policy.postgres_conn_id) as conn,
-        closing(http_sender(remote.http_conn_id, remote.request_timeout_seconds)) as sender,
+        closing(open_kind(policy)) as kind,
     ):
         gate = Gate(policy.name, policy.health, policy.table_spec, read_pause_switch)
         outcome: dict[str, Any] = {}
         try:
             with graceful_stop(conn):
-                stats = work_operations(conn, OperationsKind(policy, sender), gate=gate)
+                stats = work_operations(conn, kind, gate=gate)
             outcome = {**stats.as_dict(), "pause": gate.totals()}
             return outcome
         except BaseException as failed:  # a task timeout too: the pass is recorded either way

@@ -30,11 +30,11 @@ from standardwebhooks.webhooks import Webhook
 from retention.db.connection import Connection
 from retention.db.sqlfiles import query
 from retention.policy.model import NotifySpec
-from retention.queue.classify import EVENT_ANSWERS, Classification, Outcome
+from retention.queue.classify import EVENT_ANSWERS, Classification, Outcome, classify
 from retention.queue.decisions import dead, retried, snoozed
 from retention.queue.http import HttpResult, HttpSender
-from retention.queue.leased import EVENTS, Finish, LeasedQueue
-from retention.queue.worker import Attempt, Stop, Worker, WorkerStats
+from retention.queue.leased import EVENTS, Finish, LeasedQueue, State
+from retention.queue.worker import Attempt, Recorded, Stop, Worker, WorkerStats
 
 log = logging.getLogger(__name__)
 
@@ -64,11 +64,18 @@ class Event:
 def decide_event(event: Event, c: Classification, now: dt.datetime, notify: NotifySpec) -> Finish:
     """Turn a classification into the outbox change (pure)."""
     if c.outcome is Outcome.CONFIRMED:
-        return Finish("delivered", c.outcome, c.status)
+        return Finish(state=State.DELIVERED, outcome=c.outcome, status=c.status)
     if c.outcome is Outcome.RATE_LIMITED:
         return snoozed(event.key, c, now)
     if c.outcome is Outcome.GONE:  # not the event's fault: it waits for the receiver
-        return Finish("pending", c.outcome, c.status, c.failure_class, c.reason, attempt_spent=0)
+        return Finish(
+            state=State.PENDING,
+            outcome=c.outcome,
+            status=c.status,
+            failure_class=c.failure_class,
+            reason=c.reason,
+            attempt_spent=0,
+        )
     attempts = event.attempts + 1
     if attempts >= notify.max_attempts:
         return dead(c)
@@ -103,7 +110,7 @@ class Signer:
 
 
 class EventsKind:
-    """The event job kind: what the shared worker needs to deliver signed events."""
+    """The event job kind: what the shared worker needs to deliver signed events over HTTP."""
 
     table = EVENT_ANSWERS
 
@@ -115,7 +122,6 @@ class EventsKind:
         self.queue = LeasedQueue(EVENTS, policy, notify.lease)
         self.claim_batch = notify.claim_batch
         self.call_timeout_seconds = notify.timeout_seconds
-        self.adjusted: dict[str, Finish] = {}  # the generic completer never changes outcomes
 
     def job(self, row: dict[str, Any]) -> Event:
         return Event(row["event_id"], row["payload"], row["attempts"])
@@ -124,13 +130,17 @@ class EventsKind:
         return {}
 
     def send(self, job: Event) -> HttpResult:
+        """One signed POST of the event (a new timestamp and signature, the same bytes)."""
         headers = self.signer.headers(job.event_id, job.payload, dt.datetime.now(dt.UTC))
         return self.sender.send(
             "POST", self.notify.endpoint, headers=headers, body=job.payload.encode()
         )
 
-    def refine(self, conn: Connection, c: Classification, stats: WorkerStats) -> Classification:
-        return c
+    def attempt(self, conn: Connection, job: Event) -> Classification:
+        """Deliver the event and classify the receiver's answer (``EVENT_ANSWERS``)."""
+        result = self.send(job)
+        now = dt.datetime.now(dt.UTC)
+        return classify(result.status, result.headers, result.error, now, self.table)
 
     def decide(self, job: Event, c: Classification, now: dt.datetime) -> Finish:
         return decide_event(job, c, now, self.notify)
@@ -158,10 +168,10 @@ class EventsKind:
         owner: str,
         attempts: list[Attempt],
         scope: str | None,
-        elapsed_ms: float,
-    ) -> dict[str, int]:
+    ) -> Recorded:
+        """The generic completion, as decided (an event deletes no rows)."""
         recorded = self.queue.complete(conn, owner, [(a.job.key, a.finish) for a in attempts])
-        return dict.fromkeys(recorded, 0)
+        return Recorded(finishes={a.job.key: a.finish for a in attempts if a.job.key in recorded})
 
 
 def endpoint_disabled(conn: Connection, policy: str) -> bool:

@@ -7,7 +7,11 @@ pool slot (it does wait for tokens of the shared bucket, within its time
 budget, which includes a scope closed by another call's Retry-After). What is
 snoozed or backing off stays pending for a later ``drain_operations`` step, and
 reconcile reports it as backlog. Each batch is counted in the window ledger in
-the transaction of its atomic finish.
+the transaction of its atomic finish, and the window's batch figures are those
+transactions' (``WorkerStats.transactions``, from the kind's ``record``).
+
+The deleter knows no transport: it opens the policy's kind of remote object
+(``open_kind``; over HTTP that is ``OperationsKind``) and closes it after the pass.
 """
 
 from __future__ import annotations
@@ -20,10 +24,10 @@ from dataclasses import dataclass
 from retention.db.connection import Connection
 from retention.db.gate import Gate, PauseSwitch
 from retention.db.sqlfiles import query
-from retention.objects.operations import OperationsKind, enqueue_window
+from retention.objects.enqueue import enqueue_window
+from retention.objects.kind import ObjectKind
 from retention.policy.model import Policy
 from retention.progress import Progress
-from retention.queue.http import HttpSender
 from retention.queue.limiter import TokenBucket
 from retention.queue.worker import STOPPING, Worker, WorkerStats
 from retention.rows.lifecycle import WindowDeleter, WindowResult
@@ -35,7 +39,7 @@ log = logging.getLogger(__name__)
 
 def work_operations(
     conn: Connection,
-    kind: OperationsKind,
+    kind: ObjectKind,
     *,
     scope: str | None = None,
     budget_seconds: float | None = None,
@@ -64,7 +68,7 @@ class ObjectDeleter(WindowDeleter):
     """Deletes each eligible row's remote object, then the row, through the operation ledger."""
 
     policy: Policy
-    open_sender: Callable[[], HttpSender]
+    open_kind: Callable[[], ObjectKind]
     switch: PauseSwitch | None = None
 
     def gate_for(self, window: Window) -> Gate:
@@ -82,12 +86,11 @@ class ObjectDeleter(WindowDeleter):
             estimate=False,
             logger=log,
         )
-        with closing(self.open_sender()) as sender:
-            kind = OperationsKind(self.policy, sender)
+        with closing(self.open_kind()) as kind:
             stats = work_operations(
                 conn, kind, scope=window.window_key, gate=gate, progress=progress
             )
-        for rows, elapsed_ms in kind.transactions:
+        for rows, elapsed_ms in stats.transactions:
             result.add_batch(rows, elapsed_ms)
         if stats.stopped == STOPPING:  # the calls made are recorded; the rest is pending again
             result.details = {"enqueued": enqueued, "remote": stats.as_dict()}

@@ -26,23 +26,51 @@ MAX_RETRY_AFTER_SECONDS = 3600.0
 
 
 class Outcome(StrEnum):
+    """What an attempt came to: the ``outcome_class`` of the ledger and the workers' tallies.
+
+    A member is its string (``Outcome.CONFIRMED == "confirmed"``), so SQL
+    parameters, JSON and XCom see plain text.
+    """
+
+    # What an answer means (a kind's classification).
     CONFIRMED = "confirmed"  # the effect happened (or had already)
     RATE_LIMITED = "rate_limited"  # snooze: try again after Retry-After, no attempt spent
     UNCERTAIN = "uncertain"  # maybe happened: retry with the same key after backoff
     REJECTED = "rejected"  # will not happen: dead, for review
     AUTH = "auth"  # 401/403: the credentials, or this one object, are refused
     GONE = "gone"  # the receiver asks never to be called again
+    # What is recorded without an answer of its own.
+    NOT_CALLED = "not_called"  # screened out before any call (superseded, unsafe path)
+    OUTAGE = "outage"  # no answer while the calls around it got none either
+    NOT_FOUND_UNVERIFIED = "not_found_unverified"  # a 404 held back by the 404 breaker
+    LOCAL_DELETE_RETRY = "local_delete_retry"  # confirmed earlier; only the row delete is left
+    SNOOZED = "snoozed"  # put off by hand (``LeasedQueue.snooze``)
+    DEAD_LETTERED = "dead_lettered"  # dead-lettered by hand (``LeasedQueue.dead_letter``)
 
 
 @dataclass(frozen=True)
 class Classification:
+    """What one attempt's answer means, as a kind's ``attempt`` reports it to the worker.
+
+    ``answered`` is False when nothing answered at all (a timeout, a refused
+    connection): the worker's outage detector needs only that, not the transport.
+    A kind that knows more (the operations' 404 breaker, proven credentials)
+    returns a subclass with its own fields.
+    """
+
     outcome: Outcome
-    status: int | None
+    status: int | None  # the remote's status code, when its transport has one
     failure_class: str | None = None
     retry_after_seconds: float | None = None
     reason: str = ""
-    credentials_proven: bool = False  # for AUTH: other calls with these credentials succeed
-    endpoint_unverified: bool = False  # a 404 before the endpoint ever answered 2xx
+    answered: bool = True
+
+    @property
+    def answer(self) -> str:
+        """How the remote answered, for the pass's tally: ``204``, ``timeout``, ``confirmed``."""
+        if self.status is not None:
+            return str(self.status)
+        return self.failure_class or self.outcome.value
 
 
 @dataclass(frozen=True)
@@ -118,7 +146,9 @@ def classify(
     """Decide what an attempt means; ``error`` is ``timeout`` or ``connection`` when no answer."""
     if status is None:
         kind = error or "connection"
-        return Classification(Outcome.UNCERTAIN, None, kind, reason=f"no response ({kind})")
+        return Classification(
+            Outcome.UNCERTAIN, None, kind, reason=f"no response ({kind})", answered=False
+        )
     lowered = {k.lower(): v for k, v in (headers or {}).items()}
     retry_after = parse_retry_after(lowered.get("retry-after"), now)
     if status == 429 or (status == 503 and retry_after is not None):

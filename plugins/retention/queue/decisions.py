@@ -17,7 +17,7 @@ from retention.queue.classify import (
     jitter_fraction,
     retry_after_with_jitter,
 )
-from retention.queue.leased import Finish
+from retention.queue.leased import Finish, State
 
 
 def snoozed(key: str, c: Classification, now: dt.datetime) -> Finish:
@@ -25,12 +25,12 @@ def snoozed(key: str, c: Classification, now: dt.datetime) -> Finish:
     seconds = c.retry_after_seconds or DEFAULT_RETRY_AFTER_SECONDS
     wait = retry_after_with_jitter(seconds, jitter_fraction(key, 0))
     return Finish(
-        "pending",
-        c.outcome,
-        c.status,
-        c.failure_class,
-        c.reason,
-        now + dt.timedelta(seconds=wait),
+        state=State.PENDING,
+        outcome=c.outcome,
+        status=c.status,
+        failure_class=c.failure_class,
+        reason=c.reason,
+        not_before=now + dt.timedelta(seconds=wait),
         attempt_spent=0,
         rate_limited=1,
     )
@@ -50,12 +50,12 @@ def retried(
     """Pending again after capped exponential backoff with jitter (step = the backoff step)."""
     wait = backoff_seconds(step, base, cap, jitter_fraction(key, step))
     return Finish(
-        "pending",
-        c.outcome,
-        c.status,
-        c.failure_class,
-        c.reason,
-        now + dt.timedelta(seconds=wait),
+        state=State.PENDING,
+        outcome=c.outcome,
+        status=c.status,
+        failure_class=c.failure_class,
+        reason=c.reason,
+        not_before=now + dt.timedelta(seconds=wait),
         attempt_spent=attempt_spent,
         auth_failure=auth_failure,
     )
@@ -63,4 +63,10 @@ def retried(
 
 def dead(c: Classification, *, failure_class: str | None = None, reason: str = "") -> Finish:
     """Dead, for review and replay (the attempt that led here is spent)."""
-    return Finish("dead", c.outcome, c.status, failure_class or c.failure_class, reason or c.reason)
+    return Finish(
+        state=State.DEAD,
+        outcome=c.outcome,
+        status=c.status,
+        failure_class=failure_class or c.failure_class,
+        reason=reason or c.reason,
+    )

@@ -22,6 +22,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from dataclasses import dataclass
+from enum import StrEnum
 from functools import cache
 from typing import Any
 
@@ -29,6 +30,17 @@ from psycopg import sql
 
 from retention.db.connection import Connection
 from retention.db.sqlfiles import query
+from retention.queue.classify import Outcome
+
+
+class State(StrEnum):
+    """The state of a job in its kind's table (a member is its string, as the SQL expects)."""
+
+    PENDING = "pending"
+    IN_FLIGHT = "in_flight"
+    DONE = "done"  # operations: deleted remotely and locally
+    DEAD = "dead"
+    DELIVERED = "delivered"  # events: the receiver answered 2xx
 
 
 @dataclass(frozen=True)
@@ -41,7 +53,7 @@ class QueueTable:
     attempts_column: str
     reason_column: str
     done_column: str
-    done_state: str
+    done_state: State
     scope_column: str | None = None
     replay_resets: tuple[str, ...] = ()
     # A kind whose completion does more than change the job (the operations'
@@ -76,7 +88,7 @@ OPERATIONS = QueueTable(
     attempts_column="attempt_count",
     reason_column="reason",
     done_column="done_at",
-    done_state="done",
+    done_state=State.DONE,
     scope_column="window_key",
     replay_resets=("auth_failure_count",),
     own_completer=True,
@@ -88,17 +100,17 @@ EVENTS = QueueTable(
     attempts_column="attempts",
     reason_column="last_error",
     done_column="delivered_at",
-    done_state="delivered",
+    done_state=State.DELIVERED,
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Finish:
     """How to record an attempt: the job's new state and the counters it moves."""
 
-    state: str
-    outcome: str
-    status: int | None
+    state: State
+    outcome: Outcome
+    status: int | None = None
     failure_class: str | None = None
     reason: str = ""
     not_before: dt.datetime | None = None
@@ -108,13 +120,13 @@ class Finish:
 
 
 @cache
-def _claim_statement(table: QueueTable, state: str, scoped: bool) -> sql.Composed:
+def _claim_statement(table: QueueTable, state: State, scoped: bool) -> sql.Composed:
     scope_filter: sql.Composable = sql.SQL("TRUE")
     if scoped:
         if table.scope_column is None:
             raise ValueError(f"{table.kind} jobs have no scope to claim by")
         scope_filter = sql.SQL("{} = %(scope)s").format(sql.Identifier(table.scope_column))
-    due = "lease_expires_at" if state == "in_flight" else "not_before"
+    due = "lease_expires_at" if state == State.IN_FLIGHT else "not_before"
     return table.statement("queue_claim", scope_filter=scope_filter, due_column=sql.Identifier(due))
 
 
@@ -138,7 +150,7 @@ class LeasedQueue:
             "scope": scope,
         }
         with conn.transaction():
-            for state in ("in_flight", "pending"):
+            for state in (State.IN_FLIGHT, State.PENDING):
                 if len(rows) < n:
                     statement = _claim_statement(self.table, state, scope is not None)
                     rows += conn.execute(
@@ -195,14 +207,26 @@ class LeasedQueue:
         self, conn: Connection, owner: str, job_id: str, not_before: dt.datetime, reason: str
     ) -> bool:
         """Back to pending until ``not_before``, spending no attempt (River's snooze)."""
-        finish = Finish("pending", "snoozed", None, None, reason, not_before, attempt_spent=0)
+        finish = Finish(
+            state=State.PENDING,
+            outcome=Outcome.SNOOZED,
+            reason=reason,
+            not_before=not_before,
+            attempt_spent=0,
+        )
         return bool(self.complete(conn, owner, [(job_id, finish)]))
 
     def dead_letter(
         self, conn: Connection, owner: str, job_id: str, failure_class: str, reason: str
     ) -> bool:
         """Dead, for review and replay, without an attempt."""
-        finish = Finish("dead", "dead_lettered", None, failure_class, reason, attempt_spent=0)
+        finish = Finish(
+            state=State.DEAD,
+            outcome=Outcome.DEAD_LETTERED,
+            failure_class=failure_class,
+            reason=reason,
+            attempt_spent=0,
+        )
         return bool(self.complete(conn, owner, [(job_id, finish)]))
 
     def replay(

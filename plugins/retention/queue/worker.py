@@ -1,12 +1,16 @@
-"""The one worker loop of every job kind: claim, wait for a token, send, classify, decide, record.
+"""The one worker loop of every job kind: claim, wait for a token, attempt, decide, record.
 
 A worker claims a few due jobs (a short transaction), then for each one waits
-for a token of the shared bucket (kinds with a limiter), sends it, classifies
-the answer with the kind's table and asks the kind's pure ``decide`` what the
-ledger should say. Outcomes of a claimed batch are recorded together by the
-kind's completer (a batch completer, as in River): a worker that dies before
-that leaves its jobs ``in_flight`` until their leases expire, and the next
-claim re-drives them with the same key.
+for a token of the shared bucket (kinds with a limiter), asks the kind to
+``attempt`` it (the kind sends it by its own transport and says what the answer
+means, a :class:`Classification`) and asks the kind's pure ``decide`` what the
+ledger should say. The worker knows no transport: no HTTP status, no SQL
+delete, no file. Outcomes of a claimed batch are recorded together by the
+kind's ``record`` (a batch completer, as in River), which returns the
+:class:`Recorded` batch: the final :class:`Finish` of each key and the
+transactions that wrote them. A worker that dies before that leaves its jobs
+``in_flight`` until their leases expire, and the next claim re-drives them with
+the same key.
 
 Leases are renewed while the batch is worked; a job whose lease was lost
 (reclaimed after it expired) is not worked any further. When the time budget
@@ -32,10 +36,10 @@ from retention import metrics
 from retention.db.connection import Connection, relaxed_durability
 from retention.db.gate import Gate
 from retention.progress import Progress
-from retention.queue.classify import Classification, ClassificationTable, Outcome, classify
-from retention.queue.http import HttpResult
-from retention.queue.leased import Finish, LeasedQueue
+from retention.queue.classify import Classification, Outcome
+from retention.queue.leased import Finish, LeasedQueue, State
 from retention.queue.limiter import TokenBucket
+from retention.queue.outage import OutageDetector, outage_finish
 from retention.stopping import disarm, stop_requested
 
 log = logging.getLogger(__name__)
@@ -47,6 +51,7 @@ class Job(Protocol):
 
 
 J = TypeVar("J", bound=Job)
+C = TypeVar("C", bound=Classification)
 
 
 @dataclass(frozen=True)
@@ -59,6 +64,23 @@ class Attempt:
     finished: float
 
 
+@dataclass(frozen=True, kw_only=True)
+class Recorded:
+    """What a kind's ``record`` wrote for one batch.
+
+    ``finishes`` holds each key that was recorded with the :class:`Finish` it
+    was recorded as, which a kind's fallback may have changed (a confirmed
+    deletion whose local delete must be retried); a key that is missing lost its
+    lease. ``transactions`` holds each transaction that recorded outcomes, as
+    (rows it deleted, its milliseconds): the window's batch figures, the same
+    numbers the window ledger counted in those transactions.
+    """
+
+    finishes: dict[str, Finish]
+    rows_deleted: dict[str, int] = field(default_factory=dict)
+    transactions: list[tuple[int, float]] = field(default_factory=list)
+
+
 @dataclass(frozen=True)
 class Stop:
     """A kind's request to stop working: why, and an error to raise once the batch is recorded."""
@@ -67,47 +89,39 @@ class Stop:
     error: Exception | None = None
 
 
-OUTAGE_MAX_PAUSE_SECONDS = 60.0
 STOPPING = "stopping"  # WorkerStats.stopped after a SIGTERM: unstarted jobs were handed back
 LIMITER = "limiter"  # the throttled_seconds reason of time spent waiting for tokens
 
 
-class JobKind(Protocol[J]):
-    """What a job kind brings to the shared loop."""
+class JobKind(Protocol[J, C]):
+    """What a job kind brings to the shared loop: its jobs, its transport, its decisions and
+    its completer. ``C`` is the kind's classification (a subclass may carry what only this
+    kind knows, such as the operations' 404 breaker)."""
 
     queue: LeasedQueue
-    table: ClassificationTable
     claim_batch: int
     call_timeout_seconds: float
-    adjusted: dict[str, Finish]  # outcomes its completer recorded differently (reported so)
 
     def job(self, row: dict[str, Any]) -> J:
         """The job of a claimed row."""
 
     def screen(self, conn: Connection, jobs: list[J]) -> dict[str, Finish]:
-        """Jobs that must not be sent (keyed by job key), with how to record them."""
+        """Jobs that must not be attempted (keyed by job key), with how to record them."""
 
-    def send(self, job: J) -> HttpResult:
-        """One attempt."""
+    def attempt(self, conn: Connection, job: J) -> C:
+        """One attempt by the kind's own transport, and what its answer means (``conn`` is
+        for what the ledger knows about answers; the attempt itself commits nothing)."""
 
-    def refine(self, conn: Connection, c: Classification, stats: WorkerStats) -> Classification:
-        """Add what the database knows to a classification (before ``decide``)."""
-
-    def decide(self, job: J, c: Classification, now: dt.datetime) -> Finish:
+    def decide(self, job: J, c: C, now: dt.datetime) -> Finish:
         """The ledger change for an answer (pure: the clock is passed in)."""
 
-    def after(self, conn: Connection, job: J, c: Classification) -> Stop | None:
+    def after(self, conn: Connection, job: J, c: C) -> Stop | None:
         """Side effects of an answer; a ``Stop`` ends the worker after this batch."""
 
     def record(
-        self,
-        conn: Connection,
-        owner: str,
-        attempts: list[Attempt],
-        scope: str | None,
-        elapsed_ms: float,
-    ) -> dict[str, int]:
-        """Write a batch's outcomes; returns each recorded job key with the rows it deleted."""
+        self, conn: Connection, owner: str, attempts: list[Attempt], scope: str | None
+    ) -> Recorded:
+        """Write a batch's outcomes; returns what was recorded, and as what."""
 
 
 @dataclass
@@ -135,7 +149,10 @@ class WorkerStats:
     tokens_dropped: int = 0  # taken ahead but not used within the hold
     outage_pauses: int = 0
     failure_classes: Counter[str] = field(default_factory=Counter)
+    # Each recorded batch: rows deleted, and ms from its claim to its record (calls included).
     batches: list[tuple[int, float]] = field(default_factory=list)
+    # Each transaction that recorded outcomes: rows deleted, and its own ms (see Recorded).
+    transactions: list[tuple[int, float]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -176,7 +193,7 @@ class Worker:
     def __init__(
         self,
         conn: Connection,
-        kind: JobKind[Any],
+        kind: JobKind[Any, Any],
         *,
         budget_seconds: float,
         limiter: TokenBucket | None = None,
@@ -203,11 +220,7 @@ class Worker:
             clock=clock,
             logger=log,
         )
-        # Outage detection: a call without an answer is about its object only when the
-        # calls around it answered; two in a row, or none answered at all, is an outage.
-        self.tentative: tuple[int, Classification] | None = None
-        self.answered = False  # any answer in this pass
-        self.in_outage = False  # since the last answer
+        self.outages = OutageDetector()
 
     def run(self, scope: str | None = None) -> WorkerStats:
         """One bounded pass: work every job that is due now (of one scope, if given)."""
@@ -290,17 +303,17 @@ class Worker:
         return ", ".join(words)
 
     def _work(self, batch: list[Any], scope: str | None) -> Stop | None:
-        """Send each claimed job; record the batch's outcomes together, whatever happens.
+        """Attempt each claimed job; record the batch's outcomes together, whatever happens.
 
-        If sending stops early (an error, a stop, the budget), jobs that were
-        never sent are handed back at once instead of waiting out their lease.
+        If attempting stops early (an error, a stop, the budget), jobs that were
+        never attempted are handed back at once instead of waiting out their lease.
         """
         attempts: list[Attempt] = []
         held = {job.key for job in batch}
         sent: set[str] = set()  # a job whose call began is never "unstarted"
         began = time.perf_counter()
         try:
-            return self._send_each(batch, attempts, held, sent)
+            return self._attempt_each(batch, attempts, held, sent)
         finally:
             self._settle(attempts)
             self._record(attempts, scope, (time.perf_counter() - began) * 1000)
@@ -312,7 +325,7 @@ class Worker:
         lease = self.kind.queue.lease_seconds
         return min(lease / 3, max(0.0, lease - self.kind.call_timeout_seconds) / 2)
 
-    def _send_each(
+    def _attempt_each(
         self, batch: list[Any], attempts: list[Attempt], held: set[str], sent: set[str]
     ) -> Stop | None:
         renewed = [self.clock()]
@@ -344,29 +357,24 @@ class Worker:
             if job.key not in held:  # renewed while waiting for the token, and lost
                 continue
             sent.add(job.key)
-            result = self.kind.send(job)
-            c = classify(result.status, result.headers, result.error, self.now(), self.kind.table)
-            c = self.kind.refine(self.conn, c, self.stats)
+            started = time.time()
+            c = self.kind.attempt(self.conn, job)
+            finished = time.time()
             self.stats.outcomes[c.outcome.value] += 1
             metrics.remote_request(self.kind.queue.policy, self.stats.kind, c.outcome.value)
-            self.stats.statuses[str(result.status or result.error)] += 1
+            self.stats.statuses[c.answer] += 1
             if c.outcome is Outcome.RATE_LIMITED and self.limiter is not None:
                 rate = self.limiter.throttle(c.retry_after_seconds or 1.0)
                 metrics.limiter_rate(self.kind.queue.policy, self.limiter.scope, rate)
-            if result.status is None and self._is_outage(attempts, c):
-                attempts.append(Attempt(job, self._outage(c), result.started, result.finished))
+            outage, earlier = self.outages.observe(len(attempts), c)
+            if earlier is not None:
+                self._into_outage(attempts, earlier)
+            if outage:
+                attempts.append(Attempt(job, self._outage(c), started, finished))
                 if self.limiter is None:
                     return Stop("unreachable")
                 continue
-            if result.status is None:  # maybe this object only: decided if the next one answers
-                self.tentative = (len(attempts), c)
-            else:
-                self.tentative = None
-                self.answered = True
-                self.in_outage = False
-            attempts.append(
-                Attempt(job, self.kind.decide(job, c, self.now()), result.started, result.finished)
-            )
+            attempts.append(Attempt(job, self.kind.decide(job, c, self.now()), started, finished))
             stop = self.kind.after(self.conn, job, c)
             if stop is not None:
                 return stop
@@ -381,32 +389,20 @@ class Worker:
         self.stats.out_of_time = True
         return None
 
-    def _is_outage(self, attempts: list[Attempt], c: Classification) -> bool:
-        """No answer: an outage if the call before got none either (that one becomes part of
-        the outage, spending no attempt), or if nothing has answered in this pass."""
-        if self.tentative is not None:
-            index, earlier = self.tentative
-            self.tentative = None
-            if index < len(attempts):
-                before = attempts[index]
-                attempts[index] = Attempt(
-                    before.job, self._outage(earlier), before.started, before.finished
-                )
-            self.in_outage = True
-            return True
-        return self.in_outage
+    def _into_outage(self, attempts: list[Attempt], earlier: tuple[int, Classification]) -> None:
+        """An earlier unanswered call of this batch turned out to be part of an outage: it is
+        recorded as one (no attempt spent) instead of as its own failure."""
+        index, c = earlier
+        if index < len(attempts):
+            before = attempts[index]
+            attempts[index] = Attempt(before.job, self._outage(c), before.started, before.finished)
 
     def _settle(self, attempts: list[Attempt]) -> None:
-        """At the end of a batch: a lone unanswered call in a pass where nothing answered is
-        an outage too (a single-object failure needs other calls to answer around it)."""
-        if self.tentative is not None and not self.answered:
-            index, earlier = self.tentative
-            if index < len(attempts):
-                before = attempts[index]
-                attempts[index] = Attempt(
-                    before.job, self._outage(earlier), before.started, before.finished
-                )
-        self.tentative = None  # indexes are per batch; a lone failure among answers stays its own
+        """At the end of a batch, a lone unanswered call may still be an outage (see
+        :meth:`OutageDetector.settle`)."""
+        earlier = self.outages.settle()
+        if earlier is not None:
+            self._into_outage(attempts, earlier)
 
     def _outage(self, c: Classification) -> Finish:
         """No answer, and none of the recent calls got one either: an outage of the scope.
@@ -416,8 +412,8 @@ class Worker:
         logged once per pause; the pass goes on waiting within its budget, then
         hands back what is left.
         """
-        self.stats.outage_pauses += 1
-        pause = min(OUTAGE_MAX_PAUSE_SECONDS, 2.0 ** min(self.stats.outage_pauses - 1, 10))
+        pause = self.outages.next_pause()
+        self.stats.outage_pauses = self.outages.pauses
         log.warning(
             "%s: no answer from the API (%s), and the call before got none either; "
             "pausing the scope for %.0f s (outage pause %d); no attempt is spent",
@@ -428,15 +424,7 @@ class Worker:
         )
         if self.limiter is not None:
             self.limiter.pause(pause)
-        return Finish(
-            "pending",
-            "outage",
-            None,
-            "api_unreachable",
-            c.reason,
-            self.now() + dt.timedelta(seconds=pause),
-            attempt_spent=0,
-        )
+        return outage_finish(c, self.now(), pause)
 
     def _wait_for_token(self, keep_leases: Callable[[], None], upcoming: int) -> bool:
         """A token for the next call; ``upcoming`` calls (this one included) are lined up."""
@@ -452,18 +440,20 @@ class Worker:
     def _record(self, attempts: list[Attempt], scope: str | None, elapsed_ms: float) -> None:
         if not attempts:
             return
-        recorded = self.kind.record(self.conn, self.owner, attempts, scope, elapsed_ms)
-        deleted = sum(recorded.values())
+        recorded = self.kind.record(self.conn, self.owner, attempts, scope)
+        deleted = sum(recorded.rows_deleted.values())
         self.stats.rows_deleted += deleted
         self.stats.batches.append((deleted, elapsed_ms))
+        self.stats.transactions.extend(recorded.transactions)
         metrics.queue_batch(self.kind.queue.policy, self.stats.kind, deleted, elapsed_ms)
         for attempt in attempts:
-            finish = self.kind.adjusted.pop(attempt.job.key, attempt.finish)
-            if attempt.job.key in recorded and finish.failure_class and finish.state != "done":
-                self.stats.failure_classes[finish.failure_class] += 1
-            if attempt.job.key not in recorded:
+            finish = recorded.finishes.get(attempt.job.key)
+            if finish is None:  # lost its lease: someone else records it
                 self.stats.stale += 1
-            elif finish.state == "dead":
+                continue
+            if finish.failure_class and finish.state != State.DONE:
+                self.stats.failure_classes[finish.failure_class] += 1
+            if finish.state == State.DEAD:
                 self.stats.dead += 1
                 log.warning(
                     "%s: %s dead: %s (key %s)",
@@ -472,7 +462,7 @@ class Worker:
                     finish.reason,
                     attempt.job.key,
                 )
-            elif finish.state == "pending":
+            elif finish.state == State.PENDING:
                 if finish.attempt_spent:
                     self.stats.retried += 1
                 else:

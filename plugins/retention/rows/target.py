@@ -43,7 +43,7 @@ class TargetTable:
         )
 
     def operation_key_expr(self) -> sql.Composable:
-        """sha256(policy|revision|table|row key|version): see ``objects.operations.operation_key``.
+        """sha256(policy|revision|table|row key|version): see ``objects.keys.operation_key``.
 
         Expects the parameters ``policy``, ``revision`` and ``table_name``.
         """

@@ -1,0 +1,237 @@
+"""The atomic finish of remote deletions, and what it falls back to when a row resists.
+
+One ``ops_finish.sql`` statement records a batch: operations done, their local
+rows deleted (of the version they were made for), the attempts written, and
+each done operation's ``retention.deleted`` event inserted into the outbox;
+the window's tally (``window_batch_done.sql``) commits in the same
+transaction. Any kind of remote object (an HTTP API, an object store, a
+folder) records through this, whatever its transport.
+
+A row that cannot be deleted never stalls its batch: if the batch's statement
+fails, each outcome is recorded on its own, and a confirmed deletion whose
+local delete fails goes dead (a foreign key, a trigger: it will fail again) or
+stays confirmed with its local delete retried later (a lock, a deadlock: it
+may work a moment later). :meth:`AtomicFinish.record` returns the
+:class:`Recorded` batch: each key with the :class:`Finish` it was recorded as
+(a fallback's, when one changed it), and each transaction's figures.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from functools import cache
+
+import psycopg
+from psycopg import sql
+
+from retention.db.connection import Connection, bounded
+from retention.db.sqlfiles import query
+from retention.objects.keys import LOCAL_DELETE_PENDING
+from retention.policy.model import Policy
+from retention.queue.classify import Outcome
+from retention.queue.leased import Finish, State
+from retention.queue.worker import Attempt, Recorded
+from retention.rows.locks import row_lock_holders
+from retention.rows.target import TargetTable
+
+log = logging.getLogger(__name__)
+
+LOCAL_DELETE_RETRY_SECONDS = 30.0
+LOCK_LOOKUP_REUSE_SECONDS = 10.0  # a lock holder lookup serves the rows after it this long
+# A row that cannot be deleted for good: only these dead-letter a confirmed deletion.
+PERMANENT_DELETE_ERRORS: tuple[type[psycopg.Error], ...] = (
+    psycopg.errors.ForeignKeyViolation,
+    psycopg.errors.RestrictViolation,
+    psycopg.errors.RaiseException,  # a trigger refused it
+)
+# A delete that may work a moment later: the confirmation is kept and the delete retried.
+TRANSIENT_DELETE_ERRORS: tuple[type[psycopg.Error], ...] = (
+    psycopg.errors.LockNotAvailable,
+    psycopg.errors.DeadlockDetected,
+    psycopg.errors.SerializationFailure,
+    psycopg.errors.QueryCanceled,
+    psycopg.errors.OperationalError,
+)
+
+
+@cache
+def _finish_statement(policy: Policy) -> sql.Composed:
+    return TargetTable.of(policy.table_spec, policy.remote).query("ops_finish")
+
+
+class AtomicFinish:
+    """Records a policy's remote-deletion outcomes, one bounded transaction per batch."""
+
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+        self._holders_seen: tuple[float, int, str] | None = None  # see _lock_holders
+
+    def record(
+        self, conn: Connection, owner: str, attempts: list[Attempt], scope: str | None
+    ) -> Recorded:
+        """The atomic finish of a batch; a row that cannot be deleted never stalls its batch.
+
+        If the batch's statement fails (a foreign key, a trigger, a lock held
+        past ``lock_timeout``), each outcome is recorded on its own, and one
+        whose local delete fails is handled by :meth:`_local_delete_failed`.
+        A lost connection records nothing: the leases expire and the calls are
+        re-driven with the same keys.
+        """
+        try:
+            return self._finish(conn, owner, attempts, scope)
+        except psycopg.Error as failed:
+            if conn.broken or conn.closed:
+                raise
+            if len(attempts) > 1:
+                return self._one_by_one(conn, owner, attempts, scope)
+            if not isinstance(failed, PERMANENT_DELETE_ERRORS + TRANSIENT_DELETE_ERRORS):
+                raise  # a setup problem (privileges, a dropped column): fail loudly, keep nothing
+            permanent = isinstance(failed, PERMANENT_DELETE_ERRORS)
+            return self._local_delete_failed(conn, owner, attempts[0], scope, permanent, failed)
+
+    def _one_by_one(
+        self, conn: Connection, owner: str, attempts: list[Attempt], scope: str | None
+    ) -> Recorded:
+        finishes: dict[str, Finish] = {}
+        rows_deleted: dict[str, int] = {}
+        transactions: list[tuple[int, float]] = []
+        for attempt in attempts:
+            one = self.record(conn, owner, [attempt], scope)
+            finishes.update(one.finishes)
+            rows_deleted.update(one.rows_deleted)
+            transactions.extend(one.transactions)
+        return Recorded(finishes=finishes, rows_deleted=rows_deleted, transactions=transactions)
+
+    def _lock_holders(self, conn: Connection, row_key: int) -> str:
+        """Who holds the lock a local delete timed out on, looked up at most once per
+        ``LOCK_LOOKUP_REUSE_SECONDS``: behind a table lock every row of a batch times
+        out in turn, and each lookup would cost another wait."""
+        now = time.monotonic()
+        if self._holders_seen is not None:
+            seen_at, seen_row, text = self._holders_seen
+            if now - seen_at < LOCK_LOOKUP_REUSE_SECONDS:
+                return f"; as looked up for row {seen_row} {now - seen_at:.0f} s ago: {text}"
+        text = row_lock_holders(conn, self.policy.table_spec, row_key)
+        self._holders_seen = (now, row_key, text)
+        return f"; {text}"
+
+    def _local_delete_failed(
+        self,
+        conn: Connection,
+        owner: str,
+        attempt: Attempt,
+        scope: str | None,
+        permanent: bool,
+        error: psycopg.Error,
+    ) -> Recorded:
+        """A confirmed deletion whose local delete failed: dead for good, or retried.
+
+        A foreign key or a trigger refusing the delete will refuse it again:
+        the operation goes dead as ``local_delete_failed``. A lock timeout, a
+        deadlock, a serialization failure or a cancel is transient: the operation
+        stays confirmed with ``local_delete_pending`` and the next pass deletes
+        the row without calling the remote again. Any other error (privileges, a
+        changed schema) fails the task instead. A lost connection records
+        nothing at all: the lease expires and the call is re-driven with the
+        same key, which the remote answers as already done.
+        """
+        if attempt.finish.state != State.DONE:
+            raise error
+        what = f"{type(error).__name__}: {error}".strip()[:200]
+        if permanent:
+            change = Finish(
+                state=State.DEAD,
+                outcome=attempt.finish.outcome,
+                status=attempt.finish.status,
+                failure_class="local_delete_failed",
+                reason="the API confirmed the deletion but the local row cannot be deleted "
+                f"({what})",
+            )
+        else:
+            change = Finish(
+                state=State.PENDING,
+                outcome=Outcome.CONFIRMED,
+                status=attempt.finish.status,
+                failure_class=LOCAL_DELETE_PENDING,
+                reason=f"the API confirmed the deletion; the local delete failed for now ({what}) "
+                "and is retried",
+                not_before=dt.datetime.now(dt.UTC)
+                + dt.timedelta(seconds=LOCAL_DELETE_RETRY_SECONDS),
+                attempt_spent=1,  # the call that confirmed was a real attempt
+            )
+        locked = isinstance(error, psycopg.errors.LockNotAvailable)
+        log.warning(
+            "row %s: local delete %s after the API confirmed: %s%s (operation %s)",
+            attempt.job.row_key,
+            "failed for good" if permanent else "failed for now, retried later",
+            what,
+            self._lock_holders(conn, attempt.job.row_key) if locked else "",
+            attempt.job.key,
+        )
+        retry = Attempt(attempt.job, change, attempt.started, attempt.finished)
+        return self._finish(conn, owner, [retry], scope)
+
+    def _finish(
+        self, conn: Connection, owner: str, attempts: list[Attempt], scope: str | None
+    ) -> Recorded:
+        """One ``ops_finish.sql`` statement, and the window's tally, in one bounded transaction.
+
+        The tally (``window_batch_done.sql``) commits with the deletions it
+        counts, so a window's figures never disagree with the table; the batch
+        time it records is this transaction's, and so is the one returned.
+        """
+        utc = dt.UTC
+        began = time.perf_counter()
+        with bounded(
+            conn,
+            self.policy.timeouts,
+            synchronous_commit=False,
+            timezone=self.policy.timestamp_timezone,
+        ):
+            rows = conn.execute(
+                _finish_statement(self.policy),
+                {
+                    "owner": owner,
+                    "policy": self.policy.name,
+                    "notify": self.policy.notify is not None,
+                    "keys": [a.job.key for a in attempts],
+                    "states": [a.finish.state for a in attempts],
+                    "attempt_spent": [a.finish.attempt_spent for a in attempts],
+                    "rate_limited": [a.finish.rate_limited for a in attempts],
+                    "auth_failure": [a.finish.auth_failure for a in attempts],
+                    "not_before": [a.finish.not_before for a in attempts],
+                    "status": [a.finish.status for a in attempts],
+                    "outcome": [a.finish.outcome for a in attempts],
+                    "failure_class": [a.finish.failure_class for a in attempts],
+                    "reason": [a.finish.reason[:300] for a in attempts],
+                    "started_at": [dt.datetime.fromtimestamp(a.started, utc) for a in attempts],
+                    "finished_at": [dt.datetime.fromtimestamp(a.finished, utc) for a in attempts],
+                    "duration_ms": [(a.finished - a.started) * 1000 for a in attempts],
+                },
+                prepare=True,
+            ).fetchall()
+            rows_deleted = {row["op_key"]: int(row["rows_deleted"]) for row in rows}
+            left_alone = [row["op_key"] for row in rows if row["row_left_alone"]]
+            if left_alone:
+                conn.execute(query("ops_mark_superseded"), {"keys": left_alone})
+                log.warning(
+                    "%d confirmed deletion(s) left their row alone: it changed before its "
+                    "local delete (superseded): %s",
+                    len(left_alone),
+                    left_alone[:5],
+                )
+            deleted = sum(rows_deleted.values())
+            elapsed_ms = (time.perf_counter() - began) * 1000
+            if scope is not None and rows_deleted:
+                conn.execute(
+                    query("window_batch_done"),
+                    {"window_key": scope, "deleted": deleted, "batch_ms": elapsed_ms},
+                    prepare=True,
+                )
+        return Recorded(
+            finishes={a.job.key: a.finish for a in attempts if a.job.key in rows_deleted},
+            rows_deleted=rows_deleted,
+            transactions=[(deleted, elapsed_ms)] if rows_deleted else [],
+        )

@@ -1,0 +1,107 @@
+"""What one remote operation is: its stable key, its claimed fields, and the paths it may use.
+
+An operation is keyed by ``sha256(policy | revision | table | row key |
+version)``, the same key the ledger's SQL derives, so re-enqueueing a window
+never makes a second operation for a row. Before any transport uses an object
+id or a tenant as a path segment, :func:`bad_path_value` says whether it can be
+one; :func:`safe_endpoint` renders an HTTP endpoint only when the result keeps
+the template's shape. Pure: no database, no network.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+from urllib.parse import quote
+
+from retention.policy.model import RemoteSpec
+
+LOCAL_DELETE_PENDING = "local_delete_pending"  # failure_class: confirmed, row delete left
+MAX_ID_BYTES = 1024
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def operation_key(policy: str, revision: int, table: str, row_key: int, version: str) -> str:
+    """The same key the ledger's SQL derives (``TargetTable.operation_key_expr``)."""
+    text = "|".join((policy, str(revision), table, str(row_key), version))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Operation:
+    """An operation this worker holds a lease on."""
+
+    operation_key: str
+    row_key: int
+    object_id: str
+    tenant: str | None
+    version: str
+    window_key: str | None
+    attempt_count: int
+    claim_count: int
+    auth_failure_count: int
+    failure_class: str | None = None
+    last_status_code: int | None = None
+
+    @property
+    def key(self) -> str:
+        return self.operation_key
+
+    @property
+    def local_delete_pending(self) -> bool:
+        """The remote confirmed; only the local delete is left (it failed for a moment)."""
+        return self.failure_class == LOCAL_DELETE_PENDING
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Operation:
+        return cls(**{name: row[name] for name in cls.__dataclass_fields__})
+
+
+def bad_path_value(value: str | None) -> str | None:
+    """Why an object id or tenant cannot be a path segment (None when it can).
+
+    URL-encoding leaves ``.`` and ``..`` as they are, and an empty segment
+    collapses the path: each would send the call to a parent resource, whose
+    404 would then count as a confirmed deletion.
+    """
+    if value is None or value == "":
+        return "is empty"
+    if value in (".", ".."):
+        return f"is the dot segment {value!r}"
+    if CONTROL_CHARACTERS.search(value):
+        return "contains control characters"
+    if len(value.encode()) > MAX_ID_BYTES:
+        return f"is longer than {MAX_ID_BYTES} bytes"
+    return None
+
+
+def endpoint_for(remote: RemoteSpec, object_id: str, tenant: str | None) -> str:
+    """The policy's endpoint with ``{object_id}`` and ``{tenant_id}`` URL-encoded."""
+    return remote.endpoint.format(
+        object_id=quote(str(object_id), safe=""), tenant_id=quote(str(tenant or ""), safe="")
+    )
+
+
+@cache
+def _endpoint_shape(endpoint: str) -> tuple[str, int]:
+    """An endpoint template's fixed prefix and its number of ``/`` once filled in."""
+    return endpoint.split("{", 1)[0], endpoint.format(object_id="x", tenant_id="x").count("/")
+
+
+def safe_endpoint(remote: RemoteSpec, op: Operation) -> tuple[str | None, str]:
+    """The endpoint of one operation, or None and why it must not be called."""
+    checks = [("object id", op.object_id)]
+    if "{tenant_id}" in remote.endpoint:
+        checks.append(("tenant", op.tenant))
+    for what, value in checks:
+        problem = bad_path_value(value)
+        if problem:
+            return None, f"the {what} {problem}; no request was made"
+    path = endpoint_for(remote, op.object_id, op.tenant)
+    prefix, slashes = _endpoint_shape(remote.endpoint)
+    if not path.startswith(prefix) or path.count("/") != slashes:
+        return None, f"the rendered path {path[:200]!r} leaves the endpoint's shape"
+    return path, ""
