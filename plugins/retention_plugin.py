@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from airflow.plugins_manager import AirflowPlugin
 
-from retention.airflow.api import create_app
 from retention.airflow.replay_guard import ReplayGuard
+from retention.ui.app import create_app
 
 # The UI shows the view in an iframe at /plugin/retention (its url_route), framing
 # the pages the plugin's app serves at /retention/ui/ under Airflow's own login.

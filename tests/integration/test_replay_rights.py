@@ -26,10 +26,10 @@ from airflow.sdk.exceptions import AirflowFailException
 from airflow.sdk.execution_time.context import set_current_context
 from airflow.utils.types import DagRunType
 
+from retention.airflow.access import AirflowAccess
 from retention.airflow.rights import USER_LOOKUP_ENV, LookupUnavailable, find_user
 from retention.db.connection import Connection
 from retention.policy import parse_policy
-from retention.ui.access import AirflowAccess
 from tests.support.auth_managers import UNTRIGGERABLE_ENV, NameBlindAuthManager, PerDagAuthManager
 from tests.support.env import ROOT
 from tests.support.policies import policy_fields, remote_fields

@@ -20,10 +20,10 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from psycopg import sql
 
-from retention.airflow.api import create_app
+from retention.airflow.access import REPLAY_DAG_ID
 from retention.db.connection import Connection, connect_dsn
 from retention.policy import parse_policy
-from retention.ui.access import REPLAY_DAG_ID
+from retention.ui.app import create_app
 from tests.support.policies import policy_fields, remote_fields
 from tests.support.ui_access import StandInAccess, StandInUser
 from tests.support.ui_seed import NOTIFY, SeededLedger, seed_remote_ledger
@@ -442,3 +442,61 @@ def test_a_policies_file_that_cannot_be_read_is_explained_to_who_may_read_every_
     assert "not valid YAML" not in some
     assert "secret_ledger" not in some
     assert "The policies file could not be read" in some
+
+
+DOWN = '{"conn_type": "postgres", "host": "127.0.0.1", "port": 1, "login": "postgres"}'
+
+
+@pytest.mark.parametrize(
+    ("case", "status"),
+    [
+        ("not a key", 404),
+        ("unknown key", 404),
+        ("unreadable policy", 404),
+        ("readable", 200),
+        ("database down", 503),
+    ],
+)
+def test_the_json_api_and_the_view_answer_a_lookup_alike(
+    pages: Pages, monkeypatch: pytest.MonkeyPatch, case: str, status: int
+) -> None:
+    """One lookup, one answer policy: the JSON API and the evidence page give the same
+    status, and the same words, for each case; a database that did not answer is a 503."""
+    key = {"not a key": "not-a-key", "unknown key": "0" * 64}.get(case, pages.seeded.dead_keys[0])
+    if case == "unreadable policy":
+        pages.access.unreadable_dags.add(pages.seeded.policy.dag_id)
+    if case == "database down":
+        monkeypatch.setenv("AIRFLOW_CONN_RETENTION_TEST", DOWN)
+    client = pages.as_user("viewer-token")
+    api = client.get(f"/retention/operations/{key}")
+    view = client.get(f"/retention/ui/operations/{key}")
+    assert (api.status_code, view.status_code) == (status, status), view.text
+    if status != 200:
+        assert api.json()["detail"] in unescape(view.text)
+
+
+def test_every_page_needs_the_login_dependency(pages: Pages) -> None:
+    """The login guard is one FastAPI dependency on every page, not a check each page
+    repeats (or forgets)."""
+    from retention.ui.app import ui_router
+
+    for route in ui_router(pages.access).routes:
+        called = [dependency.call for dependency in route.dependant.dependencies]
+        assert "logged_in" in [getattr(call, "__name__", "") for call in called], route
+
+
+def test_a_replay_whose_database_does_not_answer_is_a_503(
+    pages: Pages, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The replay form's check that the ticked keys are still dead reads each database
+    through the same helper as every page: one that does not answer is named, not a 500."""
+    client = pages.as_user("admin-token")
+    monkeypatch.setenv("AIRFLOW_CONN_RETENTION_TEST", DOWN)
+    answer = client.post(
+        "/retention/ui/dead-letters/replay",
+        data={"scope": "selected", "operation_key": pages.seeded.dead_keys},
+        headers=ORIGIN,
+    )
+    assert answer.status_code == 503
+    assert "retention_test" in unescape(answer.text)
+    assert pages.access.triggered == []

@@ -16,7 +16,7 @@ from typing import Any
 
 from fastapi import Request
 
-from retention.ui.access import TriggerRefused
+from retention.airflow.access import TriggerRefused
 
 TRIGGERING_ROLES = {"user", "op", "admin"}
 

@@ -28,8 +28,9 @@ RANK = {
     "cli": 6,
     "ui": 6,  # the Retention view (api-server pages), beside the Airflow layer
 }
-# Siblings of one rank that must not know each other.
-FORBIDDEN = {("rows", "queue"), ("queue", "rows"), ("objects", "events")}
+# Siblings of one rank that must not know each other (or know each other one way only:
+# the Retention view builds on the Airflow layer's lookups and logins, never the reverse).
+FORBIDDEN = {("rows", "queue"), ("queue", "rows"), ("objects", "events"), ("airflow", "ui")}
 
 
 def layer(module: str) -> str:

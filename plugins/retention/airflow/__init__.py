@@ -2,6 +2,9 @@
 
 ``connections`` (hooks → plain connections and HTTP senders), ``steps`` (the
 work of each task, from plain values), ``dag_factory`` (one DAG per policy),
-``api`` (the plugin's FastAPI app). Everything below takes connections and
-plain values, so its tests run without an Airflow home.
+``api`` (the plugin's JSON API), ``access`` (what the web layer asks Airflow:
+logins, permissions, paused flags, starting a replay) and ``lookup`` (the web
+layer's reads, one answer policy for the JSON API and the Retention view).
+Everything below takes connections and plain values, so its tests run without an
+Airflow home.
 """

@@ -8,37 +8,33 @@
 - ``GET /retention/operations/{key}``: the evidence record of one operation
   (the same as ``python -m retention.cli explain KEY``), for Airflow users who
   may read the DAG of the operation's policy (Airflow's auth manager decides);
-  401 without a login, 404 for a key that is not a 64-hex operation key, is
+  401 without a login, then the answer policy of
+  :func:`retention.airflow.lookup.find_operation`, the same as the Retention
+  view's evidence page: 404 for a key that is not a 64-hex operation key, is
   unknown, or belongs to a policy whose DAG the user may not read (the same
-  answer: a 403 would confirm the key and name the policy).
-- ``/retention/ui/``: the Retention view, HTML pages under the same Airflow
-  login (see :mod:`retention.ui.app`).
+  answer: a 403 would confirm the key and name the policy); 503 when a
+  database of a readable policy did not answer.
+
+The Retention view's pages (``/retention/ui/``) are added to this app by
+:func:`retention.ui.app.create_app`: the view builds on this layer, never the reverse.
 """
 
 from __future__ import annotations
 
-import logging
 import os
-import re
 from collections.abc import Callable
 from typing import Any
 
-import psycopg
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from standardwebhooks.webhooks import Webhook
 
+from retention.airflow.access import AirflowAccess
 from retention.airflow.connections import postgres
+from retention.airflow.lookup import LookupRefused, find_operation
 from retention.events import hints
-from retention.evidence.explain import UnknownOperation, explain
 from retention.policy import Policy, load_policies
-from retention.ui.access import Access, AirflowAccess
-from retention.ui.app import ui_router
-
-OPERATION_KEY = re.compile(r"[0-9a-f]{64}")
-
-log = logging.getLogger(__name__)
 
 
 def _policies() -> dict[str, Policy]:
@@ -79,13 +75,10 @@ def create_app(
     *,
     airflow_auth: bool = True,
     authorize: Callable[[Any, str], bool] | None = None,
-    ui_access: Access | None = None,
 ) -> FastAPI:
-    """The app. ``airflow_auth=False`` only where no Airflow auth manager runs (tests), where
-    ``authorize(user, dag_id)`` stands in for the auth manager's DAG permission, and
-    ``ui_access`` for the Retention view's questions to Airflow."""
+    """The JSON API. ``airflow_auth=False`` only where no Airflow auth manager runs (tests),
+    where ``authorize(user, dag_id)`` stands in for the auth manager's DAG permission."""
     app = FastAPI(title="Retention", description=__doc__)
-    app.include_router(ui_router(ui_access), prefix="/ui")
     user_dependency = _airflow_user() if airflow_auth else _no_user
     # the auth manager's DAG permission, asked the same way as the Retention view asks it
     may_read = authorize or (AirflowAccess().may_read if airflow_auth else lambda _u, _d: True)
@@ -111,31 +104,10 @@ def create_app(
 
     @app.get("/operations/{key}")
     def get_operation(key: str, user: Any = Depends(user_dependency)) -> dict[str, Any]:  # noqa: B008
-        if not OPERATION_KEY.fullmatch(key):
-            raise HTTPException(404, f"no operation with key {key[:80]!r}")
-        unreachable: list[str] = []
-        # only the databases of policies the user may read, and only their operations:
-        # a key of any other policy is answered as one nobody knows
-        readable = {p.name: p for p in _policies().values() if may_read(user, p.dag_id)}
-        for conn_id in sorted({p.postgres_conn_id for p in readable.values() if p.remote}):
-            try:
-                with postgres(conn_id) as conn:
-                    record = explain(conn, key)
-            except UnknownOperation:
-                continue
-            except psycopg.Error as failed:  # no ledger there yet, or the database is down
-                log.warning("evidence lookup in %s failed: %s", conn_id, failed)
-                unreachable.append(conn_id)
-                continue
-            if record["selected"]["policy"] in readable:
-                return record
-        if unreachable:
-            raise HTTPException(
-                503,
-                f"no operation with key {key!r} in the databases that answered; "
-                f"could not read {unreachable}",
-            )
-        raise HTTPException(404, f"no operation with key {key!r}")
+        try:
+            return find_operation(key, list(_policies().values()), lambda d: may_read(user, d))
+        except LookupRefused as refused:
+            raise HTTPException(refused.status, refused.message) from None
 
     return app
 

@@ -12,12 +12,17 @@
   the DAG of a policy of the selection; 403 for a request from another origin,
   the CSRF guard).
 - ``GET  /retention/ui/operations/{key}``: one operation's evidence record
-  (what ``python -m retention.cli explain KEY`` prints).
+  (what ``python -m retention.cli explain KEY`` prints), found and refused (404,
+  503) exactly as the JSON API does it: :func:`retention.airflow.lookup.find_operation`.
 
 Every page needs an Airflow login (the api-server's ``_token`` cookie, or a
-bearer token); a browser without one is sent to Airflow's login page. A user
-sees only the policies whose DAG Airflow lets them read. Figures are read from
-each policy's database when the page is asked for, never at import.
+bearer token), checked by one FastAPI dependency on the router; a browser
+without one is sent to Airflow's login page. A user sees only the policies
+whose DAG Airflow lets them read. Figures are read from each policy's database
+when the page is asked for, never at import, through
+:func:`retention.airflow.lookup.read_each_database`, which names a database that
+did not answer. :func:`create_app` is the plugin's whole app: the JSON API of
+:mod:`retention.airflow.api` with these pages under ``/ui``.
 """
 
 from __future__ import annotations
@@ -25,27 +30,35 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import re
-from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 import psycopg
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.routing import APIRoute
 from fastapi.templating import Jinja2Templates
 from jinja2 import Environment, FileSystemLoader
 
-from retention.airflow.connections import api_base_url, postgres
+from retention.airflow.access import REPLAY_DAG_ID, Access, AirflowAccess, TriggerRefused
+from retention.airflow.api import create_app as create_api
+from retention.airflow.connections import api_base_url
+from retention.airflow.lookup import (
+    NO_LEDGER,
+    OPERATION_KEY,
+    LookupRefused,
+    find_operation,
+    read_each_database,
+)
+from retention.db.connection import Connection
 from retention.db.gate import PAUSE_VARIABLE, switch_pauses
-from retention.evidence.explain import UnknownOperation, explain
 from retention.policy import Policy, PolicySet, load_policies
 from retention.policy.model import DAG_ID_PREFIX
 from retention.ui import formatting
-from retention.ui.access import REPLAY_DAG_ID, Access, AirflowAccess, TriggerRefused
 from retention.ui.queries import (
     DEAD_LETTER_LIMIT,
     DeadLetterFilter,
@@ -61,7 +74,6 @@ from retention.ui.queries import (
 log = logging.getLogger(__name__)
 
 TEMPLATES = Path(__file__).parent / "templates"
-OPERATION_KEY = re.compile(r"[0-9a-f]{64}")
 EVENT_ID = re.compile(r"evt_[0-9a-f]{32}")
 MAX_REPLAY_KEYS = 500  # operation keys one replay run is given
 
@@ -93,35 +105,87 @@ class ViewError(Exception):
         self.message = message
 
 
+class LoginNeeded(ViewError):
+    """No Airflow login: a browser asking for a page goes to Airflow's login page, any
+    other request gets a 401 page."""
+
+    def __init__(self) -> None:
+        super().__init__(401, "Log in to Airflow first, then come back to this page.")
+
+
+def login_dependency(access: Access) -> Callable[[Request], Awaitable[Any]]:
+    """The login guard of every page, a FastAPI dependency (as the JSON API's is): the
+    logged-in user, or :class:`LoginNeeded`."""
+
+    async def logged_in(request: Request) -> Any:
+        user = await access.user(request)
+        if user is None:
+            raise LoginNeeded
+        return user
+
+    return logged_in
+
+
+def page_route(access: Access, message: Callable[[Request, int, str], Response]) -> type[APIRoute]:
+    """The route class of the pages: a :class:`ViewError` raised by a page or by one of
+    its dependencies is answered as a small page with its status (a missing login as a
+    redirect to Airflow's login page, for GETs), never as JSON."""
+
+    class PageRoute(APIRoute):
+        def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+            handler = super().get_route_handler()
+
+            async def answer(request: Request) -> Response:
+                try:
+                    return await handler(request)
+                except LoginNeeded as missing:
+                    if request.method == "GET":
+                        return RedirectResponse(access.login_url(str(request.url)), 303)
+                    return message(request, missing.status, missing.message)
+                except ViewError as refused:
+                    return message(request, refused.status, refused.message)
+
+            return answer
+
+    return PageRoute
+
+
+def create_app(
+    *,
+    airflow_auth: bool = True,
+    authorize: Callable[[Any, str], bool] | None = None,
+    ui_access: Access | None = None,
+) -> FastAPI:
+    """The plugin's app: the JSON API of :mod:`retention.airflow.api` and, under ``/ui``,
+    the pages. ``authorize`` stands in for the auth manager's DAG permission and
+    ``ui_access`` for the pages' questions to Airflow where no auth manager runs (tests)."""
+    app = create_api(airflow_auth=airflow_auth, authorize=authorize)
+    app.include_router(ui_router(ui_access), prefix="/ui")
+    return app
+
+
 def ui_router(access: Access | None = None) -> APIRouter:
     """The pages, for the plugin's app to include under ``/ui``."""
     access = access or AirflowAccess()
     pages = templates()
-    router = APIRouter()
-
-    async def login_or(request: Request) -> Any | Response:
-        """The user, or where a browser without a login goes (401 page for non-GETs)."""
-        user = await access.user(request)
-        if user is not None:
-            return user
-        if request.method == "GET":
-            return RedirectResponse(access.login_url(str(request.url)), status_code=303)
-        return message(request, 401, "Log in to Airflow first, then come back to this page.")
 
     def message(request: Request, status: int, text: str) -> HTMLResponse:
         return pages.TemplateResponse(
             request, "message.html", {"status": status, "text": text}, status_code=status
         )
 
+    logged_in = login_dependency(access)
+    # every route of the router needs the login; the same dependency (FastAPI solves it
+    # once per request) gives the pages the user
+    router = APIRouter(route_class=page_route(access, message), dependencies=[Depends(logged_in)])
+    user_of_request = Depends(logged_in)
+
     def readable(user: Any, policies: PolicySet | None = None) -> list[Policy]:
         found = policies or load_policies()
         return [p for p in found.policies if access.may_read(user, p.dag_id)]
 
     @router.get("/", response_class=HTMLResponse, name="overview")
-    async def overview(request: Request) -> Response:
-        user = await login_or(request)
-        if isinstance(user, Response):
-            return user
+    async def overview(request: Request, user: Any = user_of_request) -> Response:
         policy_set = load_policies()
         policies = readable(user, policy_set)
         rows = await run_in_threadpool(_overview_rows, access, policies)
@@ -139,15 +203,9 @@ def ui_router(access: Access | None = None) -> APIRouter:
         )
 
     @router.get("/dead-letters", response_class=HTMLResponse, name="dead_letters")
-    async def dead_letter_page(request: Request) -> Response:
-        user = await login_or(request)
-        if isinstance(user, Response):
-            return user
+    async def dead_letter_page(request: Request, user: Any = user_of_request) -> Response:
         policies = readable(user)
-        try:
-            chosen = _filter(request.query_params, policies)
-        except ViewError as bad:
-            return message(request, bad.status, bad.message)
+        chosen = _filter(request.query_params, policies)
         found = await run_in_threadpool(_dead_letters, policies, chosen)
         return pages.TemplateResponse(
             request,
@@ -167,19 +225,13 @@ def ui_router(access: Access | None = None) -> APIRouter:
         )
 
     @router.post("/dead-letters/replay", name="replay")
-    async def replay(request: Request) -> Response:
-        user = await login_or(request)
-        if isinstance(user, Response):
-            return user
+    async def replay(request: Request, user: Any = user_of_request) -> Response:
         if forbidden := _replay_forbidden(request, access, user):
-            return message(request, 403, forbidden)
+            raise ViewError(403, forbidden)
         form = await request.form()
         policies = [p for p in readable(user) if p.remote]
-        try:
-            confs = await run_in_threadpool(_replay_confs, form, policies, access.user_name(user))
-            _refuse_unreplayable(confs, policies, _replayable(access, user, policies))
-        except ViewError as bad:
-            return message(request, bad.status, bad.message)
+        confs = await run_in_threadpool(_replay_confs, form, policies, access.user_name(user))
+        _refuse_unreplayable(confs, policies, _replayable(access, user, policies))
         note = f"Started from the Retention view by {access.user_name(user)}"
         started: list[str] = []
         for conf in confs:
@@ -189,21 +241,20 @@ def ui_router(access: Access | None = None) -> APIRouter:
                 )
             except TriggerRefused as refused:
                 done = f" (already started: {', '.join(started)})" if started else ""
-                return message(request, 409, f"{refused}{done}")
+                raise ViewError(409, f"{refused}{done}") from refused
         shown = urlencode([("started", run_id) for run_id in started])
         return RedirectResponse(f"{request.url_for('dead_letters').path}?{shown}", status_code=303)
 
     @router.get("/operations/{key}", response_class=HTMLResponse, name="operation")
-    async def operation(request: Request, key: str) -> Response:
-        user = await login_or(request)
-        if isinstance(user, Response):
-            return user
-        if not OPERATION_KEY.fullmatch(key):
-            return message(request, 404, f"{key[:80]!r} is not an operation key (64 hex digits).")
+    async def operation(request: Request, key: str, user: Any = user_of_request) -> Response:
+        def may_read(dag_id: str) -> bool:
+            return access.may_read(user, dag_id)
+
+        policies = load_policies().policies
         try:
-            record = await run_in_threadpool(_find_operation, key, readable(user))
-        except ViewError as missing:
-            return message(request, missing.status, missing.message)
+            record = await run_in_threadpool(find_operation, key, policies, may_read)
+        except LookupRefused as refused:  # the JSON API's answer, as a page
+            raise ViewError(refused.status, refused.message) from None
         return pages.TemplateResponse(
             request, "operation.html", {"record": record, "user": access.user_name(user)}
         )
@@ -265,38 +316,35 @@ def _refuse_unreplayable(
         )
 
 
-def _by_database(policies: list[Policy]) -> dict[str, list[Policy]]:
-    grouped: dict[str, list[Policy]] = defaultdict(list)
-    for policy in policies:
-        grouped[policy.postgres_conn_id].append(policy)
-    return dict(sorted(grouped.items()))
-
-
 def _overview_rows(access: Access, policies: list[Policy]) -> list[PolicyRow]:
     now = dt.datetime.now(dt.UTC)
     switch = _read_switch(access)
     paused = access.paused_dags([p.dag_id for p in policies])
-    figures: dict[str, PolicyFigures | str] = {}
-    for conn_id, members in _by_database(policies).items():
-        try:
-            with postgres(conn_id) as conn:
-                for policy in members:
-                    try:
-                        figures[policy.name] = policy_figures(conn, policy, now)
-                    except psycopg.Error as failed:
-                        figures[policy.name] = _why(failed)
-        except (psycopg.Error, OSError) as unreachable:
-            log.warning("retention view: connection %s failed: %s", conn_id, unreachable)
-            for policy in members:
-                figures[policy.name] = f"connection {conn_id!r}: {unreachable}"
+
+    def figures_of(conn: Connection, members: list[Policy]) -> dict[str, PolicyFigures | str]:
+        figures: dict[str, PolicyFigures | str] = {}
+        for policy in members:
+            try:
+                figures[policy.name] = policy_figures(conn, policy, now)
+            except psycopg.Error as failed:  # a locked table fails its card, not the page
+                figures[policy.name] = _why(failed)
+        return figures
+
+    read = read_each_database(policies, figures_of, what="retention view")
+    found: dict[str, PolicyFigures | str] = {}
+    for figures in read.answers.values():
+        found.update(figures)
     rows = []
     for policy in policies:
-        found = figures[policy.name]
+        figures = found.get(policy.name)
+        if figures is None:  # its database did not answer
+            conn_id = policy.postgres_conn_id
+            figures = f"connection {conn_id!r}: {read.unanswered[conn_id]}"
         rows.append(
             PolicyRow(
                 policy=policy,
-                figures=found if isinstance(found, PolicyFigures) else None,
-                error=found if isinstance(found, str) else None,
+                figures=figures if isinstance(figures, PolicyFigures) else None,
+                error=figures if isinstance(figures, str) else None,
                 paused_by_variable=switch_pauses(switch, policy.name),
                 dag_paused=paused.get(policy.dag_id),
             )
@@ -313,7 +361,7 @@ def _read_switch(access: Access) -> str | None:
 
 
 def _why(failed: psycopg.Error) -> str:
-    if isinstance(failed, psycopg.errors.UndefinedTable | psycopg.errors.InvalidSchemaName):
+    if isinstance(failed, NO_LEDGER):
         return f"no retention ledger or table yet ({failed.diag.message_primary})"
     return f"{type(failed).__name__}: {failed}"
 
@@ -346,16 +394,21 @@ class DeadLetters:
 
 
 def _dead_letters(policies: list[Policy], chosen: DeadLetterFilter) -> DeadLetters:
-    found = DeadLetters([], [], [], [])
-    for conn_id, members in _by_database([p for p in policies if p.remote]).items():
+    def lists(conn: Connection, members: list[Policy]) -> DeadLetters:
         names = [p.name for p in members]
-        try:
-            with postgres(conn_id) as conn:
-                found.operations.extend(dead_letters(conn, names, chosen))
-                found.events.extend(dead_events(conn, names, chosen))
-                found.classes.extend(dead_letter_classes(conn, names))
-        except (psycopg.Error, OSError) as failed:
-            found.errors.append(f"connection {conn_id!r}: {failed}")
+        return DeadLetters(
+            dead_letters(conn, names, chosen),
+            dead_events(conn, names, chosen),
+            dead_letter_classes(conn, names),
+            [],
+        )
+
+    read = read_each_database([p for p in policies if p.remote], lists, what="retention view")
+    found = DeadLetters([], [], [], read.problems())
+    for part in read.answers.values():
+        found.operations.extend(part.operations)
+        found.events.extend(part.events)
+        found.classes.extend(part.classes)
     found.operations.sort(key=lambda row: (row["dead_since"], row["operation_key"]), reverse=True)
     found.events.sort(key=lambda row: (row["dead_since"], row["event_id"]), reverse=True)
     return found
@@ -425,10 +478,20 @@ def _ticked_confs(
     if len(chosen) > MAX_REPLAY_KEYS:
         hint = "; replay by filter" if ticked.kind == "operations" else ""
         raise ViewError(400, f"at most {MAX_REPLAY_KEYS} {ticked.kind} at once{hint}")
+    read = read_each_database(
+        policies,
+        lambda conn, members: ticked.dead_by_policy(conn, chosen, [p.name for p in members]),
+        what="retention view replay",
+    )
+    if read.unanswered:  # start none rather than the runs of the databases that answered
+        raise ViewError(
+            503,
+            f"could not check that the ticked {ticked.kind} are still dead: "
+            + "; ".join(read.problems()),
+        )
     grouped: dict[str, list[str]] = {}
-    for conn_id, members in _by_database(policies).items():
-        with postgres(conn_id) as conn:
-            grouped.update(ticked.dead_by_policy(conn, chosen, [p.name for p in members]))
+    for dead in read.answers.values():
+        grouped.update(dead)
     if not grouped:
         raise ViewError(404, f"none of the ticked {ticked.kind} is dead any more (or yours to see)")
     return [
@@ -451,19 +514,3 @@ def _same_origin(request: Request) -> bool:
         urlsplit(api_base_url() or "").netloc or None,
     }
     return urlsplit(source).netloc in ours - {None}
-
-
-def _find_operation(key: str, policies: list[Policy]) -> dict[str, Any]:
-    readable = {p.name for p in policies}
-    for conn_id in sorted({p.postgres_conn_id for p in policies if p.remote}):
-        try:
-            with postgres(conn_id) as conn:
-                record = explain(conn, key)
-        except UnknownOperation:
-            continue
-        except psycopg.Error as failed:
-            log.warning("retention view: evidence lookup in %s failed: %s", conn_id, failed)
-            continue
-        if record["selected"]["policy"] in readable:
-            return record
-    raise ViewError(404, f"no operation with key {key!r} in a policy you may read")

@@ -4,7 +4,7 @@ Every figure comes from one SQL file (``include/sql/ui_*.sql``) and is read
 in a short read-only statement bounded by the policy's planning timeouts, so
 a page view never holds a lock a deleter waits for. Nothing here imports
 Airflow: the view's Airflow side (who may see what, the paused flags) is in
-:mod:`retention.ui.access`.
+:mod:`retention.airflow.access`.
 """
 
 from __future__ import annotations
