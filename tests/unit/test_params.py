@@ -57,3 +57,28 @@ def test_window_rows_may_be_left_to_the_policys_time_target() -> None:
     policy = make_policy("p", window_rows=None, batch_rows=100)
     assert run_settings(policy, {}).window_rows is None
     assert run_settings(policy, {"window_rows": 5000}).window_rows == 5000
+
+
+def test_the_trigger_form_declares_exactly_what_run_settings_resolves() -> None:
+    from dataclasses import fields
+
+    from retention.policy.params import run_params
+
+    policy = make_policy("p", window_rows=1000, batch_rows=100)
+    form = run_params(policy)
+    assert set(form) == {field.name for field in fields(RunSettings)}
+    defaults = {name: spec["default"] for name, spec in form.items()}
+    assert run_settings(policy, defaults) == RunSettings(False, 1000, 100), (
+        "the form's defaults run the policy as written"
+    )
+    wide = make_policy("w", window_rows=None, min_batch_rows=1, max_batch_rows=100_000)
+    (low_w, high_w), (low_b, high_b) = (
+        (run_params(wide)[name]["minimum"], run_params(wide)[name]["maximum"])
+        for name in ("window_rows", "batch_rows")
+    )
+    assert run_settings(wide, {"window_rows": low_w, "batch_rows": low_b})
+    assert run_settings(wide, {"window_rows": high_w, "batch_rows": high_b})
+    with pytest.raises(ParamError, match="'window_rows'"):
+        run_settings(wide, {"window_rows": high_w + 1})
+    with pytest.raises(ParamError, match="'batch_rows'"):
+        run_settings(wide, {"batch_rows": high_b + 1})

@@ -36,8 +36,8 @@ from retention.airflow.steps import (
 from retention.evidence.reconcile import RetentionIncomplete, RunNotPlanned
 from retention.objects.kind import CredentialFailure, EndpointSuspect
 from retention.policy.loader import PolicyProblem, PolicySet
-from retention.policy.model import BATCH_ROWS_BOUNDS, WINDOW_ROWS_BOUNDS, Policy
-from retention.policy.params import run_settings
+from retention.policy.model import Policy
+from retention.policy.params import run_params, run_settings
 from retention.rows.cutoff import CutoffError
 from retention.rows.run_lease import RunState
 
@@ -291,28 +291,7 @@ def build_dag(
             "retry_exponential_backoff": True,
             "max_retry_delay": dt.timedelta(minutes=10),
         },
-        params={
-            "dry_run": Param(
-                False, type="boolean", description="Plan and count every window; delete nothing."
-            ),
-            "window_rows": Param(
-                None,
-                type=["null", "integer"],
-                minimum=WINDOW_ROWS_BOUNDS[0],
-                maximum=WINDOW_ROWS_BOUNDS[1],
-                description="Eligible rows per window (an estimate); empty: sized to "
-                f"about {policy.target_window_seconds:g} s of work each"
-                + (f" (policy: {policy.window_rows})." if policy.window_rows else "."),
-            ),
-            "batch_rows": Param(
-                None,
-                type=["null", "integer"],
-                minimum=BATCH_ROWS_BOUNDS[0],
-                maximum=BATCH_ROWS_BOUNDS[1],
-                description="Rows in the first delete transaction of each window; later ones "
-                f"are sized to {policy.target_batch_ms:g} ms (policy: {policy.batch_rows}).",
-            ),
-        },
+        params={name: Param(**spec) for name, spec in run_params(policy).items()},
         **dag_kwargs,
     ) as dag:
 

@@ -1,8 +1,11 @@
 """A run's choices: the policy's sizes unless the trigger form overrides them.
 
-The DAG's ``Param`` schema bounds each value in the form; this check runs
-again in the task, because ``airflow dags trigger --conf`` and the REST API
-can skip the form.
+:func:`run_params` declares the trigger form (the DAG's ``params``, one JSON
+Schema per param, each made a ``Param`` by the Airflow layer) and
+:func:`run_settings` resolves what a run was given. The form bounds each value;
+the check runs again in the task, because ``airflow dags trigger --conf`` and
+the REST API can skip the form. Both sit here so that a param is added, bounded
+and resolved in one place.
 """
 
 from __future__ import annotations
@@ -24,6 +27,39 @@ class RunSettings:
     dry_run: bool
     window_rows: int | None  # None: windows sized by the policy's target_window_seconds
     batch_rows: int
+
+
+def run_params(policy: Policy) -> dict[str, dict[str, Any]]:
+    """The trigger form of the policy's DAG: for each param of :class:`RunSettings`, its
+    default (empty: the policy's value), its JSON Schema bounds and the text the form shows.
+
+    Plain dicts, so this layer needs no Airflow: ``Param(**spec)`` makes each a ``Param``.
+    """
+    window = f"about {policy.target_window_seconds:g} s of work each" + (
+        f" (policy: {policy.window_rows})." if policy.window_rows else "."
+    )
+    return {
+        "dry_run": {
+            "default": False,
+            "type": "boolean",
+            "description": "Plan and count every window; delete nothing.",
+        },
+        "window_rows": {
+            "default": None,
+            "type": ["null", "integer"],
+            "minimum": WINDOW_ROWS_BOUNDS[0],
+            "maximum": WINDOW_ROWS_BOUNDS[1],
+            "description": f"Eligible rows per window (an estimate); empty: sized to {window}",
+        },
+        "batch_rows": {
+            "default": None,
+            "type": ["null", "integer"],
+            "minimum": BATCH_ROWS_BOUNDS[0],
+            "maximum": BATCH_ROWS_BOUNDS[1],
+            "description": "Rows in the first delete transaction of each window; later ones "
+            f"are sized to {policy.target_batch_ms:g} ms (policy: {policy.batch_rows}).",
+        },
+    }
 
 
 def run_settings(policy: Policy, params: dict[str, Any]) -> RunSettings:
