@@ -9,7 +9,7 @@
 - ``explain TERM``: the evidence record of one operation, found by its key, a
   key prefix, its object id or its row key (several matches are listed);
 - ``schema``: print the policies file's JSON Schema (``--write`` refreshes the
-  checked-in copy and the README's field table).
+  checked-in copy, the README's field table and the README's list of DAG steps).
 
 Database commands connect through an Airflow connection id (``--conn-id``,
 resolved as a task would, e.g. from ``AIRFLOW_CONN_<ID>``) or a libpq DSN (``--dsn``).
@@ -76,7 +76,8 @@ def _parser() -> argparse.ArgumentParser:
     schema.add_argument(
         "--write",
         action="store_true",
-        help="rewrite include/retention_policies.schema.json and the README's field table",
+        help="rewrite include/retention_policies.schema.json, the README's field table "
+        "and its list of DAG steps",
     )
     return parser
 
@@ -109,10 +110,12 @@ def _schema(*, write: bool) -> int:
     if not write:
         print(schema_text(), end="")
         return 0
+    from retention.airflow.dag_docs import readme_with_steps  # imports Airflow: only to write
+
     POLICY_SCHEMA_PATH.write_text(schema_text())
     readme = PROJECT_ROOT / "README.md"
-    readme.write_text(readme_with_table(readme.read_text()))
-    print(f"wrote {POLICY_SCHEMA_PATH.name} and the README's field table")
+    readme.write_text(readme_with_steps(readme_with_table(readme.read_text())))
+    print(f"wrote {POLICY_SCHEMA_PATH.name}, the README's field table and its DAG steps")
     return 0
 
 

@@ -17,7 +17,8 @@ from airflow.sdk import DAG, Param, PokeReturnValue, TriggerRule, get_current_co
 from airflow.sdk.configuration import conf
 from airflow.sdk.exceptions import AirflowFailException
 
-from retention.airflow.alerts import alerts_doc, with_alerts
+from retention.airflow.alerts import with_alerts
+from retention.airflow.dag_docs import policy_doc
 from retention.airflow.steps import (
     DeliveryIncomplete,
     RunLeaseHeld,
@@ -40,63 +41,6 @@ from retention.policy.model import Policy
 from retention.policy.params import run_params, run_settings
 from retention.rows.cutoff import CutoffError
 from retention.rows.run_lease import RunState
-
-DAG_DOC = """
-### Retention policy DAG
-
-Enforces one retention policy from `include/retention_policies.yaml` on a Postgres table.
-
-0. `migrate_schema`: applies pending migrations of the `retention` schema, under an
-   advisory lock (concurrent DAGs wait for each other).
-1. `compute_cutoff`: `cutoff = anchor − retain_days`; the anchor is `data_interval_end`,
-   else `logical_date`, else `run_after`, so reruns and backfills of a date delete the
-   same rows. A cutoff is never later than `now − retain_days` (one minute of clock skew
-   allowed): a run whose anchor lies in the future fails here, before anything is deleted.
-2. `take_run_lease`: runs of one policy never overlap, whatever started them (a
-   backfill, a manual run, a cleared task). While another run holds the policy's run
-   lease this task waits, rescheduled every minute without a worker slot; a run whose
-   DAG run ended without `reconcile` is taken over, and the windows it left `running`
-   are closed as `cancelled`. `reconcile` gives the lease back.
-3. `drop_partitions` (row policies): when the table is range-partitioned on the
-   timestamp column, partitions wholly older than the cutoff are detached
-   (`CONCURRENTLY` when there is no default partition) and dropped, or only detached
-   with `partitions: detach_only`; evidence in `retention.partition_drops`. Otherwise
-   it does nothing.
-4. `plan_windows`: finds the eligible key range with a few index probes (never a walk
-   of the rows) and cuts it into immutable windows, recorded in `retention.windows`.
-   Each window carries about `target_window_seconds` of work at the rate earlier
-   windows measured (or `window_rows` rows when set); `expected_rows` is the
-   statistics' estimate, and the delete still filters on the timestamp. Without an
-   index on the timestamp column, windows cover the whole key range (the run's
-   `plan_notes` say so).
-5. `delete_window`: one mapped task per window; deletes in batches, each its own short
-   transaction with `lock_timeout` and `statement_timeout`, sized to take about
-   `target_batch_ms`; a timed-out batch is split and retried, never skipped.
-   Marking the run or the task failed stops it gracefully: the batch or call in flight
-   finishes, nothing new starts, unstarted leases are released, the window ends
-   `cancelled` and the run gets a partial summary (status `cancelled` once no window
-   of it still runs).
-6. `reconcile`: closes windows whose task died without closing them, counts rows still
-   older than the cutoff, writes `retention.runs`, returns the summary, fails if any
-   remain, and gives the run lease back.
-
-Policies with a `remote:` section delete each row's object through the rate-limited
-API first, through the `retention.operations` ledger: `drain_operations` works
-pending operations of earlier runs whose `not_before` has passed, then each window
-enqueues its operations and works one bounded pass (what is snoozed or backing off
-is left for the next drain). `reconcile` accepts rows explained by a pending or dead
-operation (backlog) unless they are older than `max_lag_hours`. With a `notify:`
-section, `deliver_events` sends the signed `retention.deleted` events that the
-deletions wrote to the outbox.
-
-`purge_audit` deletes this policy's ledger, attempt, window and event rows once
-they are older than `audit_days` (default 400), in bounded batches.
-
-**Idempotent:** yes. Windows are recorded once per run; rerunning any task deletes nothing twice.
-**Params:** `dry_run` (plan and count, delete nothing, call nothing), `window_rows` and
-`batch_rows` overrides.
-"""
-
 
 RUN_LEASE_POKE_SECONDS = 60.0
 """How often a run waiting for the policy's run lease looks again (rescheduled, no slot held);
@@ -181,78 +125,6 @@ def deliver_events_task(policy: Policy) -> Any:
             raise AirflowFailException(str(incomplete)) from incomplete
 
     return deliver_events()
-
-
-def policy_doc(policy: Policy, warnings: list[str]) -> str:
-    """The DAG docs: the shared description, the policy's settings, its pools, its warnings."""
-    tenant = f"`{policy.tenant_column}`" if policy.tenant_column else "none"
-    rows = [
-        f"| table | `{policy.table}` (key `{policy.key_column}`, "
-        f"timestamp `{policy.timestamp_column}`, tenant {tenant}) |",
-        f"| retain_days | {policy.retain_days} |",
-        f"| connection | `{policy.postgres_conn_id}` |",
-        "| window size | "
-        + (
-            f"{policy.window_rows} rows (window_rows)"
-            if policy.window_rows
-            else f"about {policy.target_window_seconds:g} s of work (target_window_seconds)"
-        )
-        + " |",
-        f"| batches | start at {policy.batch_rows} rows, sized to {policy.target_batch_ms:g} ms "
-        f"within [{policy.min_batch_rows}, {policy.max_batch_rows}] |",
-        f"| owner | {policy.owner} |",
-    ]
-    if policy.max_lag_hours is not None:
-        rows.append(f"| max_lag_hours | {policy.max_lag_hours:g} (reconcile fails past it) |")
-    if policy.remote is None:
-        rows.append(f"| pool | `{policy.pool}` × {policy.pool_slots} slot(s) per window |")
-    else:
-        remote = policy.remote
-        version = f"`{remote.version_column}`" if remote.version_column else "the row's timestamp"
-        not_found = (
-            f"confirms the deletion (after a 2xx; breaker at {remote.not_found_breaker})"
-            if remote.not_found_is_deleted
-            else "is a rejection (dead for review)"
-        )
-        rows += [
-            f"| pool | `{remote.pool}` (remote.pool) × {policy.pool_slots} slot(s): "
-            "`delete_window` and `drain_operations` |",
-            f"| remote | `{remote.method} {remote.endpoint}` on connection "
-            f"`{remote.http_conn_id}`, object id `{remote.object_id_column}`, version {version} |",
-            f"| rate limit | {remote.rate_per_second:g}/s, burst {remote.burst}, "
-            f"scope `{remote.scope}` (back to full rate {remote.recovery_seconds:g} s "
-            "after a 429) |",
-            f"| calls | claim batch {remote.claim_batch}, max attempts {remote.max_attempts}, "
-            f"lease {remote.lease:g} s, request timeout {remote.request_timeout_seconds:g} s, "
-            f"task budget {remote.task_budget_seconds:g} s |",
-            f"| retries | backoff {remote.backoff_base_seconds:g} s up to "
-            f"{remote.backoff_max_seconds:g} s; `{remote.idempotency_header}` header on every "
-            f"attempt; {remote.auth_failure_limit} refusals (401/403) in a row stop the task |",
-            f"| 404 | {not_found} |",
-        ]
-    if policy.notify is not None:
-        notify = policy.notify
-        rows.append(
-            f"| notify | `POST {notify.endpoint}` on `{notify.http_conn_id}`, "
-            f"`deliver_events` in pool `{notify.pool}`; max attempts {notify.max_attempts}, "
-            f"timeout {notify.timeout_seconds:g} s, lease {notify.lease:g} s |"
-        )
-    if policy.alerts is not None:
-        rows.append(f"| alerts | {alerts_doc(policy.alerts)} |")
-    pools = (
-        "**Pools.** `delete_window` runs in the policy's `pool`; its slots cap how many "
-        "windows delete at once, across every policy sharing it."
-        if policy.remote is None
-        else "**Pools.** A remote policy's windows call the API, so `delete_window` and "
-        "`drain_operations` run in `remote.pool`, whose slots cap concurrent callers across "
-        "every policy sharing it; the request rate is capped separately by the limiter "
-        "scope. The policy's `pool` field is not used."
-    )
-    warned = "".join(f"\n\n> **Warning:** {w}" for w in warnings)
-    return (
-        f"{DAG_DOC}\n#### Policy `{policy.name}`\n\n{policy.description}\n\n"
-        "| field | value |\n|---|---|\n" + "\n".join(rows) + f"\n\n{pools}{warned}\n"
-    )
 
 
 def build_dag(

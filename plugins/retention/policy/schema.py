@@ -3,7 +3,9 @@
 ``python -m retention.cli schema`` prints the schema; the checked-in copy
 ``include/retention_policies.schema.json`` lets editors check the YAML (its
 first line names it), and ``python -m retention.cli schema --write`` rewrites
-that copy and the README table between their markers. Tests keep all three in sync.
+that copy and the README table between their markers (and, through
+``retention.airflow.dag_docs``, the README's DAG steps, with the same
+:func:`between_markers`). Tests keep all three in sync.
 """
 
 from __future__ import annotations
@@ -98,7 +100,12 @@ def field_table() -> str:
     return "\n".join(rows)
 
 
+def between_markers(text: str, start_marker: str, end_marker: str, generated: str) -> str:
+    """``text`` with what lies between its two marker lines replaced by ``generated``."""
+    start, end = text.index(start_marker), text.index(end_marker)
+    return text[: start + len(start_marker)] + "\n" + generated + "\n" + text[end:]
+
+
 def readme_with_table(readme: str) -> str:
     """The README with its generated field table replaced by the current one."""
-    start, end = readme.index(README_START), readme.index(README_END)
-    return readme[: start + len(README_START)] + "\n" + field_table() + "\n" + readme[end:]
+    return between_markers(readme, README_START, README_END, field_table())
