@@ -1,5 +1,11 @@
 """Build one DAG per policy: ``retention__<name>``. The DAG files only call this.
 
+:func:`build_dag` is the list of a policy's tasks and their wiring. Each task
+is a small function here that reads the run's context and calls its step
+(``retention.airflow.steps``); ``@non_retryable`` names the errors that fail it
+without a retry. The DAG's docs come from ``retention.airflow.dag_docs``, its
+trigger form from ``retention.policy.params``.
+
 Each DAG is built on its own: a policy whose ``DAG()`` call raises is left
 out and reported, by name, through :func:`build_problems` (the error DAG
 file's import error), while the other policies still load.
@@ -9,16 +15,14 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
-from airflow.sdk import DAG, Param, PokeReturnValue, TriggerRule, get_current_context, task
+from airflow.sdk import DAG, Param, PokeReturnValue, TriggerRule, XComArg, get_current_context, task
 from airflow.sdk.configuration import conf
-from airflow.sdk.exceptions import AirflowFailException
 
 from retention.airflow.alerts import with_alerts
 from retention.airflow.dag_docs import policy_doc
+from retention.airflow.non_retryable import non_retryable
 from retention.airflow.steps import (
     DeliveryIncomplete,
     RunLeaseHeld,
@@ -50,6 +54,78 @@ RUN_LEASE_WAIT_SECONDS = 24 * 3600.0
 ``$RETENTION_RUN_LEASE_WAIT_SECONDS`` overrides it."""
 
 
+def build_dag(
+    policy: Policy,
+    warnings: list[str] | None = None,
+    siblings: list[Policy] | None = None,
+    also_named: set[str] | None = None,
+    pool_slots: dict[str, int] | None = None,
+    **dag_kwargs: Any,
+) -> DAG:
+    """Wire one policy's tasks; ``dag_kwargs`` go to ``DAG()`` (``auto_register`` for checks).
+
+    ``siblings`` are all the policies of the file: the audit purge keeps their
+    evidence and purges that of policies no longer there.  ``pool_slots`` (from
+    ``airflow_settings.yaml``) sets the fewest windows a plan makes, so that a
+    large enough run keeps every slot of the window pool busy.
+    """
+    current = siblings or [policy]
+    named = {p.name for p in current} | set(also_named or ())
+    with DAG(
+        schedule=policy.schedule, **dag_arguments(policy, warnings or []), **dag_kwargs
+    ) as dag:
+        cutoff = compute_cutoff_task(policy)
+        migrate_schema_task(policy) >> cutoff
+        cutoff >> purge_audit_task(policy, current, named)
+        lease = run_lease_sensor(policy)
+        cutoff >> lease
+        plan = plan_windows_task(policy, cutoff, fewest_windows(policy, pool_slots or {}))
+        lease >> plan
+        if policy.remote is None:  # remote rows each need their own API call
+            lease >> drop_partitions_task(policy, cutoff) >> plan
+        deletes = delete_window_tasks(policy, plan)
+        if policy.remote is not None:
+            plan >> drain_operations_task(policy) >> deletes
+        if policy.notify is not None:
+            # Reconcile runs after the delivery, so the events in its summary are final,
+            # and it makes the run dirty when the delivery failed or never ran.
+            deletes >> deliver_events_task(policy) >> reconcile_task(policy)
+        else:
+            deletes >> reconcile_task(policy)
+    return with_alerts(dag, policy)  # alerts: send_alerts after reconcile, the deadline
+
+
+def dag_arguments(policy: Policy, warnings: list[str]) -> dict[str, Any]:
+    """``DAG()``'s other arguments for the policy: house rules, docs and trigger form."""
+    return {
+        "dag_id": policy.dag_id,
+        "start_date": policy.start_date,
+        "catchup": False,
+        "max_active_runs": 1,
+        "doc_md": policy_doc(policy, warnings),
+        "description": f"Delete {policy.table} rows older than {policy.retain_days} days",
+        "tags": ["retention", policy.name, *policy.tags],
+        "default_args": {
+            "owner": policy.owner,
+            "retries": 2,
+            "retry_delay": dt.timedelta(seconds=30),
+            "retry_exponential_backoff": True,
+            "max_retry_delay": dt.timedelta(minutes=10),
+        },
+        "params": {name: Param(**spec) for name, spec in run_params(policy).items()},
+    }
+
+
+def window_pool(policy: Policy) -> str:
+    """The pool of ``delete_window``: ``remote.pool`` when the windows call an API."""
+    return policy.remote.pool if policy.remote else policy.pool
+
+
+def fewest_windows(policy: Policy, pool_slots: dict[str, int]) -> int:
+    """Enough windows to keep every slot of the window pool busy (at least one)."""
+    return max(1, pool_slots.get(window_pool(policy), 0) // policy.pool_slots)
+
+
 def dag_run_state(context: Any, dag_id: str) -> RunState:
     """Airflow's answer to "what state is run X of this DAG in" (None: no such run)."""
     ti = context["ti"]
@@ -66,7 +142,35 @@ def dag_run_state(context: Any, dag_id: str) -> RunState:
     return state
 
 
-def run_lease_sensor(policy: Policy) -> Any:
+def migrate_schema_task(policy: Policy) -> XComArg:
+    """``migrate_schema``: the ``retention`` schema's pending migrations, under a lock."""
+
+    @task(multiple_outputs=False)
+    def migrate_schema() -> dict[str, Any]:
+        return migrate_schema_step(policy.postgres_conn_id)
+
+    return migrate_schema()
+
+
+def compute_cutoff_task(policy: Policy) -> XComArg:
+    """``compute_cutoff``: the run's cutoff; one in the future fails the run at once."""
+
+    @task(multiple_outputs=False)
+    @non_retryable(CutoffError, prefix=f"policy {policy.name!r}: ")
+    def compute_cutoff() -> dict[str, Any]:
+        context = get_current_context()
+        return compute_cutoff_step(
+            policy.name,
+            policy.retain_days,
+            data_interval_end=context.get("data_interval_end"),
+            logical_date=context.get("logical_date"),
+            run_after=context["dag_run"].run_after,
+        )
+
+    return compute_cutoff()
+
+
+def run_lease_sensor(policy: Policy) -> XComArg:
     """The ``take_run_lease`` task: waits, rescheduled, while another run of the policy runs."""
 
     @task.sensor(
@@ -86,186 +190,124 @@ def run_lease_sensor(policy: Policy) -> Any:
     return take_run_lease()
 
 
-@contextmanager
-def failing_at_once(*errors: type[Exception], prefix: str = "") -> Iterator[None]:
-    """Errors that a retry cannot mend fail the task at once, with their message."""
-    try:
-        yield
-    except errors as refused:
-        raise AirflowFailException(f"{prefix}{refused}") from refused
+def drop_partitions_task(policy: Policy, cutoff: XComArg) -> XComArg:
+    """``drop_partitions`` of a row policy: partitions wholly older than the cutoff."""
+
+    @task(multiple_outputs=False)
+    @non_retryable(CutoffError, RunLeaseHeld)  # a retry cannot help while that run works
+    def drop_partitions(cutoff: dict[str, Any]) -> dict[str, Any]:
+        context = get_current_context()
+        return drop_partitions_step(
+            policy,
+            run_id=context["run_id"],
+            cutoff=cutoff,
+            settings=run_settings(policy, context["params"]),
+        )
+
+    return drop_partitions(cutoff)
 
 
-def drain_operations_task(policy: Policy) -> Any:
+def plan_windows_task(policy: Policy, cutoff: XComArg, min_windows: int) -> XComArg:
+    """``plan_windows``: the run's immutable windows, recorded before any delete."""
+
+    @task
+    @non_retryable(CutoffError)
+    def plan_windows(cutoff: dict[str, Any]) -> list[dict[str, Any]]:
+        context = get_current_context()
+        return plan_windows_step(
+            policy,
+            run_id=context["run_id"],
+            dag_run_moments=(context["dag_run"].run_after, context["dag_run"].start_date),
+            cutoff=cutoff,
+            settings=run_settings(policy, context["params"]),
+            max_windows=conf.getint("core", "max_map_length"),
+            min_windows=min_windows,
+        )
+
+    return plan_windows(cutoff)
+
+
+def delete_window_tasks(policy: Policy, plan: XComArg) -> XComArg:
+    """``delete_window``, mapped over the plan: one task per window, named by its label."""
+    deleter = deleter_for(policy)
+
+    @task(
+        multiple_outputs=False,
+        pool=window_pool(policy),
+        pool_slots=policy.pool_slots,
+        map_index_template="{{ window_label }}",
+    )
+    @non_retryable(CredentialFailure, CutoffError, EndpointSuspect, RunLeaseHeld)
+    def delete_window(window: dict[str, Any]) -> dict[str, Any]:
+        context = get_current_context()
+        settings = run_settings(policy, context["params"])
+        # The grid shows this name: a dry run's windows say so at a glance.
+        context["window_label"] = (  # type: ignore[typeddict-unknown-key]
+            f"dry run · {window['label']}" if settings.dry_run else window["label"]
+        )
+        return delete_window_step(
+            policy.postgres_conn_id,
+            deleter,
+            window=window,
+            settings=settings,
+            dag_id=policy.dag_id,
+            run_state=dag_run_state(context, policy.dag_id),
+            retain_days=policy.retain_days,
+        )
+
+    return delete_window.expand_kwargs(plan)
+
+
+def drain_operations_task(policy: Policy) -> XComArg:
     """The ``drain_operations`` task of a remote policy: one pass over due operations."""
     assert policy.remote is not None
 
     @task(multiple_outputs=False, pool=policy.remote.pool, pool_slots=policy.pool_slots)
+    @non_retryable(CredentialFailure, EndpointSuspect)  # a retry cannot fix either
     def drain_operations() -> dict[str, Any]:
-        if run_settings(policy, get_current_context()["params"]).dry_run:
+        context = get_current_context()
+        if run_settings(policy, context["params"]).dry_run:
             return {"skipped": "dry run: no remote call"}
-        try:
-            return drain_operations_step(policy, get_current_context()["run_id"])
-        except (CredentialFailure, EndpointSuspect) as refused:  # a retry cannot fix it
-            raise AirflowFailException(str(refused)) from refused
+        return drain_operations_step(policy, context["run_id"])
 
     return drain_operations()
 
 
-def deliver_events_task(policy: Policy) -> Any:
+def deliver_events_task(policy: Policy) -> XComArg:
     """The ``deliver_events`` task of a policy with ``notify:``."""
     assert policy.notify is not None
 
     @task(multiple_outputs=False, pool=policy.notify.pool, trigger_rule=TriggerRule.ALL_DONE)
+    @non_retryable(DeliveryIncomplete)  # retrying cannot revive dead events
     def deliver_events() -> dict[str, Any]:
         context = get_current_context()
         dry_run = run_settings(policy, context["params"]).dry_run
-        try:
-            return deliver_events_step(policy, context["run_id"], dry_run=dry_run)
-        except DeliveryIncomplete as incomplete:  # retrying cannot revive dead events
-            raise AirflowFailException(str(incomplete)) from incomplete
+        return deliver_events_step(policy, context["run_id"], dry_run=dry_run)
 
     return deliver_events()
 
 
-def build_dag(
-    policy: Policy,
-    warnings: list[str] | None = None,
-    siblings: list[Policy] | None = None,
-    also_named: set[str] | None = None,
-    pool_slots: dict[str, int] | None = None,
-    **dag_kwargs: Any,
-) -> DAG:
-    """Wire one policy's tasks; ``dag_kwargs`` go to ``DAG()`` (``auto_register`` for checks).
+def purge_audit_task(policy: Policy, current: list[Policy], named: set[str]) -> XComArg:
+    """``purge_audit``: this policy's evidence older than ``audit_days``, in bounded batches."""
 
-    ``siblings`` are all the policies of the file: the audit purge keeps their
-    evidence and purges that of policies no longer there.  ``pool_slots`` (from
-    ``airflow_settings.yaml``) sets the fewest windows a plan makes, so that a
-    large enough run keeps every slot of the window pool busy.
-    """
-    current = siblings or [policy]
-    named = {p.name for p in current} | set(also_named or ())
-    deleter = deleter_for(policy)
-    window_pool = policy.remote.pool if policy.remote else policy.pool
-    min_windows = max(1, (pool_slots or {}).get(window_pool, 0) // policy.pool_slots)
-    with DAG(
-        dag_id=policy.dag_id,
-        schedule=policy.schedule,
-        start_date=policy.start_date,
-        catchup=False,
-        max_active_runs=1,
-        doc_md=policy_doc(policy, warnings or []),
-        description=f"Delete {policy.table} rows older than {policy.retain_days} days",
-        tags=["retention", policy.name, *policy.tags],
-        default_args={
-            "owner": policy.owner,
-            "retries": 2,
-            "retry_delay": dt.timedelta(seconds=30),
-            "retry_exponential_backoff": True,
-            "max_retry_delay": dt.timedelta(minutes=10),
-        },
-        params={name: Param(**spec) for name, spec in run_params(policy).items()},
-        **dag_kwargs,
-    ) as dag:
+    @task(multiple_outputs=False)
+    def purge_audit() -> dict[str, Any]:
+        if run_settings(policy, get_current_context()["params"]).dry_run:
+            return {"skipped": "dry run: nothing is purged"}
+        return purge_audit_step(policy, current, named)
 
-        @task(multiple_outputs=False)
-        def migrate_schema() -> dict[str, Any]:
-            return migrate_schema_step(policy.postgres_conn_id)
+    return purge_audit()
 
-        @task(multiple_outputs=False)
-        def compute_cutoff() -> dict[str, Any]:
-            context = get_current_context()
-            with failing_at_once(CutoffError, prefix=f"policy {policy.name!r}: "):
-                return compute_cutoff_step(
-                    policy.name,
-                    policy.retain_days,
-                    data_interval_end=context.get("data_interval_end"),
-                    logical_date=context.get("logical_date"),
-                    run_after=context["dag_run"].run_after,
-                )
 
-        @task
-        def plan_windows(cutoff: dict[str, Any]) -> list[dict[str, Any]]:
-            context = get_current_context()
-            with failing_at_once(CutoffError):
-                return plan_windows_step(
-                    policy,
-                    run_id=context["run_id"],
-                    dag_run_moments=(context["dag_run"].run_after, context["dag_run"].start_date),
-                    cutoff=cutoff,
-                    settings=run_settings(policy, context["params"]),
-                    max_windows=conf.getint("core", "max_map_length"),
-                    min_windows=min_windows,
-                )
+def reconcile_task(policy: Policy) -> XComArg:
+    """``reconcile``: what remains, the run's summary, and the run lease given back."""
 
-        @task(
-            multiple_outputs=False,
-            pool=window_pool,
-            pool_slots=policy.pool_slots,
-            map_index_template="{{ window_label }}",
-        )
-        def delete_window(window: dict[str, Any]) -> dict[str, Any]:
-            context = get_current_context()
-            settings = run_settings(policy, context["params"])
-            # The grid shows this name: a dry run's windows say so at a glance.
-            context["window_label"] = (  # type: ignore[typeddict-unknown-key]
-                f"dry run · {window['label']}" if settings.dry_run else window["label"]
-            )
-            try:
-                return delete_window_step(
-                    policy.postgres_conn_id,
-                    deleter,
-                    window=window,
-                    settings=settings,
-                    dag_id=policy.dag_id,
-                    run_state=dag_run_state(context, policy.dag_id),
-                    retain_days=policy.retain_days,
-                )
-            except (CredentialFailure, CutoffError, EndpointSuspect, RunLeaseHeld) as refused:
-                raise AirflowFailException(str(refused)) from refused
+    @task(multiple_outputs=False, trigger_rule=TriggerRule.ALL_DONE)
+    @non_retryable(RetentionIncomplete, RunNotPlanned)  # a retry cannot help
+    def reconcile() -> dict[str, Any]:
+        return reconcile_step(policy, run_id=get_current_context()["run_id"])
 
-        @task(multiple_outputs=False)
-        def purge_audit() -> dict[str, Any]:
-            if run_settings(policy, get_current_context()["params"]).dry_run:
-                return {"skipped": "dry run: nothing is purged"}
-            return purge_audit_step(policy, current, named)
-
-        @task(multiple_outputs=False, trigger_rule=TriggerRule.ALL_DONE)
-        def reconcile() -> dict[str, Any]:
-            try:
-                return reconcile_step(policy, run_id=get_current_context()["run_id"])
-            except (RetentionIncomplete, RunNotPlanned) as dirty:  # a retry cannot help
-                raise AirflowFailException(str(dirty)) from dirty
-
-        @task(multiple_outputs=False)
-        def drop_partitions(cutoff: dict[str, Any]) -> dict[str, Any]:
-            context = get_current_context()
-            with failing_at_once(CutoffError):
-                return drop_partitions_step(
-                    policy,
-                    run_id=context["run_id"],
-                    cutoff=cutoff,
-                    settings=run_settings(policy, context["params"]),
-                )
-
-        cutoff = compute_cutoff()
-        migrate_schema() >> cutoff
-        cutoff >> purge_audit()
-        lease = run_lease_sensor(policy)
-        cutoff >> lease
-        plan = plan_windows(cutoff)
-        lease >> plan
-        if policy.remote is None:  # remote rows each need their own API call
-            lease >> drop_partitions(cutoff) >> plan
-        deletes = delete_window.expand_kwargs(plan)
-        if policy.remote is not None:
-            plan >> drain_operations_task(policy) >> deletes
-        if policy.notify is not None:
-            # Reconcile runs after the delivery, so the events in its summary are final,
-            # and it makes the run dirty when the delivery failed or never ran.
-            deletes >> deliver_events_task(policy) >> reconcile()
-        else:
-            deletes >> reconcile()
-    return with_alerts(dag, policy)  # alerts: send_alerts after reconcile, the deadline
+    return reconcile()
 
 
 def build_policy_dags(
