@@ -57,7 +57,11 @@ Enforces one retention policy from `include/retention_policies.yaml` on a Postgr
    timestamp column, partitions wholly older than the cutoff are detached
    (`CONCURRENTLY` when there is no default partition) and dropped, or only detached
    with `partitions: detach_only`; evidence in `retention.partition_drops`. Otherwise
-   it does nothing.
+   it does nothing. Like a window, it works only while its run holds the run lease.
+   A partition that a view, a foreign key or a publication depends on, or that holds
+   rows at a DST gap newer than the cutoff, is left to the windows (the result says
+   why); a detached table that cannot be dropped is recorded and named by `reconcile`,
+   and the windows still run.
 4. `plan_windows`: finds the eligible key range with a few index probes (never a walk
    of the rows) and cuts it into immutable windows, recorded in `retention.windows`.
    Each window carries about `target_window_seconds` of work at the rate earlier
@@ -74,7 +78,8 @@ Enforces one retention policy from `include/retention_policies.yaml` on a Postgr
    of it still runs).
 6. `reconcile`: closes windows whose task died without closing them, counts rows still
    older than the cutoff, writes `retention.runs`, returns the summary, fails if any
-   remain, and gives the run lease back.
+   remain (or a partition that was to be dropped is detached but not dropped, or its
+   drop was abandoned), and gives the run lease back.
 
 Policies with a `remote:` section delete each row's object through the rate-limited
 API first, through the `retention.operations` ledger: `drain_operations` works
@@ -372,12 +377,16 @@ def build_dag(
         @task(multiple_outputs=False)
         def drop_partitions(cutoff: dict[str, Any]) -> dict[str, Any]:
             context = get_current_context()
-            return drop_partitions_step(
-                policy,
-                run_id=context["run_id"],
-                cutoff=cutoff,
-                settings=run_settings(policy, context["params"]),
-            )
+            try:
+                return drop_partitions_step(
+                    policy,
+                    run_id=context["run_id"],
+                    cutoff=cutoff,
+                    settings=run_settings(policy, context["params"]),
+                    run_state=dag_run_state(context, policy.dag_id),
+                )
+            except RunLeaseHeld as refused:  # a retry cannot help while that run works
+                raise AirflowFailException(str(refused)) from refused
 
         cutoff = compute_cutoff()
         migrate_schema() >> cutoff
