@@ -296,6 +296,29 @@ def _record_key(policy: Policy, run_id: str, partition_name: str) -> dict[str, A
     return {"policy": policy.name, "run_id": run_id, "partition_name": partition_name}
 
 
+def _record(
+    conn: Connection,
+    key: dict[str, Any],
+    partition: ExpiredPartition,
+    action: str,
+    state: str,
+    reason: str | None = None,
+) -> None:
+    """Write what this run decided for a listed partition, before any DDL."""
+    conn.execute(
+        query("partition_drop_record"),
+        {
+            **key,
+            "table_oid": partition.table_oid,
+            "bounds": partition.bounds,
+            "estimated_rows": partition.estimated_rows,
+            "action": action,
+            "state": state,
+            "reason": reason,
+        },
+    )
+
+
 def _move(
     conn: Connection,
     key: dict[str, Any],
@@ -516,18 +539,7 @@ def drop_partition(
     parent = sql.Identifier(policy.table_spec.schema, policy.table_spec.name)
     child = sql.Identifier(partition.schema, partition.name)
     key = _record_key(policy, run_id, partition.qualified)
-    conn.execute(
-        query("partition_drop_record"),
-        {
-            **key,
-            "table_oid": partition.table_oid,
-            "bounds": partition.bounds,
-            "estimated_rows": partition.estimated_rows,
-            "action": "detach" if keep else "drop",
-            "state": "started",
-            "reason": None,
-        },
-    )
+    _record(conn, key, partition, "detach" if keep else "drop", "started")
     lock_ms = policy.timeouts.lock_ms
     try:
         if concurrently and not partition.detach_pending:
@@ -651,10 +663,9 @@ def finish_interrupted_drops(conn: Connection, policy: Policy, run_id: str) -> l
         else:
             _move(conn, key, verdict, reason, run_id)
         outcome = {"partition": name, "run_id": row["run_id"], "state": verdict}
-        if reason:
-            outcome["error" if verdict == "detached" and row["action"] == "drop" else "reason"] = (
-                reason
-            )
+        if reason:  # a drop still 'detached' afterwards failed: its reason is the error
+            failed = verdict == "detached" and row["action"] == "drop"
+            outcome["error" if failed else "reason"] = reason
         finished.append(outcome)
         log_as = log.warning if verdict in ("abandoned", "detached") else log.info
         log_as(
@@ -706,18 +717,8 @@ def drop_expired_partitions(
             "policy %s: %s is left to the row path: %s", policy.name, partition.qualified, why
         )
         if not dry_run:
-            conn.execute(
-                query("partition_drop_record"),
-                {
-                    **_record_key(policy, run_id, partition.qualified),
-                    "table_oid": partition.table_oid,
-                    "bounds": partition.bounds,
-                    "estimated_rows": partition.estimated_rows,
-                    "action": "rows",
-                    "state": "left",
-                    "reason": why,
-                },
-            )
+            key = _record_key(policy, run_id, partition.qualified)
+            _record(conn, key, partition, "rows", "left", why)
     if dry_run:
         return {
             "would_go": [p.as_dict() for p in going],
