@@ -50,6 +50,7 @@ CASES = [
     ("drop", "detached", {**GONE, "name_oid": OTHER}, "dropped", "now belongs to another table"),
     ("drop", "detached", {"recorded_oid": None}, "abandoned", "no oid was recorded"),
     ("drop", "started", {"recorded_oid": None, **ATTACHED}, "not_detached", "still a partition"),
+    ("drop", "detached", {"recorded_oid": None, **ATTACHED}, "abandoned", "no oid was recorded"),
 ]
 
 

@@ -374,7 +374,7 @@ def finishing_verdict(
     so); everything else is ``abandoned``, nothing dropped.
     """
     if now.recorded_oid is None:
-        if now.oid_exists and now.is_partition and now.attached_to_policy_table:
+        if now.attached_to_policy_table and state == "started":
             return "not_detached", f"still a partition of {now.parent_name}"
         return "abandoned", (
             "no oid was recorded (the detach predates migration 0012), so whether "
