@@ -1,6 +1,9 @@
--- Partitions of a policy that an earlier attempt detached for dropping but did not
--- drop (the drop timed out or the task died in between). Read-only.
-SELECT run_id, partition_name, bounds, estimated_rows, action
+-- A policy's partition records that an earlier attempt (of any run, this one's
+-- earlier tries included) left unfinished: 'started' (the task may have died after
+-- the detach committed and before the record moved on) or 'detached' for a drop
+-- (the drop failed or never ran). The finishing pass looks at each table. Read-only.
+SELECT run_id, partition_name, table_oid, action, state
 FROM retention.partition_drops
-WHERE policy = %(policy)s AND action = 'drop' AND state = 'detached'
-ORDER BY started_at
+WHERE policy = %(policy)s
+  AND (state = 'started' OR (state = 'detached' AND action = 'drop'))
+ORDER BY started_at, partition_name

@@ -1,5 +1,7 @@
 -- How a table is partitioned: the strategy and the key's columns (no row when
--- the table is not partitioned). Reads the catalog only.
+-- the table is not partitioned), and whether it has a default partition. Reads the
+-- catalog only; the caller sets DateStyle ISO for the transaction, as for every
+-- statement that reads partition bounds.
 SELECT p.partstrat AS strategy,
        array_agg(a.attname ORDER BY k.ord) AS key_columns,
        EXISTS (

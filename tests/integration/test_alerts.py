@@ -11,12 +11,22 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from psycopg import sql
 
 from retention.airflow.alerts import AlertsNotSent, deadline_alert_of, send_alerts_step
 from retention.db.connection import Connection
 from retention.evidence.alerts import read_run_facts
 from retention.evidence.reconcile import reconcile_run
 from retention.policy import Policy
+from retention.rows.partitions import drop_expired_partitions
+from tests.integration.test_partitions import (
+    MONTHS,
+    detach_by_hand,
+    oid_of,
+    partitioned,
+    record,
+    run_windows,
+)
 from tests.support.alert_receiver import AlertReceiver
 from tests.support.policies import make_policy
 from tests.support.tables import CUTOFF, create_table, new, old, plan
@@ -308,3 +318,30 @@ def test_alert_rows_older_than_audit_days_are_purged(
         "SELECT run_id FROM retention.alerts WHERE policy = %s ORDER BY run_id", (unique_name,)
     ).fetchall()
     assert [r["run_id"] for r in runs] == ["recent-run", RUN_ID]
+
+
+def test_an_abandoned_partition_drop_is_told_by_the_dirty_alert(
+    db: Connection, unique_name: str, receiver: AlertReceiver
+) -> None:
+    """The name of a detached partition now means another table: nothing is dropped, and
+    the run that gives the drop up is dirty and says so to on_dirty."""
+    partitioned(db, unique_name, MONTHS)
+    policy = make_policy(unique_name, alerts={"on_dirty": CONN_ID})
+    first = f"public.{unique_name}_20251201"
+    oid = oid_of(db, first)
+    detach_by_hand(db, unique_name, first)
+    record(db, unique_name, first, "detached", oid=oid)
+    db.execute(
+        sql.SQL("ALTER TABLE {} RENAME TO kept_{}").format(sql.SQL(first), sql.SQL(unique_name))
+    )
+    db.execute(sql.SQL("CREATE TABLE {} (note text)").format(sql.SQL(first)))
+    drop_expired_partitions(
+        db, policy, RUN_ID, CUTOFF, column_type="timestamp with time zone", dry_run=False
+    )
+    assert run_windows(db, policy, run_id=RUN_ID)["status"] == "dirty"
+    assert send(policy, failed=("reconcile",))["alerts"][0]["state"] == "sent"
+    [message] = receiver.received
+    text = message["body"]["message"]
+    assert f"Partitions: {first}: its drop was abandoned: {first} now names a different" in text
+    assert f"the table detached is now public.kept_{unique_name}" in text
+    assert message["body"]["figures"]["partition_problems"]

@@ -78,8 +78,9 @@ STEPS: tuple[Step, ...] = (
             "waiting run's next look when none of its windows is still `running`; otherwise "
             "at the first look 30 s or more after it was first seen ended (its tasks may still "
             "be stopping: Airflow ends the DAG run before its tasks hear of it), typically one "
-            "or two pokes later. A cleared `delete_window` of an old run takes the lease when "
-            "it is free and fails, naming the holder, when another run holds it.",
+            "or two pokes later. A cleared `delete_window` (or `drop_partitions`) of an old run "
+            "takes the lease when it is free and fails, naming the holder, when another run "
+            "holds it.",
         ),
     ),
     Step(
@@ -94,7 +95,8 @@ STEPS: tuple[Step, ...] = (
         "is recorded and named by `reconcile`, and the windows still run.",
         (
             "Remote policies never take this path (each row's object needs its own call), "
-            "nor does `partitions: rows`.",
+            "nor does `partitions: rows`. Its rules are in [The partition fast "
+            "path](#the-partition-fast-path-partitions).",
         ),
         note="(row policies)",
     ),
@@ -139,7 +141,8 @@ STEPS: tuple[Step, ...] = (
         "run), in the policy's pool. It deletes in batches, each its own short transaction "
         "with `lock_timeout` and `statement_timeout`, sized to take about `target_batch_ms`; "
         "a batch that times out is rolled back and retried at half the size, and a row that "
-        "still times out alone is skipped and named, and fails the window. Marking the run or "
+        "still times out alone is skipped and named while the rest of the window goes on (the "
+        "window then ends failed, naming it). Marking the run or "
         "the task failed stops it gracefully: the batch or call in flight finishes, nothing "
         "new starts, unstarted leases are released, the window ends `cancelled` and the run "
         "gets a partial summary (status `cancelled` once no window of it still runs).",

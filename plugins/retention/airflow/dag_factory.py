@@ -202,6 +202,7 @@ def drop_partitions_task(policy: Policy, cutoff: XComArg) -> XComArg:
             run_id=context["run_id"],
             cutoff=cutoff,
             settings=run_settings(policy, context["params"]),
+            run_state=dag_run_state(context, policy.dag_id),
         )
 
     return drop_partitions(cutoff)

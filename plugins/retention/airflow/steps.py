@@ -151,13 +151,29 @@ def cutoff_from_xcom(policy: Policy, cutoff: dict[str, Any], task: str) -> dt.da
 
 
 def drop_partitions_step(
-    policy: Policy, *, run_id: str, cutoff: dict[str, Any], settings: RunSettings
+    policy: Policy,
+    *,
+    run_id: str,
+    cutoff: dict[str, Any],
+    settings: RunSettings,
+    run_state: RunState,
 ) -> dict[str, Any]:
-    """The partition fast path: detach (and drop) partitions wholly older than the cutoff."""
+    """The partition fast path: detach (and drop) partitions wholly older than the cutoff.
+
+    Like a window, it runs only while its run holds the policy's run lease, or takes it
+    when free (a cleared task of an old run): never next to another run's deletions.
+    """
     with (
         database_loss_explained(policy.postgres_conn_id, "the partition step"),
         postgres(policy.postgres_conn_id) as conn,
     ):
+        lease = take_run_lease(conn, policy.name, policy.dag_id, run_id, run_state)
+        if not lease.taken:
+            raise RunLeaseHeld(
+                f"drop_partitions of run {run_id} did not run: "
+                + lease.message(policy.name)
+                + ". Clear this task again once that run has finished."
+            )
         types = check_table(conn, policy.name, policy.table_spec)
         result = drop_expired_partitions(
             conn,

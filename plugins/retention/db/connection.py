@@ -37,9 +37,10 @@ APPLICATION_NAME = "retention"  # health_check.sql tells retention's sessions by
 def configure(raw: psycopg.Connection[Any]) -> Connection:
     """Put a fresh psycopg 3 connection into the mode this package expects.
 
-    The session's TimeZone is UTC whatever the server or database default is:
-    a column without a time zone is only ever compared inside :func:`bounded`,
-    which sets the policy's ``timestamp_timezone`` for that transaction.  Its
+    The session's TimeZone is UTC and its DateStyle ISO whatever the server or
+    database default is: a column without a time zone is only ever compared
+    inside :func:`bounded`, which sets the policy's ``timestamp_timezone`` for
+    that transaction, and dates print as values that read back the same.  Its
     ``application_name`` is ``retention``, which is how the health check
     (:mod:`retention.db.health`) knows which sessions are ours.
     """
@@ -50,6 +51,12 @@ def configure(raw: psycopg.Connection[Any]) -> Connection:
     # first, so that the session is unnamed for as short a time as possible
     raw.execute("SELECT set_config('application_name', %s, false)", (APPLICATION_NAME,))
     raw.execute("SET TimeZone TO 'UTC'")
+    # dates print and read back as the same values whatever the database's default
+    # (psycopg reads timestamptz text only in ISO; bounds: retention.rows.partitions)
+    raw.execute(
+        "SELECT set_config('DateStyle', 'ISO, YMD', false),"
+        " set_config('IntervalStyle', 'postgres', false)"
+    )
     return raw  # type: ignore[return-value]
 
 

@@ -163,6 +163,9 @@ def _dirty(conn_id: str, facts: RunFacts, summary: dict[str, Any]) -> Alert:
         parts.append(f"Unfinished windows: {_listed(unfinished)}.")
     if problems:
         parts.append("Event delivery: " + "; ".join(problems) + ".")
+    partitions = _partition_text(summary)
+    if partitions:
+        parts.append(partitions)
     figures = {
         "status": "dirty",
         "cutoff": summary.get("cutoff"),
@@ -173,12 +176,24 @@ def _dirty(conn_id: str, facts: RunFacts, summary: dict[str, Any]) -> Alert:
         "windows": summary.get("windows"),
         "windows_unfinished": unfinished,
         "event_problems": problems,
+        "partition_problems": list(summary.get("partition_problems") or []),
         "lag_hours": None if facts.lag_hours is None else round(facts.lag_hours, 2),
     }
-    runbook = RUNBOOK["receiver"] if problems and not left and not unfinished else RUNBOOK["dirty"]
+    only_events = problems and not left and not unfinished and not partitions
+    runbook = RUNBOOK["receiver"] if only_events else RUNBOOK["dirty"]
     return Alert(
         "dirty", conn_id, f"Retention {facts.policy}: dirty run", " ".join(parts), figures, runbook
     )
+
+
+def _partition_text(summary: dict[str, Any]) -> str:
+    """The partitions that make a run dirty (reconcile's ``partition_problems``), or ""."""
+    problems = list(summary.get("partition_problems") or [])
+    if not problems:
+        return ""
+    shown = "; ".join(problems[:MAX_LISTED])
+    more = len(problems) - MAX_LISTED
+    return f"Partitions: {shown}" + (f"; and {more} more." if more > 0 else ".")
 
 
 def _failure(conn_id: str, facts: RunFacts, summary: dict[str, Any], *, remote: bool) -> Alert:
@@ -188,6 +203,9 @@ def _failure(conn_id: str, facts: RunFacts, summary: dict[str, Any], *, remote: 
     text += (
         f" Reconcile recorded the run as {status}." if status else " No run summary was recorded."
     )
+    partitions = _partition_text(summary)
+    if partitions:
+        text += f" {partitions}"
     names = {task.rsplit("_", 1)[0] if task[-1:].isdigit() else task for task in failed}
     if "deliver_events" in names:
         runbook = RUNBOOK["receiver"]

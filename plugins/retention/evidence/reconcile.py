@@ -4,7 +4,9 @@ Counts what is still older than the cutoff in every planned window and in the
 whole table (which also catches rows that arrived with old timestamps after
 planning), writes the summary to ``retention.runs`` and returns it.  A run
 whose rows are not all gone is reported as ``dirty`` and the task fails: a
-green run must mean the work was done.
+green run must mean the work was done.  Old rows can also sit outside the
+table: a partition the fast path detached to drop and could not, which keeps
+every run dirty until it is gone (:func:`partition_evidence`).
 """
 
 from __future__ import annotations
@@ -20,9 +22,11 @@ from retention.db.oldest import as_aware
 from retention.db.sqlfiles import query
 from retention.policy.model import Policy
 from retention.rows.lifecycle import count_window
+from retention.rows.partitions import rows_figure
 from retention.rows.planner import load_plan
 from retention.rows.run_lease import holds_run_lease
 from retention.rows.target import TargetTable
+from retention.rows.windows import Window
 
 MAX_LISTED_WINDOWS = 10
 
@@ -57,16 +61,7 @@ def reconcile_run(conn: Connection, policy: Policy, run_id: str) -> dict[str, An
         )
     plan_id, windows = plan
     cutoff: dt.datetime = run["cutoff"]
-    remaining_by_window: list[dict[str, Any]] = []
-    for window in windows:
-        left = count_window(conn, policy.table_spec, policy.timeouts, window)
-        conn.execute(
-            query("window_remaining"), {"window_key": window.window_key, "rows_remaining": left}
-        )
-        if left:
-            remaining_by_window.append(
-                {"window_key": window.window_key, "label": window.label, "rows_remaining": left}
-            )
+    remaining_by_window = count_windows(conn, policy, windows)
     target = TargetTable.of(policy.table_spec)
     with bounded(conn, policy.timeouts, reads=True, timezone=policy.timestamp_timezone):
         total_row = conn.execute(target.query("count_eligible"), {"cutoff": cutoff}).fetchone()
@@ -93,9 +88,12 @@ def reconcile_run(conn: Connection, policy: Policy, run_id: str) -> dict[str, An
         lag = remote["oldest_overdue_hours"]
         late = policy.max_lag_hours is not None and lag is not None and lag > policy.max_lag_hours
         status = "dirty" if unexplained or late else "backlog"
-    if unfinished and not dry_run:
+    partitions = partition_evidence(conn, policy.name, run_id)
+    if (unfinished or partitions["partition_problems"]) and not dry_run:
         # A window that failed, is still running, or never ran (its task was skipped
-        # or upstream_failed) is not a finished run, whatever the table looks like.
+        # or upstream_failed) is not a finished run, whatever the table looks like;
+        # nor is one while a detached partition that was to be dropped holds old rows
+        # outside the table counted above.
         status = "dirty"
     summary: dict[str, Any] = {
         "run_kind": "dry run: nothing deleted, nothing called" if dry_run else "deletion",
@@ -130,18 +128,7 @@ def reconcile_run(conn: Connection, policy: Policy, run_id: str) -> dict[str, An
         ),
         "reconcile_seconds": _round(time.perf_counter() - started),
         "plan_notes": run["plan_notes"] or [],
-        "partitions": [
-            {
-                "partition": r["partition_name"],
-                "bounds": r["bounds"],
-                "estimated_rows": int(r["estimated_rows"]),
-                "action": r["action"],
-                "state": r["state"],
-            }
-            for r in conn.execute(
-                query("partition_drops_for_run"), {"policy": policy.name, "run_id": run_id}
-            )
-        ],
+        **partitions,
         **pause_totals(ledger.values()),
     }
     if remote is not None:
@@ -184,6 +171,93 @@ def reconcile_run(conn: Connection, policy: Policy, run_id: str) -> dict[str, An
         },
     )
     return summary
+
+
+def count_windows(conn: Connection, policy: Policy, windows: list[Window]) -> list[dict[str, Any]]:
+    """Count and record what is still older than the cutoff in each window; return the
+    windows that kept rows."""
+    remaining: list[dict[str, Any]] = []
+    for window in windows:
+        left = count_window(conn, policy.table_spec, policy.timeouts, window)
+        conn.execute(
+            query("window_remaining"), {"window_key": window.window_key, "rows_remaining": left}
+        )
+        if left:
+            remaining.append(
+                {"window_key": window.window_key, "label": window.label, "rows_remaining": left}
+            )
+    return remaining
+
+
+def partition_evidence(conn: Connection, policy: str, run_id: str) -> dict[str, Any]:
+    """What the partition fast path did in this run, what this run's finishing pass closed
+    of earlier attempts, and the policy's partitions that were to be dropped and are not.
+
+    ``partition_problems`` says, one line per table, why the partitions make the run
+    dirty: a drop-action partition that is neither dropped nor deliberately kept
+    (``detach_only``) while this run ends, and a record this run gave up (abandoned:
+    the name now means another table, or the table was renamed or attached again).
+    """
+    keys = {"policy": policy, "run_id": run_id}
+    mine = [
+        _without_nulls(
+            {
+                "partition": r["partition_name"],
+                "bounds": r["bounds"],
+                "estimated_rows": rows_figure(r["estimated_rows"]),
+                "action": r["action"],
+                "state": r["state"],
+                "reason": r["reason"],
+                "error": r["last_error"],
+            }
+        )
+        for r in conn.execute(query("partition_drops_for_run"), keys)
+    ]
+    finished = [
+        _without_nulls(
+            {
+                "partition": r["partition_name"],
+                "run_id": r["run_id"],
+                "action": r["action"],
+                "state": r["state"],
+                "reason": r["reason"],
+            }
+        )
+        for r in conn.execute(query("partition_drops_resolved"), keys)
+    ]
+    stranded = [
+        _without_nulls(
+            {
+                "partition": r["partition_name"],
+                "run_id": r["run_id"],
+                "state": r["state"],
+                "error": r["last_error"],
+                "drop_attempts": int(r["drop_attempts"]),
+            }
+        )
+        for r in conn.execute(query("partition_drops_stranded"), {"policy": policy})
+    ]
+    problems = [
+        f"{p['partition']} is {p['state']}, not dropped"
+        + (f" (run {p['run_id']})" if p["run_id"] != run_id else "")
+        + (f": {p['error']}" if p.get("error") else "")
+        for p in stranded
+    ]
+    problems += [
+        f"{p['partition']}: its drop was abandoned: {p.get('reason') or 'no reason recorded'}"
+        for p in [*mine, *finished]
+        if p["state"] == "abandoned"
+    ]
+    return {
+        "partitions": mine,
+        "partitions_finished": finished,
+        "partitions_stranded": stranded,
+        "partition_problems": problems,
+    }
+
+
+def _without_nulls(item: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in item.items() if v is not None}
 
 
 def other_runs(
@@ -259,6 +333,14 @@ def raise_if_dirty(summary: dict[str, Any]) -> None:
     events = summary.get("events") or {}
     if events.get("problems"):
         parts.append("Event delivery: " + "; ".join(events["problems"]) + ".")
+    if summary.get("partition_problems"):
+        parts.append(
+            "Partitions: "
+            + "; ".join(summary["partition_problems"])
+            + ". A partition detached to be dropped holds rows older than the cutoff outside "
+            "the table until it is; see retention.partition_drops and the README's runbook "
+            "(A dirty run)."
+        )
     remote = summary.get("remote")
     if remote:
         if remote["unexplained_rows"]:
