@@ -1,6 +1,7 @@
 -- Make hinted objects' deletions pending, due at due_at (or now), under the same
 -- operation keys the scheduled scan derives. An operation already pending only
--- becomes due sooner; done, dead and in-flight ones are left alone.
+-- becomes due sooner; done, dead and in-flight ones are left alone. Only rows older
+-- than the latest cutoff allowed now (now − retain_days) are enqueued.
 -- Upserts rows of retention.operations; reads the table without locks.
 INSERT INTO retention.operations (
     operation_key, policy, policy_revision, table_name, row_key, object_id, tenant,
@@ -12,6 +13,7 @@ SELECT {operation_key_expr},
 FROM {table}
 JOIN unnest(%(keys)s::text[], %(due)s::timestamptz[]) AS hint(hint_object_id, hint_due_at)
   ON {object_id}::text = hint.hint_object_id
+WHERE {ts} < %(cutoff)s
 ON CONFLICT (operation_key) DO UPDATE
 SET not_before = least(retention.operations.not_before, excluded.not_before),
     updated_at = now()

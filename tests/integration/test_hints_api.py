@@ -291,3 +291,35 @@ def test_evidence_needs_the_permission_to_read_the_policy_dag(
         server.should_exit = True
         thread.join(10)
         sock.close()
+
+
+def test_a_hint_never_shortens_retention(db, api, sandbox, test_dsn) -> None:
+    """An object whose row is younger than retain_days is refused (422, nothing written),
+    and a hinted operation already in the ledger for such a row is never called."""
+    policy = api["policy"]  # retain_days 30
+    db.execute(
+        f"UPDATE public.{policy} SET created_at = now() - interval '10 days' WHERE id = 3"  # noqa: S608
+    )
+    answer = post_hint(api, {"policy": policy, "objects": [{"key": "obj-2"}, {"key": "obj-3"}]})
+    assert answer.status_code == 422, answer.text
+    detail = answer.json()["detail"]
+    assert "not yet older than retain_days (30 days)" in detail
+    assert "['obj-3']" in detail
+    assert written(db, policy) == (0, 0), "nothing written, not even the old object's operation"
+
+    # A hinted operation enqueued before this rule (or by hand) for the young row.
+    spec = remote_policy(policy)
+    db.execute(
+        "INSERT INTO retention.operations (operation_key, policy, policy_revision, table_name, "
+        "row_key, object_id, tenant, version, window_key, state, not_before) "
+        "VALUES (%s, %s, 1, %s, 3, 'obj-3', '1', 1, NULL, 'pending', now())",
+        (operation_key(policy, 1, f"public.{policy}", 3, "1"), policy, f"public.{policy}"),
+    )
+    work(test_dsn, spec, sandbox)
+    assert sandbox.state.stats()["requests"] == [], "a young row's object is never called"
+    row = db.execute(
+        "SELECT state, failure_class, attempt_count FROM retention.operations WHERE policy = %s",
+        (policy,),
+    ).fetchone()
+    assert (row["state"], row["failure_class"], row["attempt_count"]) == ("dead", "superseded", 0)
+    assert count(db, f"SELECT count(*) FROM public.{policy} WHERE id = 3") == 1  # noqa: S608

@@ -222,6 +222,22 @@ def hint_nul(row: Row, bench: Bench) -> list[str]:
     return [answer_text(post_hint(bench.api, body))]
 
 
+@INTEGRATION.of("an object whose row is younger than `retain_days`")
+def hint_young_object(row: Row, bench: Bench) -> list[str]:
+    """The module's policy keeps 30 days; its row 10 is made 10 days old for the hint."""
+    table = sql.Identifier("public", bench.api["policy"])
+    young = sql.SQL("UPDATE {} SET created_at = {} WHERE id = 10")
+    before = bench.db.execute(
+        sql.SQL("SELECT created_at FROM {} WHERE id = 10").format(table)
+    ).fetchone()["created_at"]
+    bench.db.execute(young.format(table, sql.SQL("now() - interval '10 days'")))
+    try:
+        body = {"policy": bench.api["policy"], "objects": [{"key": "obj-10"}]}
+        return [answer_text(post_hint(bench.api, body))]
+    finally:
+        bench.db.execute(young.format(table, sql.Literal(before)))
+
+
 @INTEGRATION.of("`due_at` with an offset of `+05:30:30`, or `+15:00`, or none")
 def hint_offsets(row: Row, bench: Bench) -> list[str]:
     return [

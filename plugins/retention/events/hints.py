@@ -4,7 +4,9 @@ A hint only makes work eligible: it upserts pending operations under the same
 operation keys the scheduled scan derives (so the scan and the hint meet on
 one ledger row), due at ``due_at`` or now, and the policy's next drain step
 deletes them. Nothing here calls the remote API, and the scan stays the
-reconciliation path.
+reconciliation path. A hint never shortens retention: an object whose rows are
+all younger than ``now − retain_days`` is refused, as every cutoff is bounded
+(``retention.rows.cutoff``).
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ from typing import Any
 
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from retention.db.connection import Connection
+from retention.db.connection import Connection, bounded
 from retention.db.sqlfiles import query
 from retention.policy.model import Policy
+from retention.rows.cutoff import latest_cutoff
 from retention.rows.target import TargetTable
 
 MAX_BODY_BYTES = 256 * 1024
@@ -124,14 +127,28 @@ def apply(conn: Connection, hint: Hint) -> dict[str, Any]:
         "table_name": policy.table,
         "keys": keys,
         "due": [due for _, due in hint.objects],
+        # The cutoff guard: a hint never makes a row younger than retain_days eligible.
+        "cutoff": latest_cutoff(policy.retain_days, dt.datetime.now(dt.UTC)),
     }
-    with conn.transaction():
-        known = {r["object_id"] for r in conn.execute(target.query("hint_known_objects"), params)}
+    with bounded(conn, policy.timeouts, timezone=policy.timestamp_timezone):
+        known = {
+            r["object_id"]: r["old_enough"]
+            for r in conn.execute(target.query("hint_known_objects"), params)
+        }
         unknown = [key for key in keys if key not in known]
         if unknown:
             raise HintRejected(
                 422,
                 f"unknown object(s) for policy {policy.name!r}: {unknown[:20]}; nothing written",
+            )
+        young = [key for key in keys if not known[key]]
+        if young:
+            raise HintRejected(
+                422,
+                f"object(s) whose rows are not yet older than retain_days "
+                f"({policy.retain_days} days) for policy {policy.name!r}: {young[:20]}; a hint "
+                "makes an old row's object due sooner, it never shortens retention; nothing "
+                "written",
             )
         receipt = conn.execute(
             query("hint_receipt"),

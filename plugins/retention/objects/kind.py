@@ -111,28 +111,35 @@ class ObjectKind:
         return refused
 
     def _rows_now(self, conn: Connection, jobs: list[Operation]) -> dict[str, dict[str, Any]]:
-        """Each operation's row as it is now, keyed by operation (two may share a row)."""
+        """Each operation's row as it is now, keyed by operation (two may share a row).
+
+        Each row is judged against its window's cutoff, bounded by ``now − retain_days``;
+        an operation without a window (a hint's) or whose window is gone is judged against
+        ``now − retain_days`` itself: no path makes a row younger than that eligible.
+        """
+        limit = latest_cutoff(self.policy.retain_days, dt.datetime.now(dt.UTC))
         windows = sorted({op.window_key for op in jobs if op.window_key})
         cutoffs: dict[str, dt.datetime] = {}
         if windows:
             rows = conn.execute(query("windows_cutoffs"), {"window_keys": windows})
-            cutoffs = {row["window_key"]: self._bounded_cutoff(row) for row in rows}
+            cutoffs = {row["window_key"]: self._bounded_cutoff(row, limit) for row in rows}
         with bounded(conn, self.policy.timeouts, timezone=self.policy.timestamp_timezone):
             rows = conn.execute(
                 self.target.query("ops_screen"),
                 {
                     "row_keys": [op.row_key for op in jobs],
-                    "cutoffs": [cutoffs.get(op.window_key or "") for op in jobs],
+                    "cutoffs": [cutoffs.get(op.window_key or "", limit) for op in jobs],
                 },
                 prepare=True,
             ).fetchall()
         return {jobs[row["position"] - 1].key: row for row in rows}
 
-    def _bounded_cutoff(self, window: dict[str, Any]) -> dt.datetime:
-        """A window's cutoff, never later than ``now − retain_days``: a window planned with
-        a cutoff in the future (by a release without that rule, or a hand-edited ledger) must
-        not make a young row's object eligible; such an operation is ``superseded``."""
-        limit = latest_cutoff(self.policy.retain_days, dt.datetime.now(dt.UTC))
+    def _bounded_cutoff(self, window: dict[str, Any], limit: dt.datetime) -> dt.datetime:
+        """A window's cutoff, never later than ``limit`` (``now − retain_days``): a window
+        planned with a cutoff in the future (by a release without that rule, or a hand-edited
+        ledger) must not make a young row's object eligible; such an operation is
+        ``superseded``. It is clamped, not refused: the drain works every policy's due
+        operations in one pass, and one bad window must not stop the others."""
         cutoff: dt.datetime = window["cutoff"]
         if cutoff <= limit:
             return cutoff
