@@ -384,7 +384,14 @@ def test_finishing_a_drop_never_drops_another_table_that_took_the_name(
     with pytest.raises(RetentionIncomplete, match=r"Partitions: .*its drop was abandoned"):
         raise_if_dirty(summary)
     assert fast_path(db, policy, run_id="run-2")["finished_from_earlier_attempts"] == []
-    assert run_windows(db, policy, run_id="run-2")["status"] == "clean", "told once"
+    later = run_windows(db, policy, run_id="run-2")
+    assert later["status"] == "dirty", "the table given up still holds old rows outside"
+    [problem] = later["partition_problems"]
+    assert problem.startswith(f"{first}: its drop was abandoned: {first} now names a different")
+    assert f"public.{unique_name}_kept still exists" in problem
+    db.execute(sql.SQL("DROP TABLE {}").format(sql.Identifier("public", f"{unique_name}_kept")))
+    fast_path(db, policy, run_id="run-3")
+    assert run_windows(db, policy, run_id="run-3")["status"] == "clean", "once it is gone"
 
 
 @pytest.mark.parametrize("where", ["the same table", "another table"])
@@ -422,6 +429,9 @@ def test_finishing_a_drop_never_drops_a_table_attached_again(
     [finished] = result["finished_from_earlier_attempts"]
     assert finished["state"] == "abandoned", "the finishing pass never drops a partition"
     assert f"is a partition of public.{parent}" in finished["reason"]
+    fast_path(db, policy, run_id="run-2")
+    later = run_windows(db, policy, run_id="run-2")
+    assert later["status"] == "clean", "attached again: its rows are counted, or it is gone"
 
 
 def test_a_view_on_a_detached_partition_does_not_stop_later_runs(
@@ -845,6 +855,89 @@ def test_a_concurrent_detach_cut_short_in_its_second_phase_is_finished_by_the_re
     assert pending == {"p": True}
     assert drop_record(db, unique_name, february, "run-1")["state"] == "not_detached"
     again = fast_path(db, policy)
-    assert [p["partition"] for p in again["dropped"]] == [february]
+    assert again["finished_from_earlier_attempts"] == [
+        {"partition": february, "run_id": "run-1", "state": "dropped"}
+    ]
     assert not exists(db, february)
     assert drop_record(db, unique_name, february, "run-1")["state"] == "dropped"
+
+
+def pending_detach(test_dsn: str, name: str, partition: str) -> None:
+    """Leave a DETACH … CONCURRENTLY of ``partition`` pending, as an interrupted one is:
+    a reader's snapshot outlasts the second phase's lock_timeout."""
+    with (
+        psycopg.connect(test_dsn, autocommit=True) as reader,
+        psycopg.connect(test_dsn, autocommit=True) as detacher,
+    ):
+        reader.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        reader.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(name)))
+        detacher.execute("SET lock_timeout = '300ms'")
+        with pytest.raises(psycopg.errors.LockNotAvailable):
+            detacher.execute(
+                sql.SQL("ALTER TABLE {} DETACH PARTITION {} CONCURRENTLY").format(
+                    sql.Identifier("public", name), sql.SQL(partition)
+                )
+            )
+        reader.execute("ROLLBACK")
+
+
+def is_pending(db: Connection, partition: str) -> bool:
+    row = db.execute(
+        "SELECT inhdetachpending AS p FROM pg_inherits WHERE inhrelid = %s::regclass",
+        (partition,),
+    ).fetchone()
+    return bool(row and row["p"])
+
+
+def test_a_pending_detach_keeps_runs_dirty_and_is_finished_before_any_early_return(
+    db: Connection, test_dsn: str, unique_name: str
+) -> None:
+    """A pending detach hides the partition's rows from the parent: reconcile reads the
+    catalog and names it; the finishing pass FINALIZEs it even when the fast path no
+    longer applies (here: the policy was switched to ``partitions: rows``)."""
+    partitioned(db, unique_name, MONTHS[2:])
+    policy = make_policy(unique_name, lock_timeout_ms=300)
+    february = f"public.{unique_name}_20260201"
+    with psycopg.connect(test_dsn, autocommit=True) as reader:
+        reader.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        reader.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(unique_name)))
+        with pytest.raises(PartitionDropError, match="The detach is pending"):
+            fast_path(db, policy)
+        reader.execute("ROLLBACK")
+    assert is_pending(db, february)
+    summary = reconcile_after_plan(db, policy, "run-1")
+    assert summary["status"] == "dirty"
+    assert any(
+        p.startswith(f"{february}: a DETACH") and "pending" in p
+        for p in summary["partition_problems"]
+    ), summary["partition_problems"]
+    rows_only = make_policy(unique_name, lock_timeout_ms=300, partitions="rows")
+    result = fast_path(db, rows_only, run_id="run-2")
+    assert "partitions: rows" in result["skipped"]
+    assert result["finished_from_earlier_attempts"] == [
+        {"partition": february, "run_id": "run-1", "state": "dropped"}
+    ]
+    assert not exists(db, february)
+    assert reconcile_after_plan(db, rows_only, "run-2")["status"] == "clean"
+
+
+def test_a_pending_detach_retention_did_not_start_is_left_alone_and_named(
+    db: Connection, test_dsn: str, unique_name: str
+) -> None:
+    """FINALIZE skips the checks of rules 2 and 3: only a detach this package started is
+    finished; anyone else's stays pending (and keeps the runs dirty)."""
+    partitioned(db, unique_name, MONTHS[2:])
+    policy = make_policy(unique_name, lock_timeout_ms=300)
+    february = f"public.{unique_name}_20260201"
+    pending_detach(test_dsn, unique_name, february)
+    assert is_pending(db, february)
+    result = fast_path(db, policy)
+    assert exists(db, february), "not dropped"
+    assert is_pending(db, february), "not finished either"
+    [left] = result["left_to_rows"]
+    assert left["partition"] == february
+    assert left["why"] == "a detach pending that retention did not start"
+    assert evidence(db, unique_name) == [(february, "rows", "left")]
+    summary = run_windows(db, policy)
+    assert summary["status"] == "dirty"
+    assert [p for p in summary["partition_problems"] if february in p], summary

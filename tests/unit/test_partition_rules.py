@@ -3,6 +3,7 @@ only the very table that was detached is ever dropped."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
@@ -67,13 +68,39 @@ def test_only_the_recorded_table_is_ever_dropped(
         assert words in reason
 
 
-def test_drop_is_decided_only_for_the_same_oid_under_the_same_name_and_unattached() -> None:
-    for action, _, facts, verdict, _ in CASES:
-        table = now(**facts)
-        if verdict == "drop":
-            assert table.name_oid == table.recorded_oid is not None
-            assert not table.is_partition
-            assert action == "drop"
+FACTS = [
+    {},
+    ATTACHED,
+    ELSEWHERE,
+    RENAMED,
+    NAME_TAKEN,
+    GONE,
+    {**GONE, "name_oid": OTHER},
+    {"recorded_oid": None},
+    {"recorded_oid": None, **ATTACHED},
+    {"recorded_oid": None, "name_oid": None},
+    {"is_partition": True, "parent_name": None},
+    {"detach_pending": True, **ATTACHED},
+    {"name_oid": OTHER, **ATTACHED},
+]
+
+
+@pytest.mark.parametrize(
+    ("facts", "action", "state"),
+    itertools.product(FACTS, ["drop", "detach", "rows"], ["started", "detached", "abandoned"]),
+)
+def test_drop_is_decided_only_for_the_same_oid_under_the_same_name_and_unattached(
+    facts: dict[str, Any], action: str, state: str
+) -> None:
+    table = now(**facts)
+    verdict, _ = finishing_verdict(NAME, action, state, table)
+    if verdict == "drop":
+        assert table.recorded_oid is not None
+        assert table.name_oid == table.recorded_oid
+        assert table.oid_exists
+        assert not table.is_partition
+        assert not table.attached_to_policy_table
+        assert action == "drop"
 
 
 def test_a_never_analysed_partition_reads_unknown_not_zero() -> None:

@@ -5,8 +5,9 @@ whole table (which also catches rows that arrived with old timestamps after
 planning), writes the summary to ``retention.runs`` and returns it.  A run
 whose rows are not all gone is reported as ``dirty`` and the task fails: a
 green run must mean the work was done.  Old rows can also sit outside the
-table: a partition the fast path detached to drop and could not, which keeps
-every run dirty until it is gone (:func:`partition_evidence`).
+table: a partition the fast path detached to drop and could not (or gave up,
+while that table exists), and a partition whose ``DETACH … CONCURRENTLY`` is
+pending; each keeps every run dirty until it is gone (:func:`partition_evidence`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 from retention.db.connection import Connection, bounded
 from retention.db.oldest import as_aware
 from retention.db.sqlfiles import query
-from retention.policy.model import Policy
+from retention.policy.model import Policy, TableSpec
 from retention.rows.lifecycle import count_window
 from retention.rows.partitions import rows_figure
 from retention.rows.planner import load_plan
@@ -88,7 +89,7 @@ def reconcile_run(conn: Connection, policy: Policy, run_id: str) -> dict[str, An
         lag = remote["oldest_overdue_hours"]
         late = policy.max_lag_hours is not None and lag is not None and lag > policy.max_lag_hours
         status = "dirty" if unexplained or late else "backlog"
-    partitions = partition_evidence(conn, policy.name, run_id)
+    partitions = partition_evidence(conn, policy.name, run_id, policy.table_spec)
     if (unfinished or partitions["partition_problems"]) and not dry_run:
         # A window that failed, is still running, or never ran (its task was skipped
         # or upstream_failed) is not a finished run, whatever the table looks like;
@@ -189,14 +190,19 @@ def count_windows(conn: Connection, policy: Policy, windows: list[Window]) -> li
     return remaining
 
 
-def partition_evidence(conn: Connection, policy: str, run_id: str) -> dict[str, Any]:
+def partition_evidence(
+    conn: Connection, policy: str, run_id: str, table: TableSpec
+) -> dict[str, Any]:
     """What the partition fast path did in this run, what this run's finishing pass closed
-    of earlier attempts, and the policy's partitions that were to be dropped and are not.
+    of earlier attempts, and the policy's partitions whose rows are outside the table.
 
     ``partition_problems`` says, one line per table, why the partitions make the run
     dirty: a drop-action partition that is neither dropped nor deliberately kept
-    (``detach_only``) while this run ends, and a record this run gave up (abandoned:
-    the name now means another table, or the table was renamed or attached again).
+    (``detach_only``) while this run ends; a drop given up (abandoned) in this run,
+    or in any run while the table it detached still exists and is not a partition
+    (its rows are outside the table counted); and a partition of the table whose
+    ``DETACH … CONCURRENTLY`` is pending, whoever began it (the catalog, not the
+    evidence: its rows are no longer seen through the table).
     """
     keys = {"policy": policy, "run_id": run_id}
     mine = [
@@ -231,29 +237,55 @@ def partition_evidence(conn: Connection, policy: str, run_id: str) -> dict[str, 
                 "partition": r["partition_name"],
                 "run_id": r["run_id"],
                 "state": r["state"],
+                "reason": r["reason"],
                 "error": r["last_error"],
                 "drop_attempts": int(r["drop_attempts"]),
+                "table_now": r["table_now"],
             }
         )
         for r in conn.execute(query("partition_drops_stranded"), {"policy": policy})
     ]
-    problems = [
-        f"{p['partition']} is {p['state']}, not dropped"
-        + (f" (run {p['run_id']})" if p["run_id"] != run_id else "")
-        + (f": {p['error']}" if p.get("error") else "")
-        for p in stranded
+    pending = [
+        r["partition_name"]
+        for r in conn.execute(
+            query("partition_detach_pending"), {"schema": table.schema, "table": table.name}
+        )
     ]
+    problems = [_stranded_problem(p, run_id, f"{table.schema}.{table.name}") for p in stranded]
+    told = {(p["run_id"], p["partition"]) for p in stranded}
     problems += [
         f"{p['partition']}: its drop was abandoned: {p.get('reason') or 'no reason recorded'}"
-        for p in [*mine, *finished]
-        if p["state"] == "abandoned"
+        for p in [{**m, "run_id": run_id} for m in mine] + finished
+        if p["state"] == "abandoned" and (p["run_id"], p["partition"]) not in told
+    ]
+    problems += [
+        f"{name}: a DETACH … CONCURRENTLY of it is pending: its rows are outside "
+        f"{table.schema}.{table.name} until it is finished (FINALIZE) or cancelled"
+        for name in pending
     ]
     return {
         "partitions": mine,
         "partitions_finished": finished,
         "partitions_stranded": stranded,
+        "partitions_detach_pending": pending,
         "partition_problems": problems,
     }
+
+
+def _stranded_problem(p: dict[str, Any], run_id: str, table: str) -> str:
+    """One line for a drop-action partition whose rows are outside the table."""
+    run = f" (run {p['run_id']})" if p["run_id"] != run_id else ""
+    if p["state"] == "abandoned":
+        return (
+            f"{p['partition']}: its drop was abandoned: {p.get('reason') or 'no reason recorded'}"
+            f"{run}; the table detached, {p['table_now']} still exists, outside {table}: "
+            "drop it by hand if it is only old rows, or attach it again"
+        )
+    return (
+        f"{p['partition']} is {p['state']}, not dropped"
+        + run
+        + (f": {p['error']}" if p.get("error") else "")
+    )
 
 
 def _without_nulls(item: dict[str, Any]) -> dict[str, Any]:

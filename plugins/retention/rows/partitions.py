@@ -25,11 +25,14 @@ would delete can go whole. The rules, in the order they apply:
    left to the row path, which lets the key act and whose deletes replicate.
 4. **Detach.** ``DETACH PARTITION … CONCURRENTLY`` when the table has no
    default partition, else a plain detach bounded by ``lock_timeout``; a
-   detach left pending by an interrupted ``CONCURRENTLY`` is finished
+   detach left pending by an interrupted ``CONCURRENTLY`` that this package
+   began (a record of the policy with the table's oid) is finished
    (``FINALIZE``) whatever rules 2 and 3 would say (it was checked when it
-   began, and cannot be undone). A lock held on the table fails the task at
-   ``lock_timeout``, nothing detached (or the detach pending, when
-   ``CONCURRENTLY``'s second phase gave up). Any other detach error leaves the
+   began, and cannot be undone); one it did not begin is left alone (action
+   ``rows``, state ``left``) and reconcile names it while it stays pending. A
+   lock held on the table fails the task at ``lock_timeout``, nothing detached
+   (or the detach pending, when ``CONCURRENTLY``'s second phase gave up; the
+   next run's finishing pass finishes it). Any other detach error leaves the
    partition attached (``not_detached``) for the windows.
 5. **Drop.** Unless ``partitions: detach_only``, the detached table is
    dropped, in one transaction that locks it, checks that its name still
@@ -42,8 +45,9 @@ would delete can go whole. The rules, in the order they apply:
 The evidence (``retention.partition_drops``) is written before the DDL and
 moved on with it: a plain detach (and a ``FINALIZE``) records ``detached`` in
 its own transaction; ``CONCURRENTLY`` cannot run in one, so the record follows
-it. Every run first
+it. Every run first, before anything that may return early,
 finishes what earlier attempts left (:func:`finish_interrupted_drops`): a
+pending detach this package began, a
 ``started`` record whose table exists and is no longer attached, and a
 ``detached`` one whose drop failed. What it finds decides
 (:func:`finishing_verdict`): it drops only the very table it detached, and
@@ -283,6 +287,18 @@ def why_left_to_rows(
             "deletes keep"
         )
     return None
+
+
+NOT_OURS = "a detach pending that retention did not start"
+
+
+def began_here(conn: Connection, policy: Policy, partition: ExpiredPartition) -> bool:
+    """Whether this policy recorded a detach of this very table (by oid): only then is a
+    pending detach finished without the checks of rules 2 and 3."""
+    row = conn.execute(
+        query("partition_drops_by_oid"), {"policy": policy.name, "oid": partition.table_oid}
+    ).fetchone()
+    return bool(row and row["ours"])
 
 
 def _hours(gap: dt.timedelta) -> str:
@@ -641,15 +657,73 @@ def _outside_transaction(conn: Connection, statement: sql.Composable, lock_ms: i
             conn.execute("RESET lock_timeout")
 
 
-def finish_interrupted_drops(conn: Connection, policy: Policy, run_id: str) -> list[dict[str, Any]]:
-    """Finish what earlier attempts left: ``started`` records whose table is detached
-    after all (the task died between the DDL and the record), and ``detached`` drops
-    that failed. Each record gets :func:`finishing_verdict`; a drop error is recorded
-    per table and never stops the pass or the run."""
+def finish_pending_detaches(conn: Connection, policy: Policy, run_id: str) -> list[dict[str, Any]]:
+    """Finish (``FINALIZE``) the detaches this policy began that are still pending on its
+    table (``partition_drops_pending_detach.sql``: a ``CONCURRENTLY`` whose second step
+    gave up at ``lock_timeout`` or was interrupted), then drop the table unless it was
+    detached to be kept. Only a detach with a record of this policy for the same table
+    oid is finished: it was checked when it began; anyone else's is left pending (and
+    reconcile names it). An error is logged and leaves the detach pending; never raised,
+    unless the connection is lost."""
+    table = policy.table_spec
+    parent = sql.Identifier(table.schema, table.name)
+    lock_ms = policy.timeouts.lock_ms
+    rows = conn.execute(
+        query("partition_drops_pending_detach"),
+        {"policy": policy.name, "schema": table.schema, "table": table.name},
+    ).fetchall()
     finished: list[dict[str, Any]] = []
+    for row in rows:
+        name, oid = row["partition_name"], int(row["table_oid"])
+        key = _record_key(policy, row["run_id"], name)
+        child = sql.Identifier(row["schema_now"], row["name_now"])
+        outcome: dict[str, Any] = {"partition": name, "run_id": row["run_id"]}
+        try:
+            with conn.transaction():
+                conn.execute("SELECT set_config('lock_timeout', %s, true)", (f"{lock_ms}ms",))
+                conn.execute(
+                    sql.SQL("ALTER TABLE {} DETACH PARTITION {} FINALIZE").format(parent, child)
+                )
+                _move(conn, key, "detached", resolved_by_run=run_id)
+        except psycopg.Error as failed:
+            if conn.broken:
+                raise
+            error = _error_text(failed)
+            log.warning(
+                "policy %s: the pending detach of %s (run %s) could not be finished: %s. "
+                "Its rows are outside %s until it is; the next run tries again",
+                policy.name,
+                name,
+                row["run_id"],
+                error,
+                policy.table,
+            )
+            finished.append({**outcome, "state": "detach_pending", "error": error})
+            continue
+        log.info("policy %s: finished the pending detach of %s", policy.name, name)
+        if row["action"] != "drop":
+            finished.append({**outcome, "state": "detached"})
+            continue
+        state, note = drop_detached(conn, policy, key, oid, resolved_by_run=run_id)
+        if note:
+            outcome["error" if state == "detached" else "reason"] = note
+        finished.append({**outcome, "state": state})
+    return finished
+
+
+def finish_interrupted_drops(conn: Connection, policy: Policy, run_id: str) -> list[dict[str, Any]]:
+    """Finish what earlier attempts left: first the detaches this policy began that are
+    still pending (:func:`finish_pending_detaches`), then ``started`` records whose table
+    is detached after all (the task died between the DDL and the record), and
+    ``detached`` drops that failed. Each record gets :func:`finishing_verdict`; a drop
+    error is recorded per table and never stops the pass or the run."""
+    finished = finish_pending_detaches(conn, policy, run_id)
+    handled = {(f["run_id"], f["partition"]) for f in finished}
     rows = conn.execute(query("partition_drops_unfinished"), {"policy": policy.name}).fetchall()
     for row in rows:
         name = row["partition_name"]
+        if (row["run_id"], name) in handled:  # its drop was just tried
+            continue
         key = _record_key(policy, row["run_id"], name)
         oid = None if row["table_oid"] is None else int(row["table_oid"])
         verdict, reason = finishing_verdict(
@@ -693,22 +767,26 @@ def drop_expired_partitions(
     to the row path and why, or why nothing could go."""
     if policy.remote is not None:
         return {"skipped": "remote policy: every row's object needs its own call"}
+    # before anything that may return early: a pending detach hides its rows from
+    # the table, and a detached table holds rows outside it, whatever the policy
+    # or the cutoff says now
+    finished = [] if dry_run else finish_interrupted_drops(conn, policy, run_id)
+    since = {"finished_from_earlier_attempts": finished} if finished else {}
     if policy.partitions == "rows":
-        return {"skipped": "partitions: rows (every row goes through the windows)"}
+        return {"skipped": "partitions: rows (every row goes through the windows)", **since}
     layout = partition_layout(conn, policy)
     if not layout.applies:
-        return {"skipped": layout.why_not}
-    finished = [] if dry_run else finish_interrupted_drops(conn, policy, run_id)
+        return {"skipped": layout.why_not, **since}
     gap = largest_offset_change(conn, policy, column_type)
     going: list[ExpiredPartition] = []
     left: list[dict[str, Any]] = []
     for partition in expired_partitions(conn, policy, cutoff, column_type, gap):
-        # a detach left pending was checked when it began: it can only be finished
-        why = (
-            None
-            if partition.detach_pending
-            else why_left_to_rows(conn, policy, partition, cutoff, column_type, gap)
-        )
+        # a detach this policy began and left pending was checked when it began: it can
+        # only be finished; anyone else's is not ours to finish unchecked
+        if partition.detach_pending:
+            why = None if began_here(conn, policy, partition) else NOT_OURS
+        else:
+            why = why_left_to_rows(conn, policy, partition, cutoff, column_type, gap)
         if why is None:
             going.append(partition)
             continue
