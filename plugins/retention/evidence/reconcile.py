@@ -20,6 +20,7 @@ from typing import Any
 from retention.db.connection import Connection, bounded
 from retention.db.oldest import as_aware
 from retention.db.sqlfiles import query
+from retention.evidence.status import RemoteFacts, RunFacts, run_status
 from retention.policy.model import Policy
 from retention.rows.lifecycle import count_window
 from retention.rows.partitions import rows_figure
@@ -82,19 +83,26 @@ def reconcile_run(conn: Connection, policy: Policy, run_id: str) -> dict[str, An
     failed = sorted(k for k, r in ledger.items() if r["state"] in ("failed", "running"))
     dry_run = bool(run["dry_run"])
     remote = explain_remote(conn, policy, cutoff, run["planned_at"]) if policy.remote else None
-    status = "dry_run" if dry_run else ("clean" if total_remaining == 0 else "dirty")
-    if remote is not None and not dry_run and total_remaining:
-        unexplained = remote["unexplained_rows"]
-        lag = remote["oldest_overdue_hours"]
-        late = policy.max_lag_hours is not None and lag is not None and lag > policy.max_lag_hours
-        status = "dirty" if unexplained or late else "backlog"
     partitions = partition_evidence(conn, policy.name, run_id)
-    if (unfinished or partitions["partition_problems"]) and not dry_run:
-        # A window that failed, is still running, or never ran (its task was skipped
-        # or upstream_failed) is not a finished run, whatever the table looks like;
-        # nor is one while a detached partition that was to be dropped holds old rows
-        # outside the table counted above.
-        status = "dirty"
+    events = (
+        explain_events(conn, policy, run["events_delivery"]) if policy.notify is not None else None
+    )
+    status = run_status(
+        RunFacts(
+            dry_run=dry_run,
+            rows_remaining=total_remaining,
+            windows_unfinished=len(unfinished),
+            partition_problems=len(partitions["partition_problems"]),
+            event_problems=len(events["problems"]) if events else 0,
+            remote=None
+            if remote is None
+            else RemoteFacts(
+                unexplained_rows=remote["unexplained_rows"],
+                oldest_overdue_hours=remote["oldest_overdue_hours"],
+                max_lag_hours=policy.max_lag_hours,
+            ),
+        )
+    ).value
     summary: dict[str, Any] = {
         "run_kind": "dry run: nothing deleted, nothing called" if dry_run else "deletion",
         "policy": policy.name,
@@ -148,11 +156,8 @@ def reconcile_run(conn: Connection, policy: Policy, run_id: str) -> dict[str, An
             ),
         }
     summary["other_runs"] = other_runs(conn, policy.name, run_id, run["planned_at"])
-    if policy.notify is not None:
-        summary["events"] = events = explain_events(conn, policy, run["events_delivery"])
-        if events["problems"] and not dry_run:
-            status = "dirty"
-            summary["status"] = status
+    if events is not None:
+        summary["events"] = events
     conn.execute(
         query("run_record_summary"),
         {
