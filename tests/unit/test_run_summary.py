@@ -159,3 +159,21 @@ def test_a_partial_summary_of_a_stopped_run_reads_typed() -> None:
 def test_a_run_summary_passes_through() -> None:
     summary = RunSummary(policy="media", status="clean")
     assert RunSummary.of(summary) is summary
+
+
+def test_the_alert_rules_read_the_typed_summary() -> None:
+    from retention.evidence.alert_messages import RunFacts, decide_alerts
+    from retention.policy.model import AlertsSpec
+
+    spec = AlertsSpec.model_validate({"on_dirty": "ops"})
+    data = stored(**REMOTE, other_runs=[], **EVENTS)
+    as_stored = RunFacts(policy="media", dag_id="retention__media", run_id="r1", summary=data)
+    typed = RunFacts(
+        policy="media", dag_id="retention__media", run_id="r1", summary=RunSummary.of(data)
+    )
+    assert as_stored.recorded == typed.recorded
+    [alert] = decide_alerts(spec, typed, remote=True)
+    assert decide_alerts(spec, as_stored, remote=True) == [alert]
+    assert "Rows left in windows: ids 1–99: 12." in alert.text
+    assert "media_p1 is detached, not dropped (run r0)" in alert.text
+    assert alert.figures["event_problems"] == ["2 dead event(s): replay them"]
