@@ -44,6 +44,7 @@ from retention.db.connection import Connection, bounded
 from retention.db.oldest import oldest_eligible
 from retention.db.sqlfiles import query
 from retention.policy.model import Policy
+from retention.summary import RunSummary
 
 log = logging.getLogger(__name__)
 
@@ -322,7 +323,9 @@ def limiter_rate(policy: str, scope: str, rate: float) -> None:
         send("limiter.effective_rate", policy, round(rate, 4), scope=scope)
 
 
-def emit_run_gauges(conn: Connection, policy: Policy, summary: Mapping[str, Any]) -> None:
+def emit_run_gauges(
+    conn: Connection, policy: Policy, summary: RunSummary | Mapping[str, Any]
+) -> None:
     """The reconcile-time gauges of a run: what remains, how old, and the queues' backlog.
 
     Reads what the summary does not hold with ``include/sql/metrics_*.sql``
@@ -332,8 +335,11 @@ def emit_run_gauges(conn: Connection, policy: Policy, summary: Mapping[str, Any]
     if _Sending.sink is None:
         return
     try:
-        send("rows_remaining", policy.name, int(summary["rows_remaining"]))
-        cutoff = dt.datetime.fromisoformat(str(summary["cutoff"]))
+        run = RunSummary.of(summary)
+        if run.rows_remaining is None or run.cutoff is None:
+            raise ValueError("the summary has no rows_remaining or cutoff (not reconciled)")
+        send("rows_remaining", policy.name, int(run.rows_remaining))
+        cutoff = dt.datetime.fromisoformat(run.cutoff)
         send("oldest_eligible_age_seconds", policy.name, _oldest_eligible_age(conn, policy, cutoff))
         if policy.remote is None and policy.notify is None:
             return

@@ -16,6 +16,7 @@ RANK = {
     "paths": 0,
     "progress": 0,  # log lines of long loops; imports nothing of the package
     "stopping": 0,
+    "summary": 0,  # the typed run summary: reconcile writes it, metrics and alerts read it
     "policy": 1,
     "db": 2,
     "metrics": 2,

@@ -25,7 +25,7 @@ from retention.db.migrate import migrate
 from retention.db.sqlfiles import query
 from retention.events.outbox import Signer, deliver_events
 from retention.evidence.audit import purge_audit, purge_removed_policies
-from retention.evidence.reconcile import RunNotPlanned, raise_if_dirty, reconcile_run
+from retention.evidence.reconcile import RunNotPlanned, raise_if_dirty, reconcile
 from retention.evidence.report import format_summary
 from retention.objects.deleter import ObjectDeleter, work_operations
 from retention.objects.kind import ObjectKind, OperationsKind
@@ -416,7 +416,7 @@ def reconcile_step(policy: Policy, *, run_id: str) -> dict[str, Any]:
             "closed by reconcile",
         )
         try:
-            summary = reconcile_run(conn, policy, run_id)
+            summary = reconcile(conn, policy, run_id)
         except RunNotPlanned:  # final: nothing of this run is in flight, let the next go
             release_run_lease(conn, policy.name, run_id)
             raise
@@ -425,4 +425,4 @@ def reconcile_step(policy: Policy, *, run_id: str) -> dict[str, Any]:
         metrics.emit_run_gauges(conn, policy, summary)
     log.info("policy %s run summary:\n%s", policy.name, format_summary(summary))
     raise_if_dirty(summary)
-    return summary
+    return summary.to_json()

@@ -6,11 +6,13 @@ first step. Pure: no database, no network (``retention.evidence.alerts`` sends).
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import quote
 
 from retention.policy.model import AlertsSpec
+from retention.summary import RunSummary
 
 AlertKind = Literal["dirty", "lag", "dead_letters", "failure", "deadline"]
 MessageFormat = Literal["json", "slack"]
@@ -88,12 +90,23 @@ class RunFacts:
     policy: str
     dag_id: str
     run_id: str
-    summary: dict[str, Any] | None  # retention.runs.summary; None if reconcile never wrote it
+    summary: RunSummary | Mapping[str, Any] | None  # retention.runs.summary, None if never written
     failed_tasks: tuple[str, ...] = ()
     lag_hours: float | None = None  # oldest row older than the cutoff: hours since eligible
     dead: DeadLetters = field(default_factory=DeadLetters)
     dry_run: bool = False
     run_url: str | None = None
+
+    @property
+    def recorded(self) -> RunSummary | None:
+        """The run's summary read typed (reconciled, or partial for a stopped run)."""
+        return RunSummary.of(self.summary) if self.summary else None
+
+    @property
+    def was_dry_run(self) -> bool:
+        """The summary's word on the dry run, or the DAG run's when no summary was written."""
+        recorded = self.recorded
+        return self.dry_run if recorded is None else recorded.dry_run
 
 
 @dataclass(frozen=True)
@@ -110,9 +123,9 @@ class Alert:
 
 def decide_alerts(spec: AlertsSpec, facts: RunFacts, *, remote: bool) -> list[Alert]:
     """The alerts a finished run fires under ``spec`` (pure; see the module docs for the rules)."""
-    summary = facts.summary or {}
-    dry_run = bool(summary.get("dry_run", facts.dry_run))
-    told_dirty = bool(spec.on_dirty) and summary.get("status") == "dirty"
+    summary = facts.recorded or RunSummary()
+    dry_run = facts.was_dry_run
+    told_dirty = bool(spec.on_dirty) and summary.status == "dirty"
     alerts: list[Alert] = []
     if spec.on_dirty and told_dirty:
         alerts.append(_dirty(spec.on_dirty, facts, summary))
@@ -144,21 +157,19 @@ def _listed(items: list[str]) -> str:
     return shown + (f" and {len(items) - MAX_LISTED} more" if len(items) > MAX_LISTED else "")
 
 
-def _dirty(conn_id: str, facts: RunFacts, summary: dict[str, Any]) -> Alert:
-    left = int(summary.get("rows_remaining") or 0)
-    unfinished = list(summary.get("windows_unfinished") or [])
-    dirty_windows = [
-        f"{w['label']}: {w['rows_remaining']}" for w in summary.get("dirty_windows") or []
-    ]
-    problems = list((summary.get("events") or {}).get("problems") or [])
+def _dirty(conn_id: str, facts: RunFacts, summary: RunSummary) -> Alert:
+    left = int(summary.rows_remaining or 0)
+    unfinished = list(summary.windows_unfinished)
+    dirty_windows = [f"{w.label}: {w.rows_remaining}" for w in summary.dirty_windows]
+    problems = list(summary.event_problems)
     parts = [
-        f"{_who(facts)} is dirty: {left:,} rows older than cutoff {summary.get('cutoff')} "
-        f"remain in {summary.get('table')} ({int(summary.get('rows_deleted') or 0):,} deleted)."
+        f"{_who(facts)} is dirty: {left:,} rows older than cutoff {summary.cutoff} "
+        f"remain in {summary.table} ({int(summary.rows_deleted or 0):,} deleted)."
     ]
     if dirty_windows:
         parts.append(f"Rows left in windows: {_listed(dirty_windows)}.")
-    if summary.get("rows_outside_windows"):
-        parts.append(f"{summary['rows_outside_windows']:,} are outside every planned window.")
+    if summary.rows_outside_windows:
+        parts.append(f"{summary.rows_outside_windows:,} are outside every planned window.")
     if unfinished:
         parts.append(f"Unfinished windows: {_listed(unfinished)}.")
     if problems:
@@ -168,15 +179,15 @@ def _dirty(conn_id: str, facts: RunFacts, summary: dict[str, Any]) -> Alert:
         parts.append(partitions)
     figures = {
         "status": "dirty",
-        "cutoff": summary.get("cutoff"),
-        "rows_deleted": summary.get("rows_deleted"),
+        "cutoff": summary.cutoff,
+        "rows_deleted": summary.rows_deleted,
         "rows_remaining": left,
-        "rows_remaining_in_windows": summary.get("rows_remaining_in_windows"),
-        "rows_outside_windows": summary.get("rows_outside_windows"),
-        "windows": summary.get("windows"),
+        "rows_remaining_in_windows": summary.rows_remaining_in_windows,
+        "rows_outside_windows": summary.rows_outside_windows,
+        "windows": summary.windows,
         "windows_unfinished": unfinished,
         "event_problems": problems,
-        "partition_problems": list(summary.get("partition_problems") or []),
+        "partition_problems": list(summary.partition_problems),
         "lag_hours": None if facts.lag_hours is None else round(facts.lag_hours, 2),
     }
     only_events = problems and not left and not unfinished and not partitions
@@ -186,9 +197,9 @@ def _dirty(conn_id: str, facts: RunFacts, summary: dict[str, Any]) -> Alert:
     )
 
 
-def _partition_text(summary: dict[str, Any]) -> str:
+def _partition_text(summary: RunSummary) -> str:
     """The partitions that make a run dirty (reconcile's ``partition_problems``), or ""."""
-    problems = list(summary.get("partition_problems") or [])
+    problems = list(summary.partition_problems)
     if not problems:
         return ""
     shown = "; ".join(problems[:MAX_LISTED])
@@ -196,9 +207,9 @@ def _partition_text(summary: dict[str, Any]) -> str:
     return f"Partitions: {shown}" + (f"; and {more} more." if more > 0 else ".")
 
 
-def _failure(conn_id: str, facts: RunFacts, summary: dict[str, Any], *, remote: bool) -> Alert:
+def _failure(conn_id: str, facts: RunFacts, summary: RunSummary, *, remote: bool) -> Alert:
     failed = list(facts.failed_tasks)
-    status = summary.get("status")
+    status = summary.status
     text = f"{_who(facts)} failed: task(s) {_listed(failed)} failed or could not run."
     text += (
         f" Reconcile recorded the run as {status}." if status else " No run summary was recorded."
@@ -216,9 +227,9 @@ def _failure(conn_id: str, facts: RunFacts, summary: dict[str, Any], *, remote: 
     figures = {
         "failed_tasks": failed,
         "status": status,
-        "dry_run": summary.get("dry_run", facts.dry_run),
-        "rows_deleted": summary.get("rows_deleted"),
-        "rows_remaining": summary.get("rows_remaining"),
+        "dry_run": facts.was_dry_run,
+        "rows_deleted": summary.rows_deleted,
+        "rows_remaining": summary.rows_remaining,
     }
     return Alert(
         "failure", conn_id, f"Retention {facts.policy}: run failed", text, figures, runbook
@@ -226,22 +237,22 @@ def _failure(conn_id: str, facts: RunFacts, summary: dict[str, Any], *, remote: 
 
 
 def _lag(
-    conn_id: str, limit_minutes: float, facts: RunFacts, summary: dict[str, Any], *, remote: bool
+    conn_id: str, limit_minutes: float, facts: RunFacts, summary: RunSummary, *, remote: bool
 ) -> Alert:
     assert facts.lag_hours is not None
-    backlog = (summary.get("remote") or {}).get("eligible_rows_by_state") or {}
+    backlog = summary.remote.eligible_rows_by_state if summary.remote else {}
     text = (
         f"{_who(facts)} left rows behind: the oldest row older than cutoff "
-        f"{summary.get('cutoff')} in {summary.get('table')} became eligible "
+        f"{summary.cutoff} in {summary.table} became eligible "
         f"{facts.lag_hours:.1f} hours ago, more than lag_minutes ({limit_minutes:g}); "
-        f"{int(summary.get('rows_remaining') or 0):,} rows are waiting"
+        f"{int(summary.rows_remaining or 0):,} rows are waiting"
         + (f" (by operation state: {backlog})." if backlog else ".")
     )
     figures = {
         "lag_hours": round(facts.lag_hours, 2),
         "lag_minutes_limit": limit_minutes,
-        "rows_remaining": summary.get("rows_remaining"),
-        "status": summary.get("status"),
+        "rows_remaining": summary.rows_remaining,
+        "status": summary.status,
         "eligible_rows_by_state": backlog,
     }
     runbook = RUNBOOK["outage"] if remote else RUNBOOK["dirty"]

@@ -15,12 +15,14 @@ from __future__ import annotations
 import datetime as dt
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from retention.db.connection import Connection, bounded
 from retention.db.oldest import as_aware
 from retention.db.sqlfiles import query
+from retention.evidence.status import RemoteFacts, RunFacts, RunStatus, run_status
 from retention.policy.model import Policy, TableSpec
 from retention.rows.lifecycle import count_window
 from retention.rows.partitions import rows_figure
@@ -28,6 +30,7 @@ from retention.rows.planner import load_plan
 from retention.rows.run_lease import holds_run_lease
 from retention.rows.target import TargetTable
 from retention.rows.windows import Window
+from retention.summary import DirtyWindow, EventEvidence, RemoteEvidence, RunSummary
 
 MAX_LISTED_WINDOWS = 10
 
@@ -42,8 +45,26 @@ class RunNotPlanned(RuntimeError):
 
 
 def reconcile_run(conn: Connection, policy: Policy, run_id: str) -> dict[str, Any]:
-    """Count what remains, record the run summary and return it (does not raise on dirt)."""
+    """Count what remains, record the run summary and return it as JSON (the XCom's
+    shape; does not raise on dirt). :func:`reconcile` returns it typed."""
+    return reconcile(conn, policy, run_id).to_json()
+
+
+def reconcile(conn: Connection, policy: Policy, run_id: str) -> RunSummary:
+    """Gather the run's facts, decide its status (:func:`run_status`), record the summary."""
     started = time.perf_counter()
+    plan_id, windows, run = _planned_run(conn, policy, run_id)
+    gathered = _gather(conn, policy, run_id, plan_id, windows, run)
+    status = run_status(gathered.facts(policy))
+    summary = gathered.summary(policy, run_id, status, time.perf_counter() - started)
+    _record(conn, summary)
+    return summary
+
+
+def _planned_run(
+    conn: Connection, policy: Policy, run_id: str
+) -> tuple[str, list[Window], dict[str, Any]]:
+    """The run's plan and its ``retention.runs`` row, or :class:`RunNotPlanned`."""
     plan = load_plan(conn, policy.name, run_id)
     run = conn.execute(query("run_for_id"), {"policy": policy.name, "run_id": run_id}).fetchone()
     if plan is None or run is None:
@@ -61,117 +82,179 @@ def reconcile_run(conn: Connection, policy: Policy, run_id: str) -> dict[str, An
             + waited
         )
     plan_id, windows = plan
+    return plan_id, windows, run
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Gathered:
+    """What reconcile counted and read, before the status is decided."""
+
+    plan_id: str
+    windows: list[Window]
+    run: dict[str, Any]
+    dirty_windows: list[dict[str, Any]]
+    rows_remaining: int
+    ledger: dict[str, dict[str, Any]]
+    drain_passes: list[dict[str, Any]]
+    remote: dict[str, Any] | None
+    partitions: dict[str, Any]
+    events: dict[str, Any] | None
+    other_runs: list[dict[str, Any]]
+
+    @property
+    def dry_run(self) -> bool:
+        return bool(self.run["dry_run"])
+
+    @property
+    def unfinished(self) -> list[str]:
+        return sorted(k for k, r in self.ledger.items() if r["state"] not in ("done", "counted"))
+
+    def facts(self, policy: Policy) -> RunFacts:
+        """The facts :func:`run_status` decides from."""
+        remote = self.remote
+        return RunFacts(
+            dry_run=self.dry_run,
+            rows_remaining=self.rows_remaining,
+            windows_unfinished=len(self.unfinished),
+            partition_problems=len(self.partitions["partition_problems"]),
+            event_problems=len(self.events["problems"]) if self.events else 0,
+            remote=None
+            if remote is None
+            else RemoteFacts(
+                unexplained_rows=remote["unexplained_rows"],
+                oldest_overdue_hours=remote["oldest_overdue_hours"],
+                max_lag_hours=policy.max_lag_hours,
+            ),
+        )
+
+    def summary(self, policy: Policy, run_id: str, status: RunStatus, seconds: float) -> RunSummary:
+        """The run's summary: every figure as counted, and the status decided."""
+        run, ledger, dry_run = self.run, self.ledger, self.dry_run
+        deleted_by_windows = sum(int(r["rows_deleted"]) for r in ledger.values())
+        deleted_by_drain = sum(int(p.get("rows_deleted", 0)) for p in self.drain_passes)
+        counted = [r["rows_counted"] for r in ledger.values() if r["rows_counted"] is not None]
+        in_windows = sum(w["rows_remaining"] for w in self.dirty_windows)
+        return RunSummary(
+            run_kind="dry run: nothing deleted, nothing called" if dry_run else "deletion",
+            policy=policy.name,
+            dag_id=policy.dag_id,
+            run_id=run_id,
+            plan_id=self.plan_id,
+            table=policy.table,
+            status=status.value,
+            dry_run=dry_run,
+            cutoff=run["cutoff"].isoformat(),
+            anchor_source=run["anchor_source"],
+            logical_date=run["logical_date"].isoformat() if run["logical_date"] else None,
+            windows=len(self.windows),
+            windows_unfinished=self.unfinished[:MAX_LISTED_WINDOWS],
+            windows_failed=sorted(
+                k for k, r in ledger.items() if r["state"] in ("failed", "running")
+            )[:MAX_LISTED_WINDOWS],
+            rows_planned=int(run["rows_planned"]),
+            rows_planned_is_estimate=True,  # the statistics' estimate, not a count
+            rows_deleted=deleted_by_windows + deleted_by_drain,
+            rows_deleted_by_windows=deleted_by_windows,
+            rows_deleted_by_drain=deleted_by_drain,
+            rows_counted=sum(counted) if dry_run else None,
+            rows_remaining=self.rows_remaining,
+            rows_remaining_in_windows=in_windows,
+            rows_outside_windows=self.rows_remaining - in_windows,
+            # A dry run deletes nothing, so every window still has its rows: not dirt.
+            dirty_windows=[]
+            if dry_run
+            else [DirtyWindow(**w) for w in self.dirty_windows[:MAX_LISTED_WINDOWS]],
+            plan_seconds=_round(run["plan_seconds"]),
+            delete_seconds=_round(sum(float(r["seconds"]) for r in ledger.values())),
+            longest_batch_ms=_round(
+                max((r["longest_batch_ms"] or 0.0 for r in ledger.values()), default=0.0)
+            ),
+            reconcile_seconds=_round(seconds),
+            plan_notes=run["plan_notes"] or [],
+            **self.partitions,
+            **pause_totals(ledger.values()),
+            remote=None if self.remote is None else RemoteEvidence(**self.remote),
+            max_lag_hours=policy.max_lag_hours if self.remote is not None else None,
+            drain=None if self.remote is None else drain_summary(self.drain_passes),
+            other_runs=self.other_runs,
+            events=None if self.events is None else EventEvidence(**self.events),
+        )
+
+
+def _gather(
+    conn: Connection,
+    policy: Policy,
+    run_id: str,
+    plan_id: str,
+    windows: list[Window],
+    run: dict[str, Any],
+) -> _Gathered:
+    """Count what remains (per window and in the whole table) and read the ledgers."""
     cutoff: dt.datetime = run["cutoff"]
-    remaining_by_window = count_windows(conn, policy, windows)
+    dirty_windows = count_windows(conn, policy, windows)
     target = TargetTable.of(policy.table_spec)
     with bounded(conn, policy.timeouts, reads=True, timezone=policy.timestamp_timezone):
         total_row = conn.execute(target.query("count_eligible"), {"cutoff": cutoff}).fetchone()
-    total_remaining = int(total_row["n"]) if total_row else 0
-    in_windows = sum(w["rows_remaining"] for w in remaining_by_window)
     ledger = {
         row["window_key"]: row
         for row in conn.execute(
             query("windows_for_plan"), {"policy": policy.name, "plan_id": plan_id}
         )
     }
-    deleted_by_windows = sum(int(r["rows_deleted"]) for r in ledger.values())
-    drain_passes: list[dict[str, Any]] = run["drain"] or []
-    deleted_by_drain = sum(int(p.get("rows_deleted", 0)) for p in drain_passes)
-    rows_deleted = deleted_by_windows + deleted_by_drain
-    counted = [r["rows_counted"] for r in ledger.values() if r["rows_counted"] is not None]
-    unfinished = sorted(k for k, r in ledger.items() if r["state"] not in ("done", "counted"))
-    failed = sorted(k for k, r in ledger.items() if r["state"] in ("failed", "running"))
-    dry_run = bool(run["dry_run"])
-    remote = explain_remote(conn, policy, cutoff, run["planned_at"]) if policy.remote else None
-    status = "dry_run" if dry_run else ("clean" if total_remaining == 0 else "dirty")
-    if remote is not None and not dry_run and total_remaining:
-        unexplained = remote["unexplained_rows"]
-        lag = remote["oldest_overdue_hours"]
-        late = policy.max_lag_hours is not None and lag is not None and lag > policy.max_lag_hours
-        status = "dirty" if unexplained or late else "backlog"
-    partitions = partition_evidence(conn, policy.name, run_id, policy.table_spec)
-    if (unfinished or partitions["partition_problems"]) and not dry_run:
-        # A window that failed, is still running, or never ran (its task was skipped
-        # or upstream_failed) is not a finished run, whatever the table looks like;
-        # nor is one while a detached partition that was to be dropped holds old rows
-        # outside the table counted above.
-        status = "dirty"
-    summary: dict[str, Any] = {
-        "run_kind": "dry run: nothing deleted, nothing called" if dry_run else "deletion",
-        "policy": policy.name,
-        "dag_id": policy.dag_id,
-        "run_id": run_id,
-        "plan_id": plan_id,
-        "table": policy.table,
-        "status": status,
-        "dry_run": dry_run,
-        "cutoff": cutoff.isoformat(),
-        "anchor_source": run["anchor_source"],
-        "logical_date": run["logical_date"].isoformat() if run["logical_date"] else None,
-        "windows": len(windows),
-        "windows_unfinished": unfinished[:MAX_LISTED_WINDOWS],
-        "windows_failed": failed[:MAX_LISTED_WINDOWS],
-        "rows_planned": int(run["rows_planned"]),
-        "rows_planned_is_estimate": True,  # the statistics' estimate, not a count
-        "rows_deleted": rows_deleted,
-        "rows_deleted_by_windows": deleted_by_windows,
-        "rows_deleted_by_drain": deleted_by_drain,
-        "rows_counted": sum(counted) if dry_run else None,
-        "rows_remaining": total_remaining,
-        "rows_remaining_in_windows": in_windows,
-        "rows_outside_windows": total_remaining - in_windows,
-        # A dry run deletes nothing, so every window still has its rows: not dirt.
-        "dirty_windows": [] if dry_run else remaining_by_window[:MAX_LISTED_WINDOWS],
-        "plan_seconds": _round(run["plan_seconds"]),
-        "delete_seconds": _round(sum(float(r["seconds"]) for r in ledger.values())),
-        "longest_batch_ms": _round(
-            max((r["longest_batch_ms"] or 0.0 for r in ledger.values()), default=0.0)
-        ),
-        "reconcile_seconds": _round(time.perf_counter() - started),
-        "plan_notes": run["plan_notes"] or [],
-        **partitions,
-        **pause_totals(ledger.values()),
-    }
-    if remote is not None:
-        summary["remote"] = remote
-        summary["max_lag_hours"] = policy.max_lag_hours
-        summary["drain"] = {
-            "passes": len(drain_passes),
-            "rows_deleted": deleted_by_drain,
-            "errors": [p["error"] for p in drain_passes if p.get("error")],
-            **(
-                {
-                    "note": "a pass failed; what it deleted before is counted when its worker "
-                    "recorded it (an error in a claim or a pause check records none)"
-                }
-                if any(p.get("error") for p in drain_passes)
-                else {}
-            ),
-        }
-    summary["other_runs"] = other_runs(conn, policy.name, run_id, run["planned_at"])
-    if policy.notify is not None:
-        summary["events"] = events = explain_events(conn, policy, run["events_delivery"])
-        if events["problems"] and not dry_run:
-            status = "dirty"
-            summary["status"] = status
+    return _Gathered(
+        plan_id=plan_id,
+        windows=windows,
+        run=run,
+        dirty_windows=dirty_windows,
+        rows_remaining=int(total_row["n"]) if total_row else 0,
+        ledger=ledger,
+        drain_passes=run["drain"] or [],
+        remote=explain_remote(conn, policy, cutoff, run["planned_at"]) if policy.remote else None,
+        partitions=partition_evidence(conn, policy.name, run_id, policy.table_spec),
+        events=explain_events(conn, policy, run["events_delivery"])
+        if policy.notify is not None
+        else None,
+        other_runs=other_runs(conn, policy.name, run_id, run["planned_at"]),
+    )
+
+
+def _record(conn: Connection, summary: RunSummary) -> None:
+    """Write the summary and its columns to the run's ``retention.runs`` row."""
     conn.execute(
         query("run_record_summary"),
         {
-            "policy": policy.name,
-            "run_id": run_id,
-            "status": status,
-            "windows": len(windows),
-            "rows_deleted": rows_deleted,
-            "rows_counted": summary["rows_counted"],
-            "rows_remaining": total_remaining,
-            "rows_outside_windows": summary["rows_outside_windows"],
-            "delete_seconds": summary["delete_seconds"],
-            "reconcile_seconds": summary["reconcile_seconds"],
-            "longest_batch_ms": summary["longest_batch_ms"],
-            "summary": json.dumps(summary),
+            "policy": summary.policy,
+            "run_id": summary.run_id,
+            "status": summary.status,
+            "windows": summary.windows,
+            "rows_deleted": summary.rows_deleted,
+            "rows_counted": summary.rows_counted,
+            "rows_remaining": summary.rows_remaining,
+            "rows_outside_windows": summary.rows_outside_windows,
+            "delete_seconds": summary.delete_seconds,
+            "reconcile_seconds": summary.reconcile_seconds,
+            "longest_batch_ms": summary.longest_batch_ms,
+            "summary": json.dumps(summary.to_json()),
         },
     )
-    return summary
+
+
+def drain_summary(passes: list[dict[str, Any]]) -> dict[str, Any]:
+    """The drain's passes of this run, what they deleted and their errors."""
+    errors = [p["error"] for p in passes if p.get("error")]
+    return {
+        "passes": len(passes),
+        "rows_deleted": sum(int(p.get("rows_deleted", 0)) for p in passes),
+        "errors": errors,
+        **(
+            {
+                "note": "a pass failed; what it deleted before is counted when its worker "
+                "recorded it (an error in a claim or a pause check records none)"
+            }
+            if errors
+            else {}
+        ),
+    }
 
 
 def count_windows(conn: Connection, policy: Policy, windows: list[Window]) -> list[dict[str, Any]]:
@@ -332,59 +415,57 @@ def pause_totals(windows: Iterable[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def raise_if_dirty(summary: dict[str, Any]) -> None:
+def raise_if_dirty(summary: RunSummary | Mapping[str, Any]) -> None:
     """Fail loudly, naming the windows and counts, when rows remain unexplained."""
-    if summary["status"] != "dirty":
+    s = RunSummary.of(summary)
+    if s.status != RunStatus.DIRTY:
         return
-    left = summary["rows_remaining"]
+    left = s.rows_remaining
     parts = [
-        f"{summary['dag_id']} run {summary['run_id']} is dirty: "
+        f"{s.dag_id} run {s.run_id} is dirty: "
         + (
-            f"{left} rows older than cutoff {summary['cutoff']} remain in {summary['table']}."
+            f"{left} rows older than cutoff {s.cutoff} remain in {s.table}."
             if left
-            else f"no rows older than cutoff {summary['cutoff']} remain in {summary['table']}, but:"
+            else f"no rows older than cutoff {s.cutoff} remain in {s.table}, but:"
         )
     ]
-    if summary.get("windows_unfinished"):
+    if s.windows_unfinished:
         parts.append(
             f"Windows that failed, did not finish or never ran: "
-            f"{', '.join(summary['windows_unfinished'])} "
+            f"{', '.join(s.windows_unfinished)} "
             "(see retention.windows.state and last_error, and the task logs)."
         )
-    if summary["rows_remaining_in_windows"]:
-        listed = ", ".join(f"{w['label']}: {w['rows_remaining']}" for w in summary["dirty_windows"])
+    if s.rows_remaining_in_windows:
+        listed = ", ".join(f"{w.label}: {w.rows_remaining}" for w in s.dirty_windows)
+        parts.append(f"{s.rows_remaining_in_windows} are inside planned windows ({listed}).")
+    if s.rows_outside_windows:
         parts.append(
-            f"{summary['rows_remaining_in_windows']} are inside planned windows ({listed})."
-        )
-    if summary["rows_outside_windows"]:
-        parts.append(
-            f"{summary['rows_outside_windows']} are outside every planned window "
+            f"{s.rows_outside_windows} are outside every planned window "
             "(rows written with old timestamps after planning, or old rows with keys beyond "
             "the probed range); the next run plans the whole key range to reach them."
         )
-    events = summary.get("events") or {}
-    if events.get("problems"):
-        parts.append("Event delivery: " + "; ".join(events["problems"]) + ".")
-    if summary.get("partition_problems"):
+    if s.event_problems:
+        parts.append("Event delivery: " + "; ".join(s.event_problems) + ".")
+    if s.partition_problems:
         parts.append(
             "Partitions: "
-            + "; ".join(summary["partition_problems"])
+            + "; ".join(s.partition_problems)
             + ". A partition detached to be dropped holds rows older than the cutoff outside "
             "the table until it is; see retention.partition_drops and the README's runbook "
             "(A dirty run)."
         )
-    remote = summary.get("remote")
+    remote = s.remote
     if remote:
-        if remote["unexplained_rows"]:
+        if remote.unexplained_rows:
             parts.append(
-                f"{remote['unexplained_rows']} of them have no pending, in-flight or dead "
+                f"{remote.unexplained_rows} of them have no pending, in-flight or dead "
                 "operation explaining them."
             )
-        lag, limit = remote["oldest_overdue_hours"], summary.get("max_lag_hours")
+        lag, limit = remote.oldest_overdue_hours, s.max_lag_hours
         if lag is not None and limit is not None and lag > limit:
             parts.append(
                 f"The oldest is {lag:.1f} hours past its cutoff, more than max_lag_hours "
-                f"({limit:g}); backlog by state: {remote['eligible_rows_by_state']}."
+                f"({limit:g}); backlog by state: {remote.eligible_rows_by_state}."
             )
     parts.append("The full summary is in retention.runs.")
     raise RetentionIncomplete(" ".join(parts))

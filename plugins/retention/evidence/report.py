@@ -18,6 +18,8 @@ import datetime as dt
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from retention.summary import RunSummary
+
 FIRST_KEYS = ("status", "dry_run", "policy", "run_id")
 MAX_LIST_ITEMS = 10
 MAX_INLINE_ITEMS = 6  # a flat dict with more entries than this gets one row per entry
@@ -26,8 +28,13 @@ COUNTERS_ITEMS = 12  # a nested dict this large is a pass's counters: its zeros 
 ESTIMATE_FLAG = "rows_planned_is_estimate"
 
 
-def format_summary(summary: Mapping[str, Any]) -> str:
-    """The summary as aligned ``name  value`` rows, one per line (no trailing newline)."""
+def format_summary(summary: RunSummary | Mapping[str, Any]) -> str:
+    """The summary as aligned ``name  value`` rows, one per line (no trailing newline).
+
+    A :class:`RunSummary` is laid out as its stored JSON, so the log shows the same
+    names as ``retention.runs.summary``."""
+    if isinstance(summary, RunSummary):
+        summary = summary.to_json()
     ordered = {k: summary[k] for k in FIRST_KEYS if k in summary}
     ordered |= {k: v for k, v in summary.items() if k not in ordered}
     if ordered.get(ESTIMATE_FLAG) and isinstance(ordered.get("rows_planned"), int):

@@ -1,0 +1,209 @@
+"""The run summary as a typed record: what reconcile proves, and what everyone reads.
+
+Reconcile builds a :class:`RunSummary`, stores :meth:`RunSummary.to_json` in
+``retention.runs.summary`` and returns the same dict as the task's XCom; alerts,
+metrics, the log report and ``raise_if_dirty`` read it back with
+:meth:`RunSummary.of` and use named fields, so a renamed or missing figure is a
+type error, not a silent ``None``.
+
+The JSON keeps the shape it always had (external readers parse it): the keys,
+their order and the optional blocks (``remote``, ``max_lag_hours`` and ``drain``
+only for a policy with remote deletions, ``events`` only with ``notify``).
+A summary written by ``run_record_stopped.sql`` for a run that stopped before
+reconcile (``partial``) has only some of the figures; every field therefore has
+a default, and the partial-only keys are fields too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Self
+
+# The figures reconcile always writes, in the order of the stored JSON. The optional
+# blocks (remote, max_lag_hours, drain, events) are added by :meth:`RunSummary.to_json`
+# when they apply.
+_RECONCILED_KEYS = (
+    "run_kind",
+    "policy",
+    "dag_id",
+    "run_id",
+    "plan_id",
+    "table",
+    "status",
+    "dry_run",
+    "cutoff",
+    "anchor_source",
+    "logical_date",
+    "windows",
+    "windows_unfinished",
+    "windows_failed",
+    "rows_planned",
+    "rows_planned_is_estimate",
+    "rows_deleted",
+    "rows_deleted_by_windows",
+    "rows_deleted_by_drain",
+    "rows_counted",
+    "rows_remaining",
+    "rows_remaining_in_windows",
+    "rows_outside_windows",
+    "dirty_windows",
+    "plan_seconds",
+    "delete_seconds",
+    "longest_batch_ms",
+    "reconcile_seconds",
+    "plan_notes",
+    "partitions",
+    "partitions_finished",
+    "partitions_stranded",
+    "partitions_detach_pending",
+    "partition_problems",
+    "pauses",
+    "paused_seconds",
+    "pause_reasons",
+)
+
+
+def _known(cls: type, data: Mapping[str, Any]) -> dict[str, Any]:
+    """The keys of ``data`` that are fields of ``cls`` (a newer writer's extra keys are
+    left out rather than failing an older reader)."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    return {k: v for k, v in data.items() if k in names}
+
+
+@dataclass(frozen=True, kw_only=True)
+class DirtyWindow:
+    """A planned window that still holds rows older than the cutoff."""
+
+    window_key: str
+    label: str
+    rows_remaining: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class RemoteEvidence:
+    """How the operation ledger explains the rows that remain (remote policies)."""
+
+    eligible_rows_by_state: dict[str, int] = field(default_factory=dict)
+    unexplained_rows: int = 0  # no operation, or a done one whose row is still there
+    oldest_overdue_hours: float | None = None
+    attempts_by_outcome: dict[str, int] = field(default_factory=dict)
+    rate_limited_responses: int = 0
+    lease_expiries: int = 0
+    dead_total: int = 0
+    ledger_backlog: dict[str, Any] = field(default_factory=dict)
+    effective_rate: Any = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class EventEvidence:
+    """The policy's events after this run's delivery, and what makes them a problem."""
+
+    delivered_this_run: int = 0
+    pending_after_delivery: int = 0
+    pending_why: str | None = None
+    by_state: dict[str, int] = field(default_factory=dict)
+    overdue: int = 0
+    endpoint_disabled_at: str | None = None
+    delivery: dict[str, Any] | None = None
+    problems: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunSummary:
+    """One run's evidence, as stored in ``retention.runs.summary``.
+
+    Every number is true when reconcile writes it and says what it counts:
+    ``rows_deleted`` is this run's own work (windows plus drain),
+    ``rows_remaining`` counts the whole table older than the cutoff,
+    ``rows_planned`` is the statistics' estimate (``rows_planned_is_estimate``).
+    """
+
+    run_kind: str | None = None
+    policy: str | None = None
+    dag_id: str | None = None
+    run_id: str | None = None
+    plan_id: str | None = None
+    table: str | None = None
+    status: str | None = None  # a RunStatus once reconciled; 'cancelled' or 'planned' if partial
+    dry_run: bool = False
+    cutoff: str | None = None  # ISO 8601
+    anchor_source: str | None = None
+    logical_date: str | None = None
+    windows: int | None = None
+    windows_unfinished: list[str] = field(default_factory=list)
+    windows_failed: list[str] = field(default_factory=list)
+    rows_planned: int | None = None
+    rows_planned_is_estimate: bool = True
+    rows_deleted: int | None = None
+    rows_deleted_by_windows: int | None = None
+    rows_deleted_by_drain: int | None = None
+    rows_counted: int | None = None  # a dry run's count; None when rows were deleted
+    rows_remaining: int | None = None
+    rows_remaining_in_windows: int | None = None
+    rows_outside_windows: int | None = None
+    dirty_windows: list[DirtyWindow] = field(default_factory=list)
+    plan_seconds: float | None = None
+    delete_seconds: float | None = None
+    longest_batch_ms: float | None = None
+    reconcile_seconds: float | None = None
+    plan_notes: list[Any] = field(default_factory=list)
+    partitions: list[dict[str, Any]] = field(default_factory=list)
+    partitions_finished: list[dict[str, Any]] = field(default_factory=list)
+    partitions_stranded: list[dict[str, Any]] = field(default_factory=list)
+    partitions_detach_pending: list[str] = field(default_factory=list)
+    partition_problems: list[str] = field(default_factory=list)
+    pauses: int = 0
+    paused_seconds: float = 0.0
+    pause_reasons: dict[str, float] = field(default_factory=dict)
+    # Only for a policy with remote deletions:
+    remote: RemoteEvidence | None = None
+    max_lag_hours: float | None = None
+    drain: dict[str, Any] | None = None
+    other_runs: list[dict[str, Any]] = field(default_factory=list)
+    # Only for a policy with notify:
+    events: EventEvidence | None = None
+    # Only in a partial summary (run_record_stopped.sql), never written by reconcile:
+    partial: bool = False
+    reason: str | None = None
+    windows_by_state: dict[str, int] | None = None
+    stopped_at: str | None = None
+
+    @property
+    def event_problems(self) -> list[str]:
+        """The event delivery's problems (none for a policy without notify)."""
+        return self.events.problems if self.events is not None else []
+
+    @classmethod
+    def of(cls, data: RunSummary | Mapping[str, Any]) -> Self:
+        """Read a stored summary (or an XCom) back typed; a RunSummary passes through."""
+        if isinstance(data, RunSummary):
+            return data  # type: ignore[return-value]
+        values = _known(cls, data)
+        values["dirty_windows"] = [
+            DirtyWindow(**_known(DirtyWindow, w)) for w in values.get("dirty_windows") or []
+        ]
+        if values.get("remote") is not None:
+            values["remote"] = RemoteEvidence(**_known(RemoteEvidence, values["remote"]))
+        if values.get("events") is not None:
+            values["events"] = EventEvidence(**_known(EventEvidence, values["events"]))
+        return cls(**values)
+
+    def to_json(self) -> dict[str, Any]:
+        """The dict stored in ``retention.runs.summary`` and returned as the XCom (the
+        shape reconcile writes; a partial summary is only ever written by SQL)."""
+        data: dict[str, Any] = {}
+        for key in _RECONCILED_KEYS:
+            value = getattr(self, key)
+            if key == "dirty_windows":
+                value = [dataclasses.asdict(w) for w in value]
+            data[key] = value
+        if self.remote is not None:
+            data["remote"] = dataclasses.asdict(self.remote)
+            data["max_lag_hours"] = self.max_lag_hours
+            data["drain"] = self.drain
+        data["other_runs"] = self.other_runs
+        if self.events is not None:
+            data["events"] = dataclasses.asdict(self.events)
+        return data

@@ -1,0 +1,181 @@
+"""The typed run summary: the JSON it writes keeps today's keys, order and optional
+blocks (external readers parse ``retention.runs.summary`` and the XCom), and whatever
+was stored, reconciled or partial, reads back typed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from retention.summary import DirtyWindow, EventEvidence, RemoteEvidence, RunSummary
+
+LOCAL_KEYS = [
+    "run_kind",
+    "policy",
+    "dag_id",
+    "run_id",
+    "plan_id",
+    "table",
+    "status",
+    "dry_run",
+    "cutoff",
+    "anchor_source",
+    "logical_date",
+    "windows",
+    "windows_unfinished",
+    "windows_failed",
+    "rows_planned",
+    "rows_planned_is_estimate",
+    "rows_deleted",
+    "rows_deleted_by_windows",
+    "rows_deleted_by_drain",
+    "rows_counted",
+    "rows_remaining",
+    "rows_remaining_in_windows",
+    "rows_outside_windows",
+    "dirty_windows",
+    "plan_seconds",
+    "delete_seconds",
+    "longest_batch_ms",
+    "reconcile_seconds",
+    "plan_notes",
+    "partitions",
+    "partitions_finished",
+    "partitions_stranded",
+    "partitions_detach_pending",
+    "partition_problems",
+    "pauses",
+    "paused_seconds",
+    "pause_reasons",
+]
+
+
+def stored(**blocks: Any) -> dict[str, Any]:
+    """A dirty run's summary as reconcile stores it (values per key, then the blocks)."""
+    data: dict[str, Any] = dict.fromkeys(LOCAL_KEYS)
+    data |= {
+        "run_kind": "deletion",
+        "policy": "media",
+        "status": "dirty",
+        "dry_run": False,
+        "cutoff": "2026-10-31T12:00:00+00:00",
+        "windows": 3,
+        "windows_unfinished": ["media:p:w0003"],
+        "windows_failed": [],
+        "rows_planned_is_estimate": True,
+        "rows_remaining": 12,
+        "rows_remaining_in_windows": 12,
+        "rows_outside_windows": 0,
+        "dirty_windows": [
+            {"window_key": "media:p:w0003", "label": "ids 1–99", "rows_remaining": 12}
+        ],
+        "plan_notes": [],
+        "partitions": [],
+        "partitions_finished": [],
+        "partitions_stranded": [{"partition": "media_p1", "run_id": "r0", "state": "detached"}],
+        "partitions_detach_pending": [],
+        "partition_problems": ["media_p1 is detached, not dropped (run r0)"],
+        "pauses": 0,
+        "paused_seconds": 0.0,
+        "pause_reasons": {},
+    }
+    return data | blocks
+
+
+REMOTE = {
+    "remote": {
+        "eligible_rows_by_state": {"pending": 10, "dead": 2},
+        "unexplained_rows": 0,
+        "oldest_overdue_hours": 1.25,
+        "attempts_by_outcome": {"confirmed": 900, "rate_limited": 4},
+        "rate_limited_responses": 4,
+        "lease_expiries": 0,
+        "dead_total": 2,
+        "ledger_backlog": {},
+        "effective_rate": 7.5,
+    },
+    "max_lag_hours": None,
+    "drain": {"passes": 1, "rows_deleted": 0, "errors": []},
+}
+EVENTS = {
+    "events": {
+        "delivered_this_run": 211,
+        "pending_after_delivery": 0,
+        "pending_why": None,
+        "by_state": {"delivered": 211},
+        "overdue": 0,
+        "endpoint_disabled_at": None,
+        "delivery": {"done": 211},
+        "problems": ["2 dead event(s): replay them"],
+    }
+}
+
+
+def test_a_local_summary_round_trips_with_its_keys_in_order() -> None:
+    data = stored(other_runs=[])
+    summary = RunSummary.of(data)
+    assert summary.dirty_windows == [
+        DirtyWindow(window_key="media:p:w0003", label="ids 1–99", rows_remaining=12)
+    ]
+    assert summary.remote is None
+    assert summary.events is None
+    assert summary.to_json() == data
+    assert list(summary.to_json()) == [*LOCAL_KEYS, "other_runs"]
+
+
+def test_remote_and_event_blocks_round_trip_typed() -> None:
+    data = stored(**REMOTE, other_runs=[], **EVENTS)
+    summary = RunSummary.of(data)
+    assert isinstance(summary.remote, RemoteEvidence)
+    assert summary.remote.eligible_rows_by_state == {"pending": 10, "dead": 2}
+    assert isinstance(summary.events, EventEvidence)
+    assert summary.event_problems == ["2 dead event(s): replay them"]
+    assert summary.to_json() == data
+    assert list(summary.to_json()) == [*LOCAL_KEYS, *REMOTE, "other_runs", "events"]
+    # max_lag_hours is written with the remote block even when the policy sets none
+    assert summary.to_json()["max_lag_hours"] is None
+
+
+def test_a_partial_summary_of_a_stopped_run_reads_typed() -> None:
+    partial = {
+        "policy": "media",
+        "run_id": "r1",
+        "status": "cancelled",
+        "partial": True,
+        "reason": "SIGTERM",
+        "dry_run": False,
+        "cutoff": "2026-10-31T12:00:00+00:00",
+        "windows": 4,
+        "windows_by_state": {"done": 3, "cancelled": 1},
+        "rows_deleted": 30,
+        "rows_counted": None,
+        "stopped_at": "2026-11-30T12:05:00+00:00",
+        "a_key_a_newer_writer_added": 1,
+    }
+    summary = RunSummary.of(partial)
+    assert (summary.status, summary.partial, summary.rows_deleted) == ("cancelled", True, 30)
+    assert summary.windows_by_state == {"done": 3, "cancelled": 1}
+    assert summary.rows_remaining is None
+    assert summary.event_problems == []
+
+
+def test_a_run_summary_passes_through() -> None:
+    summary = RunSummary(policy="media", status="clean")
+    assert RunSummary.of(summary) is summary
+
+
+def test_the_alert_rules_read_the_typed_summary() -> None:
+    from retention.evidence.alert_messages import RunFacts, decide_alerts
+    from retention.policy.model import AlertsSpec
+
+    spec = AlertsSpec.model_validate({"on_dirty": "ops"})
+    data = stored(**REMOTE, other_runs=[], **EVENTS)
+    as_stored = RunFacts(policy="media", dag_id="retention__media", run_id="r1", summary=data)
+    typed = RunFacts(
+        policy="media", dag_id="retention__media", run_id="r1", summary=RunSummary.of(data)
+    )
+    assert as_stored.recorded == typed.recorded
+    [alert] = decide_alerts(spec, typed, remote=True)
+    assert decide_alerts(spec, as_stored, remote=True) == [alert]
+    assert "Rows left in windows: ids 1–99: 12." in alert.text
+    assert "media_p1 is detached, not dropped (run r0)" in alert.text
+    assert alert.figures["event_problems"] == ["2 dead event(s): replay them"]
