@@ -306,19 +306,34 @@ def replay_task_refused(row: Row, bench: Bench) -> list[str]:
 )
 def replay_guard_refused(row: Row, bench: Bench) -> list[str]:
     """The api-server's guard, asked by a viewer with a real Airflow token."""
+    return [answer_text(trigger_replay(bench, VIEWER, "viewer", {"policy": bench.api["policy"]}))]
+
+
+@INTEGRATION.of("`POST /api/v2/dags/retention__replay/dagRuns` whose conf names no policy")
+def replay_guard_without_policy(row: Row, bench: Bench) -> list[str]:
+    return [answer_text(trigger_replay(bench, "ada", "admin", {}))]
+
+
+@INTEGRATION.of("`POST /api/v2/dags/retention__replay/dagRuns` with a body over 1 MiB")
+def replay_guard_oversized(row: Row, bench: Bench) -> list[str]:
+    conf = {"policy": bench.api["policy"], "reason": "x" * (1024 * 1024)}
+    return [answer_text(trigger_replay(bench, "ada", "admin", conf))]
+
+
+def trigger_replay(bench: Bench, user: str, role: str, conf: dict[str, Any]) -> Any:
+    """What the guard in front of Airflow answers a user with a real token of ``role``."""
     from airflow.api_fastapi import app as airflow_app
     from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
 
     token = airflow_app.get_auth_manager().generate_jwt(
-        SimpleAuthManagerUser(username=VIEWER, role="viewer")
+        SimpleAuthManagerUser(username=user, role=role)
     )
-    answer = requests.post(
+    return requests.post(
         f"{bench.api['guarded_url']}{REPLAY_RUNS_PATH}",
-        json={"conf": {"policy": bench.api["policy"]}},
+        json={"conf": conf},
         headers={"Authorization": f"Bearer {token}"},
         timeout=10,
     )
-    return [answer_text(answer)]
 
 
 # --- the database ----------------------------------------------------------------------------

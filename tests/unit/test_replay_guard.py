@@ -25,10 +25,11 @@ def body(payload: object) -> bytes:
             {"retention__media"},
             "refused for policy 'secret': you may not trigger the DAG 'retention__secret'",
         ),
-        # no policy in conf: the DAG's default param (the first replayable policy)
-        (body({"conf": {}}), {"retention__media"}, None),
-        (body({}), {"retention__secret"}, "you may not trigger the DAG 'retention__media'"),
-        (body({"conf": None}), {"retention__secret"}, "may not trigger the DAG 'retention__media'"),
+        # no policy in conf: refused, whatever the user may trigger (the guard does not
+        # guess the default param the dag-processor parsed)
+        (body({"conf": {}}), {"retention__media"}, "conf must name the 'policy' to replay"),
+        (body({}), {"retention__media", "retention__secret"}, "conf must name the 'policy'"),
+        (body({"conf": None}), {"retention__media"}, "conf must name the 'policy'"),
         # unknown or mistyped policies are refused, as the replay task refuses them
         (
             body({"conf": {"policy": "nope"}}),
@@ -45,9 +46,9 @@ def body(payload: object) -> bytes:
     ids=[
         "may-trigger",
         "may-not-trigger",
-        "default-policy-allowed",
-        "default-policy-refused",
-        "null-conf-default-policy",
+        "no-policy",
+        "no-conf",
+        "null-conf",
         "unknown-policy",
         "policy-not-a-string",
         "not-json",
@@ -69,9 +70,9 @@ def test_which_replay_triggers_are_refused(
 
 
 def test_no_replayable_policy_refuses_every_trigger() -> None:
-    refusal = guard_refusal(body({"conf": {}}), [], lambda dag_id: True)
+    refusal = guard_refusal(body({"conf": {"policy": "media"}}), [], lambda dag_id: True)
     assert refusal is not None
-    assert "conf 'policy' None is not a policy with a remote section" in refusal
+    assert "conf 'policy' 'media' is not a policy with a remote section" in refusal
 
 
 @pytest.mark.parametrize(

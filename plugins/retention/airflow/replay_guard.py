@@ -31,6 +31,7 @@ from retention.policy.model import DAG_ID_PREFIX
 
 REPLAY_DAG_ID = f"{DAG_ID_PREFIX}replay"
 REPLAY_RUNS_PATH = f"/api/v2/dags/{REPLAY_DAG_ID}/dagRuns"  # POST creates a run
+MAX_BODY_BYTES = 1024 * 1024  # a trigger's conf is a few hundred bytes
 
 log = logging.getLogger(__name__)
 
@@ -45,12 +46,12 @@ def guard_refusal(
 ) -> str | None:
     """Why a request to create a ``retention__replay`` run with ``body`` is refused, or None.
 
-    ``replayable`` are the policies with a remote section in the order of the
-    policies file (the first is the DAG's default ``policy`` param, as a run
-    whose conf names none gets); ``may_trigger`` answers for a DAG id whether
-    the request's user may trigger it. A body Airflow itself will refuse (not
-    JSON, ``conf`` not an object) is not judged here: Airflow answers 422.
-    A missing or unknown policy is refused as the replay task refuses it.
+    ``replayable`` are the policies with a remote section; ``may_trigger``
+    answers for a DAG id whether the request's user may trigger it. A body
+    Airflow itself will refuse (not JSON, ``conf`` not an object) is not judged
+    here: Airflow answers 422. A conf that names no policy is refused (the
+    guard does not guess the DAG's default), and an unknown one as the replay
+    task refuses it.
     """
     try:
         payload = json.loads(body)
@@ -63,7 +64,15 @@ def guard_refusal(
         conf = {}
     if not isinstance(conf, dict):
         return None
-    policy = conf.get("policy", replayable[0] if replayable else None)
+    if "policy" not in conf:
+        # The run would take the DAG's default param, parsed by the dag-processor from its
+        # own policies file; the guard does not guess it (a file that differs here would
+        # check one policy and replay another).
+        return (
+            f"{REPLAY_DAG_ID} refused: conf must name the 'policy' to replay, one of "
+            f"{sorted(replayable)}; its right to trigger that policy's DAG is checked"
+        )
+    policy = conf["policy"]
     if not isinstance(policy, str) or policy not in replayable:
         return (
             f"{REPLAY_DAG_ID} refused: conf 'policy' {policy!r} is not a policy with a "
@@ -110,25 +119,30 @@ class ReplayGuard:
         ):
             await self.app(scope, receive, send)
             return
-        body = await _read_body(receive)
+        from starlette.requests import Request
+        from starlette.responses import JSONResponse
+
+        user = await request_user(Request(scope))  # headers and cookies: the body stays unread
+        if user is None:  # Airflow answers 401 (no login) or 403 (a bad token) itself
+            await self.app(scope, receive, send)
+            return
+        body = await _read_body(receive, MAX_BODY_BYTES)
         if body is None:
             return  # the client went away before sending its body
         replayed = _replaying(body, receive)
-        refusal = await self._refusal(scope, body)
+        if len(body) > MAX_BODY_BYTES:
+            detail = f"{REPLAY_DAG_ID}: a request body over {MAX_BODY_BYTES:,} bytes"
+            await JSONResponse({"detail": detail}, status_code=413)(scope, replayed, send)
+            return
+        refusal = self._refusal(user, body)
         if refusal is None:
             await self.app(scope, replayed, send)
             return
-        from starlette.responses import JSONResponse
-
         await JSONResponse({"detail": refusal}, status_code=403)(scope, replayed, send)
 
-    async def _refusal(self, scope: Scope, body: bytes) -> str | None:
+    def _refusal(self, user: Any, body: bytes) -> str | None:
         from airflow.api_fastapi.app import get_auth_manager
-        from starlette.requests import Request
 
-        user = await request_user(Request(scope))  # headers and cookies: the body stays unread
-        if user is None:
-            return None  # Airflow answers 401 (no login) or 403 (a bad token) itself
         manager = get_auth_manager()
         refusal = guard_refusal(
             body, replayable_policies(), lambda dag_id: may_trigger_dag(manager, user, dag_id)
@@ -138,15 +152,19 @@ class ReplayGuard:
         return refusal
 
 
-async def _read_body(receive: Receive) -> bytes | None:
-    """The whole request body, or None when the client disconnected first."""
+async def _read_body(receive: Receive, limit: int) -> bytes | None:
+    """The request body, read up to just past ``limit`` bytes (a longer one is refused
+    whole), or None when the client disconnected first."""
     chunks: list[bytes] = []
+    size = 0
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
             return None
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body", False):
+        chunk = message.get("body", b"")
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > limit or not message.get("more_body", False):
             return b"".join(chunks)
 
 
