@@ -358,6 +358,11 @@ def test_the_sleep_ratio_rises_while_other_clients_work(
             HealthReading(active_clients=1, active_applications={"pgwatch2": 1}),
             1.0,
         ),
+        (  # "" names the sessions that set no application_name (a pool's keep-alives)
+            HealthSpec(ignore_applications=[""]),
+            HealthReading(active_clients=3, active_applications={"": 3}),
+            0.0,
+        ),
     ],
 )
 def test_busy_pacing_counts_only_the_clients_that_matter(

@@ -428,7 +428,8 @@ class TableSpec:
 BUSY_SLEEP_RATIO = 1.0  # measured with make bench-foreground: see BENCHMARKS.md
 WAL_BYTES_LIMIT = 10**15  # 1 PB: far past any real lag; a bound, so that a typo is caught
 # application_name as Postgres keeps it (NAMEDATALEN - 1 bytes; ASCII is one byte a character)
-ApplicationName = Annotated[str, Field(min_length=1, max_length=63), AfterValidator(_not_blank)]
+# "" is a name too: the sessions that set no application_name (many pools' keep-alives).
+ApplicationName = Annotated[str, Field(max_length=63)]
 
 
 class HealthSpec(Section):
@@ -528,7 +529,8 @@ class HealthSpec(Section):
     ] = Field(
         (),
         description="application_name values whose sessions never count as clients at work "
-        "(monitoring agents, a pool's keep-alives); exact names.",
+        '(monitoring agents, a pool\'s keep-alives); exact names, "" for sessions that set '
+        "none.",
     )
     max_pause_seconds: float = Field(
         600.0,
