@@ -105,8 +105,8 @@ def test_three_workers_in_a_429_storm_stay_within_the_limit(
     db, unique_name, sandbox, test_dsn, monkeypatch
 ):
     limiter = LimiterLog(monkeypatch)
-    # 10 operations a claim: all three workers hold some of the 60 and call at once
-    policy = prepare(db, unique_name, 60, rate_per_second=15, burst=3, claim_batch=10)
+    # 10 operations a claim: all three workers hold some of the 40 and call at once
+    policy = prepare(db, unique_name, 40, rate_per_second=15, burst=3, claim_batch=10)
     # Each 429 closes the scope for 1 s and halves the rate, so the calls of a storm
     # come 1.1, 1.3, 1.5 s apart: 6 s holds the 4 asked for below with 2 s to spare.
     sandbox.state.configure(rate=8, burst=8, storm_seconds=6)
@@ -125,7 +125,7 @@ def test_three_workers_in_a_429_storm_stay_within_the_limit(
             "SELECT count(*) FROM retention.operations WHERE policy = %s AND state = 'done'",
             policy.name,
         )
-        == 60
+        == 40
     )
     assert set(stats["effects"].values()) == {1}
 
