@@ -29,11 +29,9 @@ from airflow.utils.types import DagRunType
 from retention.airflow.access import AirflowAccess
 from retention.airflow.rights import USER_LOOKUP_ENV, LookupUnavailable, find_user
 from retention.db.connection import Connection
-from retention.policy import parse_policy
 from tests.support.auth_managers import UNTRIGGERABLE_ENV, NameBlindAuthManager, PerDagAuthManager
 from tests.support.env import ROOT
-from tests.support.policies import policy_fields, remote_fields
-from tests.support.ui_seed import NOTIFY, SeededLedger, seed_remote_ledger
+from tests.support.ui_seed import SeededLedger, seeded_remote_policy
 
 SIMPLE_USERS = "alice:user,vic:viewer"
 
@@ -91,17 +89,7 @@ def replay(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> Replay:
-    fields = policy_fields(
-        unique_name,
-        window_rows=10_000,
-        batch_rows=500,
-        window_per_tenant=False,
-        remote=remote_fields(unique_name),
-        notify=NOTIFY,
-    )
-    policy, problems = parse_policy(unique_name, fields)
-    assert policy is not None, problems
-    seeded = seed_remote_ledger(db, test_dsn, policy, sandbox)
+    fields, seeded = seeded_remote_policy(db, test_dsn, unique_name, sandbox)
     policies = tmp_path / "policies.yaml"
     policies.write_text(yaml.safe_dump({"policies": {unique_name: fields}}))
     monkeypatch.setenv("RETENTION_POLICIES", str(policies))

@@ -22,11 +22,10 @@ from psycopg import sql
 
 from retention.airflow.access import REPLAY_DAG_ID
 from retention.db.connection import Connection, connect_dsn
-from retention.policy import parse_policy
 from retention.ui.app import create_app
-from tests.support.policies import policy_fields, remote_fields
+from tests.support.policies import policy_fields
 from tests.support.ui_access import StandInAccess, StandInUser
-from tests.support.ui_seed import NOTIFY, SeededLedger, seed_remote_ledger
+from tests.support.ui_seed import SeededLedger, seeded_remote_policy
 
 BASE = "http://testserver"
 ORIGIN = {"Origin": BASE}
@@ -54,24 +53,14 @@ def pages(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[Pages]:
-    fields = policy_fields(
-        unique_name,
-        window_rows=10_000,
-        batch_rows=500,
-        window_per_tenant=False,
-        remote=remote_fields(unique_name),
-        notify=NOTIFY,
-    )
-    policy, problems = parse_policy(unique_name, fields)
-    assert policy is not None, problems
-    seeded = seed_remote_ledger(db, test_dsn, policy, sandbox)
+    fields, seeded = seeded_remote_policy(db, test_dsn, unique_name, sandbox)
     missing = f"{unique_name}_gone"
     policies = tmp_path / "policies.yaml"
     policies.write_text(
         yaml.safe_dump({"policies": {unique_name: fields, missing: policy_fields(missing)}})
     )
     monkeypatch.setenv("RETENTION_POLICIES", str(policies))
-    access = StandInAccess(users=USERS, paused={policy.dag_id: False}, switch="all")
+    access = StandInAccess(users=USERS, paused={seeded.policy.dag_id: False}, switch="all")
     root = FastAPI()
     app = create_app(airflow_auth=False, authorize=access.may_read, ui_access=access)
     root.mount("/retention", app)

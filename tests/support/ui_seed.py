@@ -15,7 +15,8 @@ from typing import Any
 
 from retention.db.connection import Connection
 from retention.evidence.reconcile import reconcile_run
-from retention.policy import Policy
+from retention.policy import Policy, parse_policy
+from tests.support.policies import policy_fields, remote_fields
 from tests.support.remote import enqueue_all, work
 from tests.support.tables import create_media_table, plan
 
@@ -92,3 +93,21 @@ def seed_remote_ledger(
         events_dead=1,
         run_id="run-1",
     )
+
+
+def seeded_remote_policy(
+    db: Connection, dsn: str, name: str, sandbox: Any
+) -> tuple[dict[str, Any], SeededLedger]:
+    """A remote policy with ``notify:`` (its fields, as a policies file holds them) and its
+    ledger seeded by :func:`seed_remote_ledger`."""
+    fields = policy_fields(
+        name,
+        window_rows=10_000,
+        batch_rows=500,
+        window_per_tenant=False,
+        remote=remote_fields(name),
+        notify=NOTIFY,
+    )
+    policy, problems = parse_policy(name, fields)
+    assert policy is not None, problems
+    return fields, seed_remote_ledger(db, dsn, policy, sandbox)
