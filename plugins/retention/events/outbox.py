@@ -31,7 +31,7 @@ from retention.db.connection import Connection
 from retention.db.sqlfiles import query
 from retention.policy.model import NotifySpec
 from retention.queue.classify import EVENT_ANSWERS, Classification, Outcome, classify
-from retention.queue.decisions import dead, retried, snoozed
+from retention.queue.decisions import dead, pending_again, retried, snoozed
 from retention.queue.http import HttpResult, HttpSender
 from retention.queue.leased import EVENTS, Finish, LeasedQueue, State
 from retention.queue.worker import Attempt, Recorded, Stop, Worker, WorkerStats
@@ -68,14 +68,7 @@ def decide_event(event: Event, c: Classification, now: dt.datetime, notify: Noti
     if c.outcome is Outcome.RATE_LIMITED:
         return snoozed(event.key, c, now)
     if c.outcome is Outcome.GONE:  # not the event's fault: it waits for the receiver
-        return Finish(
-            state=State.PENDING,
-            outcome=c.outcome,
-            status=c.status,
-            failure_class=c.failure_class,
-            reason=c.reason,
-            attempt_spent=0,
-        )
+        return pending_again(c, attempt_spent=0)
     attempts = event.attempts + 1
     if attempts >= notify.max_attempts:
         return dead(c)

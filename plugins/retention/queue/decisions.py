@@ -9,6 +9,7 @@ is a pure function of the job, the answer and the clock.
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 from retention.queue.classify import (
     DEFAULT_RETRY_AFTER_SECONDS,
@@ -20,19 +21,24 @@ from retention.queue.classify import (
 from retention.queue.leased import Finish, State
 
 
-def snoozed(key: str, c: Classification, now: dt.datetime) -> Finish:
-    """Rate limited: pending again after Retry-After plus jitter, no attempt spent."""
-    seconds = c.retry_after_seconds or DEFAULT_RETRY_AFTER_SECONDS
-    wait = retry_after_with_jitter(seconds, jitter_fraction(key, 0))
+def pending_again(c: Classification, **changes: Any) -> Finish:
+    """Pending again, recording the answer's outcome, status, class and reason."""
     return Finish(
         state=State.PENDING,
         outcome=c.outcome,
         status=c.status,
         failure_class=c.failure_class,
         reason=c.reason,
-        not_before=now + dt.timedelta(seconds=wait),
-        attempt_spent=0,
-        rate_limited=1,
+        **changes,
+    )
+
+
+def snoozed(key: str, c: Classification, now: dt.datetime) -> Finish:
+    """Rate limited: pending again after Retry-After plus jitter, no attempt spent."""
+    seconds = c.retry_after_seconds or DEFAULT_RETRY_AFTER_SECONDS
+    wait = retry_after_with_jitter(seconds, jitter_fraction(key, 0))
+    return pending_again(
+        c, not_before=now + dt.timedelta(seconds=wait), attempt_spent=0, rate_limited=1
     )
 
 
@@ -49,12 +55,8 @@ def retried(
 ) -> Finish:
     """Pending again after capped exponential backoff with jitter (step = the backoff step)."""
     wait = backoff_seconds(step, base, cap, jitter_fraction(key, step))
-    return Finish(
-        state=State.PENDING,
-        outcome=c.outcome,
-        status=c.status,
-        failure_class=c.failure_class,
-        reason=c.reason,
+    return pending_again(
+        c,
         not_before=now + dt.timedelta(seconds=wait),
         attempt_spent=attempt_spent,
         auth_failure=auth_failure,
