@@ -286,6 +286,17 @@ def detach_by_hand(db: Connection, name: str, partition: str) -> None:
     )
 
 
+def detached_by_an_earlier_attempt(db: Connection, name: str) -> tuple[Any, str, int]:
+    """The monthly table ``name`` whose first partition an earlier attempt detached (and
+    recorded ``detached`` with its oid) but did not drop: the policy, that partition, its oid."""
+    partitioned(db, name, MONTHS)
+    first = f"public.{name}_20251201"
+    oid = oid_of(db, first)
+    detach_by_hand(db, name, first)
+    record(db, name, first, "detached", oid=oid)
+    return make_policy(name), first, oid
+
+
 def record(
     db: Connection,
     policy: str,
@@ -335,12 +346,7 @@ def drop_record(db: Connection, policy: str, partition: str, run_id: str = "run-
 def test_a_drop_interrupted_after_the_detach_is_finished_by_the_next_attempt(
     db: Connection, unique_name: str
 ) -> None:
-    partitioned(db, unique_name, MONTHS)
-    policy = make_policy(unique_name)
-    first = f"public.{unique_name}_20251201"
-    oid = oid_of(db, first)
-    detach_by_hand(db, unique_name, first)
-    record(db, unique_name, first, "detached", oid=oid)
+    policy, first, _oid = detached_by_an_earlier_attempt(db, unique_name)
     result = fast_path(db, policy)
     assert result["finished_from_earlier_attempts"] == [
         {"partition": first, "run_id": "run-0", "state": "dropped"}
@@ -354,12 +360,7 @@ def test_finishing_a_drop_never_drops_another_table_that_took_the_name(
     db: Connection, unique_name: str
 ) -> None:
     """Invariant: only the very table that was detached is ever dropped."""
-    partitioned(db, unique_name, MONTHS)
-    policy = make_policy(unique_name)
-    first = f"public.{unique_name}_20251201"
-    oid = oid_of(db, first)
-    detach_by_hand(db, unique_name, first)
-    record(db, unique_name, first, "detached", oid=oid)
+    policy, first, _oid = detached_by_an_earlier_attempt(db, unique_name)
     db.execute(
         sql.SQL("ALTER TABLE {} RENAME TO {}").format(
             sql.SQL(first), sql.Identifier(f"{unique_name}_kept")
@@ -398,12 +399,7 @@ def test_finishing_a_drop_never_drops_another_table_that_took_the_name(
 def test_finishing_a_drop_never_drops_a_table_attached_again(
     db: Connection, unique_name: str, where: str
 ) -> None:
-    partitioned(db, unique_name, MONTHS)
-    policy = make_policy(unique_name)
-    first = f"public.{unique_name}_20251201"
-    oid = oid_of(db, first)
-    detach_by_hand(db, unique_name, first)
-    record(db, unique_name, first, "detached", oid=oid)
+    policy, first, oid = detached_by_an_earlier_attempt(db, unique_name)
     parent = unique_name
     if where == "another table":
         parent = f"{unique_name}_archive"
@@ -437,12 +433,7 @@ def test_finishing_a_drop_never_drops_a_table_attached_again(
 def test_a_view_on_a_detached_partition_does_not_stop_later_runs(
     db: Connection, unique_name: str
 ) -> None:
-    partitioned(db, unique_name, MONTHS)
-    policy = make_policy(unique_name)
-    first = f"public.{unique_name}_20251201"
-    oid = oid_of(db, first)
-    detach_by_hand(db, unique_name, first)
-    record(db, unique_name, first, "detached", oid=oid)
+    policy, first, _oid = detached_by_an_earlier_attempt(db, unique_name)
     db.execute(
         sql.SQL("CREATE VIEW {} AS SELECT * FROM {}").format(
             sql.Identifier("public", f"{unique_name}_v"), sql.SQL(first)
