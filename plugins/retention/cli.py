@@ -9,7 +9,8 @@
 - ``explain TERM``: the evidence record of one operation, found by its key, a
   key prefix, its object id or its row key (several matches are listed);
 - ``schema``: print the policies file's JSON Schema (``--write`` refreshes the
-  checked-in copy, the README's field table and the README's list of DAG steps).
+  checked-in copy, the field table of docs/policies.md and the DAG steps of
+  docs/runs.md).
 
 Database commands connect through an Airflow connection id (``--conn-id``,
 resolved as a task would, e.g. from ``AIRFLOW_CONN_<ID>``) or a libpq DSN (``--dsn``).
@@ -76,8 +77,8 @@ def _parser() -> argparse.ArgumentParser:
     schema.add_argument(
         "--write",
         action="store_true",
-        help="rewrite include/retention_policies.schema.json, the README's field table "
-        "and its list of DAG steps",
+        help="rewrite include/retention_policies.schema.json, the field table of "
+        "docs/policies.md and the list of DAG steps of docs/runs.md",
     )
     return parser
 
@@ -104,18 +105,18 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _schema(*, write: bool) -> int:
-    from retention.paths import POLICY_SCHEMA_PATH, PROJECT_ROOT
-    from retention.policy.schema import readme_with_table, schema_text
+    from retention.paths import POLICIES_PAGE, POLICY_SCHEMA_PATH, RUNS_PAGE
+    from retention.policy.schema import schema_text, with_field_table
 
     if not write:
         print(schema_text(), end="")
         return 0
-    from retention.airflow.dag_docs import readme_with_steps  # imports Airflow: only to write
+    from retention.airflow.dag_docs import with_doc_steps  # imports Airflow: only to write
 
     POLICY_SCHEMA_PATH.write_text(schema_text())
-    readme = PROJECT_ROOT / "README.md"
-    readme.write_text(readme_with_steps(readme_with_table(readme.read_text())))
-    print(f"wrote {POLICY_SCHEMA_PATH.name}, the README's field table and its DAG steps")
+    POLICIES_PAGE.write_text(with_field_table(POLICIES_PAGE.read_text()))
+    RUNS_PAGE.write_text(with_doc_steps(RUNS_PAGE.read_text()))
+    print(f"wrote {POLICY_SCHEMA_PATH.name}, the field table and the DAG steps in docs/")
     return 0
 
 

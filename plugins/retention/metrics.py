@@ -1,7 +1,7 @@
 """Retention's metrics, sent through Airflow's stats facade (StatsD, DogStatsD or OpenTelemetry).
 
 Every metric is declared once in :data:`METRICS` (its type, its tags and what it
-means; the README's metrics table lists the same names) and sent by one small
+means; docs/metrics.md's table lists the same names) and sent by one small
 function per family, so a call site elsewhere is one line.
 
 Each value goes out under two names, because backends differ in what they keep:

@@ -17,6 +17,10 @@ DEFAULT_POLICIES_PATH = INCLUDE_DIR / "retention_policies.yaml"
 POLICY_SCHEMA_PATH = INCLUDE_DIR / "retention_policies.schema.json"
 AIRFLOW_SETTINGS_PATH = PROJECT_ROOT / "airflow_settings.yaml"
 LOCAL_ENV_PATH = PROJECT_ROOT / ".local" / "env"
+# The documentation pages that hold generated blocks (``make schema`` rewrites them).
+DOCS_DIR = PROJECT_ROOT / "docs"
+POLICIES_PAGE = DOCS_DIR / "policies.md"  # the field table
+RUNS_PAGE = DOCS_DIR / "runs.md"  # the DAG steps
 
 
 def load_local_env(path: Path = LOCAL_ENV_PATH) -> bool:

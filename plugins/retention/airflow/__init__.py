@@ -2,7 +2,7 @@
 
 ``connections`` (hooks → plain connections and HTTP senders), ``steps`` (the
 work of each task, from plain values), ``dag_factory`` (one DAG per policy: its
-tasks and their wiring), ``dag_docs`` (the DAG docs and the README's DAG steps,
+tasks and their wiring), ``dag_docs`` (the DAG docs and the DAG steps of docs/runs.md,
 from one list), ``non_retryable`` (errors that fail a task without a retry),
 ``api`` (the plugin's JSON API), ``access`` (what the web layer asks Airflow:
 logins, permissions, paused flags, starting a replay) and ``lookup`` (the web

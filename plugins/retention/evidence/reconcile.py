@@ -451,8 +451,8 @@ def raise_if_dirty(summary: RunSummary | Mapping[str, Any]) -> None:
             "Partitions: "
             + "; ".join(s.partition_problems)
             + ". A partition detached to be dropped holds rows older than the cutoff outside "
-            "the table until it is; see retention.partition_drops and the README's runbook "
-            "(A dirty run)."
+            "the table until it is; see retention.partition_drops and the runbook "
+            "(docs/runbook.md, A dirty run)."
         )
     remote = s.remote
     if remote:

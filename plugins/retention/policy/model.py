@@ -4,7 +4,7 @@ The YAML contract is flat (``table``, ``key_column``, ``lock_timeout_ms``, …)
 with nested sections (``remote:``, ``notify:``, ``health:``, ``alerts:``). Every default is
 stated once, here, and every rule is a field constraint or a validator, so
 the JSON Schema editors use (``python -m retention.cli schema``) and the
-README's field table are generated from the same source and cannot drift.
+field table of docs/policies.md are generated from the same source and cannot drift.
 
 Lower layers take only the part they need: :class:`TableSpec` (what table and
 columns), :class:`Timeouts` (how long a statement may run or wait),

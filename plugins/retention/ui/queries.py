@@ -53,7 +53,7 @@ class Minute:
 
 @dataclass(frozen=True)
 class PolicyFigures:
-    """Everything the overview shows about one policy (see the README's Retention view)."""
+    """Everything the overview shows about one policy (see docs/retention-view.md)."""
 
     policy: str
     remote: bool
