@@ -93,7 +93,7 @@ def test_a_dirty_run_is_told_once_however_often_send_alerts_runs(
         f"retention__{unique_name} run {RUN_ID} is dirty: 30 rows older than cutoff "
         f"{CUTOFF.isoformat()} remain in public.{unique_name} (0 deleted)."
     )
-    assert body["runbook"]["link"] == "README.md#a-dirty-run"
+    assert body["runbook"]["link"] == "docs/runbook.md#a-dirty-run"
     assert message["headers"]["content-type"] == "application/json"
     assert ledger(db, unique_name) == [
         {
@@ -284,7 +284,9 @@ def test_the_deadline_callback_runs_as_the_triggerer_runs_it_and_tells_once(
         "queued (queued 2026-03-01T00:00:05+00:00, deadline 2026-03-01 00:30:05+00:00); it is "
         "running. 0 of 3 windows are done, 0 rows deleted of about 30 planned."
     )
-    assert body["runbook"]["link"] == "README.md#changing-batch-size-and-pool-slots-mid-flight"
+    assert body["runbook"]["link"] == (
+        "docs/runbook.md#changing-batch-size-and-pool-slots-mid-flight"
+    )
 
 
 def test_an_undefined_connection_is_named_and_nothing_is_claimed(

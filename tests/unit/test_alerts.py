@@ -19,7 +19,7 @@ from retention.evidence.alert_messages import (
 )
 from retention.policy import parse_policy
 from retention.policy.model import AlertsSpec
-from tests.support.env import ROOT
+from tests.support.docs import docs_page
 from tests.support.policies import policy_fields
 
 EVERY = {
@@ -288,7 +288,7 @@ def test_the_plain_json_message_names_policy_run_problem_and_first_step() -> Non
     assert body["runbook"] == {
         "section": "A dirty run",
         "first_step": RUNBOOK["dirty"].first_step,
-        "link": "README.md#a-dirty-run",
+        "link": "docs/runbook.md#a-dirty-run",
     }
     assert body["run_url"] == url
     assert run_url(None, "retention__media", RUN_ID) is None
@@ -313,7 +313,7 @@ def test_the_slack_message_is_an_incoming_webhook_payload() -> None:
     }
     assert problem == {"type": "section", "text": {"type": "mrkdwn", "text": alert.text}}
     assert step["text"]["text"].startswith(
-        "*First step* (README.md#a-dirty-run): Read what remains and why"
+        "*First step* (docs/runbook.md#a-dirty-run): Read what remains and why"
     )
     assert context["elements"][0]["text"] == (
         "policy `media` · retention__media · run <https://a.example/dags/x/runs/y|" + RUN_ID + ">"
@@ -397,13 +397,13 @@ def test_runbook_anchors_are_githubs() -> None:
     assert heading_anchor("Stopping and pausing a run") == "stopping-and-pausing-a-run"
 
 
-def test_the_readme_documents_alerts_and_has_the_runbook_sections_alerts_link_to() -> None:
-    readme = (ROOT / "README.md").read_text()
-    assert "\n## Alerts\n" in readme
+def test_the_docs_document_alerts_and_have_the_runbook_sections_alerts_link_to() -> None:
+    assert docs_page("alerts").startswith("# Alerts\n")
+    fields = docs_page("policies")
     for field in ("on_dirty", "on_lag", "on_dead_letters", "on_failure", "on_deadline"):
-        assert f"`alerts.{field}`" in readme, f"{field} is in the generated field table"
-    if "\n## Runbook\n" not in readme:
-        pytest.skip("the README has no runbook yet; its headings are checked once it does")
-    headings = set(re.findall(r"^### (.+)$", readme, flags=re.MULTILINE))
+        assert f"`alerts.{field}`" in fields, f"{field} is in the generated field table"
+    runbook = docs_page("runbook")
+    assert runbook.startswith("# Runbook\n")
+    headings = set(re.findall(r"^## (.+)$", runbook, flags=re.MULTILINE))
     missing = [step.heading for step in RUNBOOK.values() if step.heading not in headings]
-    assert missing == [], "alerts link to runbook sections that are not in the README"
+    assert missing == [], "alerts link to runbook sections that are not in docs/runbook.md"

@@ -22,7 +22,7 @@ from retention.policy.model import POLICY_NAME
 from retention.queue.classify import Outcome
 from retention.queue.leased import EVENTS, OPERATIONS
 from retention.queue.worker import LIMITER
-from tests.support.env import ROOT
+from tests.support.docs import docs_page
 from tests.support.stats_sink import RecordingSink
 
 LONGEST_POLICY = "p" * 100
@@ -237,15 +237,12 @@ def test_every_name_passes_airflows_stat_name_validation(tmp_path: Path) -> None
     assert json.loads(out.splitlines()[-1]) == []
 
 
-def readme_metrics_section() -> str:
-    readme = (ROOT / "README.md").read_text()
-    start = readme.index("## Metrics")
-    end = readme.index("\n## ", start + 1)
-    return readme[start:end]
+def metrics_page() -> str:
+    return docs_page("metrics")
 
 
-def test_the_readme_lists_every_metric_and_no_other() -> None:
-    section = readme_metrics_section()
+def test_the_metrics_page_lists_every_metric_and_no_other() -> None:
+    section = metrics_page()
     listed = set(re.findall(r"^\| `retention\.([a-z_.]+)` \|", section, flags=re.MULTILINE))
     assert listed == set(metrics.METRICS)
     for metric in metrics.METRICS.values():

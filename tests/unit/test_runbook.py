@@ -1,4 +1,4 @@
-"""The README's runbook keeps the headings others link to, and names only real things:
+"""The runbook (docs/runbook.md) keeps the headings others link to, and names only real things:
 tables and views of the retention schema, CLI subcommands and options, the pause Variable."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ import re
 
 from retention.cli import _parser
 from retention.db.gate import PAUSE_VARIABLE
+from tests.support.docs import docs_page
 from tests.support.env import ROOT
 
 HEADINGS = [
@@ -23,14 +24,11 @@ HEADINGS = [
 
 
 def runbook() -> str:
-    readme = (ROOT / "README.md").read_text()
-    start = readme.index("\n## Runbook\n")
-    end = readme.index("\n## ", start + 1)
-    return readme[start:end]
+    return docs_page("runbook")
 
 
 def test_the_runbook_has_exactly_the_linked_headings_in_order() -> None:
-    assert re.findall(r"^### (.+)$", runbook(), flags=re.MULTILINE) == HEADINGS
+    assert re.findall(r"^## (.+)$", runbook(), flags=re.MULTILINE) == HEADINGS
 
 
 def test_every_retention_relation_it_names_exists() -> None:

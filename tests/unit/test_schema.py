@@ -1,4 +1,5 @@
-"""The JSON Schema, its checked-in copy, the README's field table and the shipped file agree."""
+"""The JSON Schema, its checked-in copy, docs/policies.md's field table and the shipped file
+agree."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import yaml
 
 import retention
 from retention.paths import DEFAULT_POLICIES_PATH, POLICY_SCHEMA_PATH
-from retention.policy.schema import README_END, README_START, field_table, schema_text
+from retention.policy.schema import FIELD_TABLE_END, FIELD_TABLE_START, field_table, schema_text
+from tests.support.docs import docs_page
 from tests.support.env import ROOT
 
 
@@ -23,9 +25,10 @@ def test_checked_in_schema_is_current() -> None:
     )
 
 
-def test_readme_field_table_is_generated_from_the_schema() -> None:
-    readme = (ROOT / "README.md").read_text()
-    table = readme[readme.index(README_START) + len(README_START) : readme.index(README_END)]
+def test_the_policies_page_field_table_is_generated_from_the_schema() -> None:
+    page = docs_page("policies")
+    start = page.index(FIELD_TABLE_START) + len(FIELD_TABLE_START)
+    table = page[start : page.index(FIELD_TABLE_END)]
     assert table.strip() == field_table(), "run `make schema`"
 
 

@@ -18,12 +18,12 @@ AlertKind = Literal["dirty", "lag", "dead_letters", "failure", "deadline"]
 MessageFormat = Literal["json", "slack"]
 MAX_LISTED = 5
 MESSAGE_TYPE = "retention.alert"
-README = "README.md"
+RUNBOOK_PAGE = "docs/runbook.md"
 
 
 @dataclass(frozen=True)
 class RunbookStep:
-    """The README runbook section an alert points at, and the first thing it says to do."""
+    """The runbook section an alert points at, and the first thing it says to do."""
 
     heading: str
     first_step: str
@@ -33,7 +33,7 @@ class RunbookStep:
         return "#" + heading_anchor(self.heading)
 
 
-# The first step of each README runbook section, quoted (the README's "## Runbook").
+# The first step of each runbook section, quoted (docs/runbook.md).
 RUNBOOK: dict[str, RunbookStep] = {
     "dirty": RunbookStep(
         "A dirty run",
@@ -355,7 +355,7 @@ def message_body(
     runbook = {
         "section": alert.runbook.heading,
         "first_step": alert.runbook.first_step,
-        "link": f"{README}{alert.runbook.anchor}",
+        "link": f"{RUNBOOK_PAGE}{alert.runbook.anchor}",
     }
     if fmt == "json":
         return {
