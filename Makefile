@@ -10,7 +10,7 @@ TEST_RUN := $(RUN) export AIRFLOW_HOME="$$RETENTION_TEST_AIRFLOW_HOME" \
 	AIRFLOW__DATABASE__SQL_ALCHEMY_CONN="$$RETENTION_TEST_SQL_ALCHEMY_CONN" \
 	AIRFLOW__LOGGING__BASE_LOG_FOLDER="$$RETENTION_TEST_AIRFLOW_HOME/logs" &&
 
-.PHONY: demo cli test test-env unit mutation airflow bench-rows bench-remote bench-partitions bench-scale bench-foreground lint format schema lock env stop-pg clean
+.PHONY: demo cli test test-env unit mutation airflow bench-rows bench-remote bench-partitions bench-scale bench-foreground lint docs docs-build format schema lock env stop-pg clean
 
 $(STAMP): requirements.txt requirements-dev.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -36,7 +36,7 @@ test-env: env
 	@$(TEST_RUN) airflow db migrate > .local/test-db-migrate.log 2>&1 || { tail -40 .local/test-db-migrate.log; exit 1; }
 
 # Every tier, unit tests first (pyproject's testpaths: unit, dag, integration, e2e).
-test: test-env lint
+test: test-env lint docs-build
 	@$(TEST_RUN) pytest
 
 # Pure unit tests: no database, no Airflow home; seconds on a fresh clone.
@@ -47,13 +47,21 @@ unit: $(STAMP)
 mutation: $(STAMP)
 	cd scripts && $(BIN)/python mutation.py
 
-# Regenerate the policies file's JSON Schema and the README's field table from the model.
+# Regenerate the policies file's JSON Schema, and the field table and DAG steps in docs/, from the model.
 schema: $(STAMP)
 	PYTHONPATH=plugins $(BIN)/python -m retention.cli schema --write
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+
+# The documentation site (mkdocs.yml, pages in docs/): served with live reload, and built
+# with --strict (a broken link or anchor, or a page missing from the nav, fails) into .local/site.
+docs: $(STAMP)
+	$(BIN)/mkdocs serve -a 127.0.0.1:8000
+
+docs-build: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 format: $(STAMP)
 	$(BIN)/ruff check --fix .

@@ -39,7 +39,7 @@ filterwarnings = ["ignore::DeprecationWarning"]
 
 [tool.mutmut]
 paths_to_mutate = [{paths}]
-also_copy = ["src", "include", "tests", "README.md", "airflow_settings.yaml"]
+also_copy = ["src", "include", "tests", "docs", "README.md", "mkdocs.yml", "airflow_settings.yaml"]
 pytest_add_cli_args_test_selection = ["tests/unit"]
 """
 
@@ -49,9 +49,9 @@ def stage() -> None:
         shutil.rmtree(STAGE)
     (STAGE / "src").mkdir(parents=True)
     shutil.copytree(ROOT / "plugins" / "retention", STAGE / "src" / "retention")
-    for name in ("include", "tests"):
+    for name in ("include", "tests", "docs"):  # the unit tests read docs/ and mkdocs.yml
         shutil.copytree(ROOT / name, STAGE / name, ignore=shutil.ignore_patterns("__pycache__"))
-    for name in ("README.md", "airflow_settings.yaml"):
+    for name in ("README.md", "mkdocs.yml", "airflow_settings.yaml"):
         shutil.copy(ROOT / name, STAGE / name)
     paths = ", ".join(f'"src/retention/{module}"' for module in PURE_MODULES)
     (STAGE / "pyproject.toml").write_text(PYPROJECT.format(paths=paths))

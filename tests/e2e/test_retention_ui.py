@@ -6,7 +6,8 @@ read the view. The figures shown are compared with the database; the viewer
 does not see the replay action (and is refused when posting it anyway), the
 admin does, and the action starts a ``retention__replay`` run with the chosen
 operation keys. Screenshots are kept under ``.local/screenshots/``; the
-README's ``docs/retention-view.png`` is the admin's overview taken here.
+screenshot of docs/retention-view.md, ``docs/retention-view.png``, is the admin's
+overview taken here.
 
 Chromium is Debian's package (``.ci/run`` installs it in CI); without it the
 test skips and says so. Nothing is downloaded.
@@ -91,7 +92,7 @@ def served(
 ) -> Iterator[Served]:
     """An api-server with the plugin, two seeded policies (remote, rows), an admin and a viewer.
 
-    The policies have readable names (they are in the README's screenshot) over
+    The policies have readable names (they are in the docs' screenshot) over
     tables of this test's own (``t_…``, dropped with the test database's tables).
     """
     remote_fields_ = remote_policy_fields(unique_name)

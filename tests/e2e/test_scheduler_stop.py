@@ -119,7 +119,7 @@ def test_marking_a_run_failed_cancels_its_window_before_the_sigkill(
     assert calls() == calls_at_cancel, "no call after the window was cancelled"
     assert calls_at_cancel < OBJECTS, "the window stopped early"
     assert ended - marked < 20, "heartbeat interval + a batch, not a SIGKILL later"
-    print(  # shown with -rP: the figure the README's stopping section quotes
+    print(  # shown with -rP: the figure docs/runs.md's Stopping paragraph quotes
         f"marked failed → window cancelled in {ended - marked:.1f} s; "
         f"{calls_at_cancel} of {OBJECTS} calls made"
     )

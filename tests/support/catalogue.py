@@ -1,4 +1,4 @@
-"""The README's bad-input catalogue as data, and the rule that keeps its quotes true.
+"""The bad-input catalogue (docs/bad-inputs.md) as data, and the rule that keeps its quotes true.
 
 Each row of the table says what a user sees for one bad input. Backticked text
 in the "what the user sees" column is a quote of what the code shows (an error
@@ -10,10 +10,10 @@ the body's ``detail`` of the real answer.
 
 A *producer* feeds a row's input to the real code and returns what it showed,
 as strings. Producers are registered by the row's input text, exactly as the
-README writes it, so renaming an input or adding a row leaves a row without a
+page writes it, so renaming an input or adding a row leaves a row without a
 producer, which the catalogue tests report. The unit tier produces what needs
-neither a database nor a server (tests/unit/test_readme.py); the integration
-tier the rest (tests/integration/test_readme_catalogue.py).
+neither a database nor a server (tests/unit/test_bad_input_catalogue.py); the integration
+tier the rest (tests/integration/test_bad_input_catalogue.py).
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tests.support.env import ROOT
+from tests.support.docs import docs_page, section
 
-SECTION = "## Bad-input catalogue"
+SECTION = "# Bad-input catalogue"
 OMITTED = "…"
 QUOTE = re.compile(r"(?:\b([1-5]\d\d) )?`([^`]+)`")
 
@@ -46,13 +46,11 @@ class Row:
 
 
 def catalogue_section() -> str:
-    readme = (ROOT / "README.md").read_text()
-    start = readme.index(SECTION)
-    return readme[start : readme.index("\n## ", start + len(SECTION))]
+    return section(docs_page("bad-inputs"), SECTION)
 
 
 def rows() -> list[Row]:
-    """The table's rows, in README order (the header and its rule left out)."""
+    """The table's rows, in the page's order (the header and its rule left out)."""
     found: list[Row] = []
     for line in catalogue_section().splitlines():
         if not line.startswith("| ") or line.startswith(("| kind |", "|---")):
@@ -78,7 +76,7 @@ def disagreements(quotes: list[str], shown: list[str]) -> list[str]:
 
     Both ways: every quote is the whole of something the code showed (``…`` aside),
     and everything a producer reports is quoted (a producer reports only what the
-    README claims, one entry per input it feeds).
+    catalogue claims, one entry per input it feeds).
     """
     problems = [
         f"quoted but not shown: {quote!r}"
@@ -97,7 +95,7 @@ Producer = Callable[..., list[str]]
 
 
 class Producers(dict[str, Producer]):
-    """Producers by the README's input text, registered with ``@producers.of(input)``."""
+    """Producers by the catalogue's input text, registered with ``@producers.of(input)``."""
 
     def of(self, *inputs: str) -> Callable[[Producer], Producer]:
         def register(produce: Producer) -> Producer:
@@ -109,7 +107,7 @@ class Producers(dict[str, Producer]):
         return register
 
     def rows(self) -> list[Row]:
-        """The README's rows these producers cover (ids for pytest's parametrize)."""
+        """The catalogue's rows these producers cover (ids for pytest's parametrize)."""
         return [row for row in quoting_rows() if row.input in self]
 
 

@@ -2,7 +2,7 @@
 
 ``seed_event_logs`` builds ``rows`` rows spread evenly over ``days`` days that end
 just before ``end``, with tenants assigned round-robin (so every tenant's ids
-interleave across the whole key range), then adds the indexes the README
+interleave across the whole key range), then adds the indexes docs/policies.md
 recommends: the primary key, the timestamp, and (tenant, key).
 """
 

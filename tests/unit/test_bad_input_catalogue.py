@@ -1,9 +1,9 @@
-"""The README's bad-input catalogue stays true: enough rows, every test it names exists, and
-every quote of what the user sees is what the code shows for that input.
+"""The bad-input catalogue (docs/bad-inputs.md) stays true: enough rows, every test it names
+exists, and every quote of what the user sees is what the code shows for that input.
 
 This module feeds the rows that need no database or server to the real code (the
 policy loader on a YAML file, ``run_settings``, the progress interval); the
-integration tier does the rest (tests/integration/test_readme_catalogue.py), and
+integration tier does the rest (tests/integration/test_bad_input_catalogue.py), and
 checks that every row that quotes something has a producer in one of the two.
 """
 

@@ -1,11 +1,11 @@
-"""The README's bad-input catalogue, checked against the real code where it needs Postgres or
-an HTTP server: each row's input is fed to the code, and what the user would see (the
-exception's text, the HTTP answer, the ledger's state, class and reason, the failing task)
-must be what the row quotes (see tests/support/catalogue.py for the rule).
+"""The bad-input catalogue (docs/bad-inputs.md), checked against the real code where it
+needs Postgres or an HTTP server: each row's input is fed to the code, and what the user
+would see (the exception's text, the HTTP answer, the ledger's state, class and reason, the
+failing task) must be what the row quotes (see tests/support/catalogue.py for the rule).
 
 One plugin app serves the hint and evidence rows for the whole module; the other rows build
 their few rows with the setups of the tests the catalogue names. This module also checks that
-every row that quotes something has a producer, here or in tests/unit/test_readme.py.
+every row that quotes something has a producer, here or in tests/unit/test_bad_input_catalogue.py.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ from tests.support.sandbox_api import SandboxServer
 from tests.support.tables import create_media_table, create_table, old
 from tests.support.tables import request as plan_request
 from tests.support.web import serving
-from tests.unit.test_readme import UNIT
+from tests.unit.test_bad_input_catalogue import UNIT
 
 INTEGRATION = Producers()
 

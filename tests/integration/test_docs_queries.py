@@ -1,4 +1,4 @@
-"""The SQL the README gives operators runs as written, from psql and from Python."""
+"""The SQL the docs give operators runs as written, from psql and from Python."""
 
 from __future__ import annotations
 
@@ -9,14 +9,15 @@ import psycopg
 import pytest
 
 from retention.db.connection import Connection
-from tests.support.env import ROOT
+from tests.support.docs import DOCS_DIR, docs_page
 
 
-def readme_query(table: str) -> str:
-    """The README's ```sql block that reads ``table``."""
-    blocks = re.findall(r"```sql\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.DOTALL)
+def docs_query(table: str) -> str:
+    """The docs' ```sql block that reads ``table`` (one in all the pages)."""
+    pages = "\n".join(path.read_text() for path in sorted(DOCS_DIR.glob("*.md")))
+    blocks = re.findall(r"```sql\n(.*?)```", pages, flags=re.DOTALL)
     found = [block for block in blocks if f"FROM {table}" in block]
-    assert len(found) == 1, f"the README has {len(found)} sql blocks reading {table}"
+    assert len(found) == 1, f"the docs have {len(found)} sql blocks reading {table}"
     return "\n".join(line.strip() for line in found[0].splitlines())
 
 
@@ -34,10 +35,10 @@ def test_the_rate_limiters_query_loads_into_python(db: Connection, unique_name: 
         "effective_rate = 10 WHERE scope = %s",
         (closed, closed, throttled),
     )
-    with pytest.raises(psycopg.DataError):  # what the README used to suggest
+    with pytest.raises(psycopg.DataError):  # what the README once suggested
         db.execute("SELECT * FROM retention.rate_limiters WHERE scope = %s", (fresh,)).fetchall()
 
-    rows = {row["scope"]: row for row in db.execute(readme_query("retention.rate_limiters"))}
+    rows = {row["scope"]: row for row in db.execute(docs_query("retention.rate_limiters"))}
     assert rows[fresh]["closed_until"] is None
     assert rows[fresh]["last_decrease_at"] is None
     assert rows[throttled]["closed_until"] == closed
@@ -47,10 +48,7 @@ def test_the_rate_limiters_query_loads_into_python(db: Connection, unique_name: 
 
 def test_the_runbooks_sql_runs(db: Connection, unique_name: str) -> None:
     """Every statement of the runbook, placeholders filled, in a rolled-back transaction."""
-    readme = (ROOT / "README.md").read_text()
-    start = readme.index("\n## Runbook\n")
-    section = readme[start : readme.index("\n## ", start + 1)]
-    blocks = re.findall(r"```sql\n(.*?)```", section, flags=re.DOTALL)
+    blocks = re.findall(r"```sql\n(.*?)```", docs_page("runbook"), flags=re.DOTALL)
     assert len(blocks) >= 4
     for block in blocks:
         text = block.replace("<policy>", unique_name).replace("<run id>", "manual__x")
