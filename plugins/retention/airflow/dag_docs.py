@@ -25,6 +25,9 @@ DOC_STEPS_END = "<!-- dag-steps:end -->"
 DAG_DOC_WIDTH = 88
 DOC_WIDTH = 79
 INDENT = "   "  # a numbered item's continuation lines
+# An item's later paragraphs: Python-Markdown (the docs site) keeps a paragraph after a
+# blank line in the item only when it is indented four spaces; GitHub takes either.
+PARAGRAPH_INDENT = "    "
 BLOCK_START = re.compile(r"^\s*(\d+[.)]|[-+*>#]|```)(\s|$)")
 
 
@@ -223,11 +226,12 @@ def _item(number: int, head: str, paragraphs: list[str], width: int) -> str:
     for index, paragraph in enumerate(paragraphs):
         if index:
             lines.append("")
+        indent = INDENT if index == 0 else PARAGRAPH_INDENT
         lines += textwrap.wrap(
             paragraph,
             width=width,
-            initial_indent=f"{number}. {head} " if index == 0 else INDENT,
-            subsequent_indent=INDENT,
+            initial_indent=f"{number}. {head} " if index == 0 else indent,
+            subsequent_indent=indent,
             break_long_words=False,
             break_on_hyphens=False,
         )
