@@ -22,14 +22,14 @@ from typing import Any
 from retention.db.connection import Connection, bounded
 from retention.db.oldest import as_aware
 from retention.db.sqlfiles import query
-from retention.evidence.status import RemoteFacts, RunFacts, RunStatus, run_status
 from retention.policy.model import Policy, TableSpec
 from retention.rows.lifecycle import count_window
 from retention.rows.partitions import rows_figure
 from retention.rows.planner import load_plan
-from retention.rows.run_lease import holds_run_lease
 from retention.rows.target import TargetTable
 from retention.rows.windows import Window
+from retention.runs.lease import holds_run_lease
+from retention.runs.status import RemoteFacts, RunFacts, RunStatus, run_status
 from retention.summary import DirtyWindow, EventEvidence, RemoteEvidence, RunSummary
 
 MAX_LISTED_WINDOWS = 10

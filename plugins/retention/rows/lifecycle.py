@@ -28,9 +28,9 @@ from retention.db.gate import Gate
 from retention.db.sqlfiles import query
 from retention.policy.model import TableSpec, Timeouts
 from retention.progress import plural, progress_line
-from retention.rows.run_lease import record_stopped_run
 from retention.rows.target import TargetTable
 from retention.rows.windows import Window
+from retention.runs.lease import record_stopped_run
 from retention.stopping import StopRequested, disarm, stop_requested
 
 log = logging.getLogger(__name__)

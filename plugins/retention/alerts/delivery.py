@@ -28,7 +28,7 @@ What fires (each only when its connection is named in ``alerts:``):
 
 A dry run deletes and calls nothing, so it only tells of failures.
 
-The rules and the messages are pure (``retention.evidence.alert_messages``);
+The rules and the messages are pure (``retention.alerts.messages``);
 this module reads the run's facts and keeps the ledger, taking a connection,
 an :class:`HttpSender` and plain values. The Airflow side (connections, task
 states, the deadline callback) lives in ``retention.airflow.alerts``.
@@ -43,10 +43,10 @@ from typing import Any, Literal
 
 from psycopg.types.json import Jsonb
 
+from retention.alerts.messages import Alert, AlertKind, DeadLetters, RunFacts
 from retention.db.connection import Connection
 from retention.db.oldest import oldest_eligible
 from retention.db.sqlfiles import query
-from retention.evidence.alert_messages import Alert, AlertKind, DeadLetters, RunFacts
 from retention.policy.model import Policy
 from retention.queue.http import HttpSender
 
