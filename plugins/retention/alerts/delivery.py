@@ -139,7 +139,7 @@ def read_run_facts(
         dry_run = bool(run["dry_run"])
         lag_hours = _lag_hours(conn, policy, run["cutoff"], now or dt.datetime.now(dt.UTC))
         row = conn.execute(
-            query("alert_dead_letters"), {"policy": policy.name, "since": run["planned_at"]}
+            query("dead_letter_counts"), {"policy": policy.name, "since": run["planned_at"]}
         ).fetchone()
         assert row is not None
         dead = DeadLetters(
@@ -175,9 +175,7 @@ def _lag_hours(
 
 def read_run_progress(conn: Connection, policy: str, run_id: str) -> dict[str, Any] | None:
     """How far a run has come (None before it is planned), for the deadline message."""
-    return conn.execute(
-        query("alert_run_progress"), {"policy": policy, "run_id": run_id}
-    ).fetchone()
+    return conn.execute(query("run_progress"), {"policy": policy, "run_id": run_id}).fetchone()
 
 
 def purge_old_alerts(conn: Connection, policy: str, audit_days: int) -> int:

@@ -179,7 +179,7 @@ def count_window(conn: Connection, table: TableSpec, timeouts: Timeouts, window:
     target = TargetTable.of(table)
     with bounded(conn, timeouts, reads=True, timezone=table.timestamp_timezone):
         row = conn.execute(
-            target.query("count_window", window.tenant_scope),
+            target.query("target_count_window", window.tenant_scope),
             {
                 "first_id": window.first_id,
                 "last_id": window.last_id,
