@@ -50,6 +50,8 @@ SQL_PREFIXES = {
     "purge": "the audit purge of old evidence",
     "metrics": "the metrics",
     "ui": "the Retention view",
+    # the schema snapshot: its catalog reads, and schema.sql that make schema writes
+    "schema": "the retention schema's snapshot (include/sql/schema.sql, never run)",
 }
 
 
