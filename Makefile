@@ -47,9 +47,12 @@ unit: $(STAMP)
 mutation: $(STAMP)
 	cd scripts && $(BIN)/python mutation.py
 
-# Regenerate the policies file's JSON Schema, and the field table and DAG steps in docs/, from the model.
+# Regenerate the policies file's JSON Schema, and the field table and DAG steps in docs/, from the model,
+# and include/sql/schema.sql from a scratch database migrated on the local server.
 schema: $(STAMP)
 	PYTHONPATH=plugins $(BIN)/python -m retention.cli schema --write
+	@test -f .local/env || $(MAKE) --no-print-directory env
+	@$(RUN) python -m retention.cli --dsn "$$RETENTION_DEMO_DSN" schema --sql --write
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

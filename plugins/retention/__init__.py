@@ -5,11 +5,13 @@ Layers, each importing only the ones before it:
 1. ``paths``, ``policy`` (the model, the loader, the JSON Schema), ``db``
    (connections, bounded transactions, SQL files, migrations), ``metrics``
    (sent by every layer through the sink the Airflow layer installs);
-2. ``rows`` (cutoff, planner, windows, the window lifecycle, the row deleter)
-   and ``queue`` (the leased queue, its worker, classification, HTTP, limiter);
+2. ``runs`` (the run lease, the run-status rule), ``rows`` (cutoff, planner,
+   windows, the window lifecycle, the row deleter) and ``queue`` (the leased
+   queue, its worker, classification, HTTP, limiter);
 3. ``objects`` (remote operations: a job kind, and the object deleter) and
    ``events`` (the outbox job kind, inbound hints);
-4. ``evidence`` (reconcile, explain, replay, audit purge);
+4. ``evidence`` (reconcile, explain, replay, audit purge) and ``alerts`` (the
+   rules and messages, sending each alert once);
 5. ``airflow`` (connections through hooks, task steps, the DAG factory, the
    plugin's API) and ``cli``: the only modules that import Airflow.
 """

@@ -10,7 +10,10 @@
   key prefix, its object id or its row key (several matches are listed);
 - ``schema``: print the policies file's JSON Schema (``--write`` refreshes the
   checked-in copy, the field table of docs/policies.md and the DAG steps of
-  docs/runs.md).
+  docs/runs.md);
+  with ``--sql``, the ``retention`` schema as the migrations leave it, read from a
+  scratch database it creates on ``--dsn``'s server (``--write``: into
+  ``include/sql/schema.sql``).
 
 Database commands connect through an Airflow connection id (``--conn-id``,
 resolved as a task would, e.g. from ``AIRFLOW_CONN_<ID>``) or a libpq DSN (``--dsn``).
@@ -78,7 +81,13 @@ def _parser() -> argparse.ArgumentParser:
         "--write",
         action="store_true",
         help="rewrite include/retention_policies.schema.json, the field table of "
-        "docs/policies.md and the list of DAG steps of docs/runs.md",
+        "docs/policies.md and the list of DAG steps of docs/runs.md (with --sql: include/sql/schema.sql)",
+    )
+    schema.add_argument(
+        "--sql",
+        action="store_true",
+        help="the retention schema's tables, columns, constraints and indexes after every "
+        "migration, from a scratch database on --dsn's server (created and dropped)",
     )
     return parser
 
@@ -88,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if getattr(args, "sub_conn_id", None):
         args.conn_id = args.sub_conn_id
+    if args.command == "schema" and args.sql:
+        return _schema_sql(args)
     if args.command == "schema":
         return _schema(write=args.write)
     if args.command == "migrate":
@@ -117,6 +128,24 @@ def _schema(*, write: bool) -> int:
     POLICIES_PAGE.write_text(with_field_table(POLICIES_PAGE.read_text()))
     RUNS_PAGE.write_text(with_doc_steps(RUNS_PAGE.read_text()))
     print(f"wrote {POLICY_SCHEMA_PATH.name}, the field table and the DAG steps in docs/")
+    return 0
+
+
+def _schema_sql(args: argparse.Namespace) -> int:
+    from retention.db.schema_snapshot import SNAPSHOT_PATH, snapshot_of_fresh_schema
+
+    if not args.dsn:
+        print(
+            "schema --sql needs --dsn: a server where it may create a scratch database",
+            file=sys.stderr,
+        )
+        return 2
+    text = snapshot_of_fresh_schema(args.dsn)
+    if not args.write:
+        print(text, end="")
+        return 0
+    SNAPSHOT_PATH.write_text(text)
+    print(f"wrote include/sql/{SNAPSHOT_PATH.name}")
     return 0
 
 

@@ -14,8 +14,8 @@ import pytest
 from psycopg import sql
 
 from retention.airflow.alerts import AlertsNotSent, deadline_alert_of, send_alerts_step
+from retention.alerts.delivery import read_run_facts
 from retention.db.connection import Connection
-from retention.evidence.alerts import read_run_facts
 from retention.evidence.reconcile import reconcile_run
 from retention.policy import Policy
 from retention.rows.partitions import drop_expired_partitions

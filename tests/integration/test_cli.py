@@ -223,7 +223,7 @@ def test_runs_shows_progress_and_the_run_lease_holder(
     db: Connection, unique_name: str, test_dsn: str
 ) -> None:
     from retention.rows.deleter import delete_window
-    from retention.rows.run_lease import take_run_lease
+    from retention.runs.lease import take_run_lease
     from tests.support.policies import make_policy
     from tests.support.tables import create_table, old, plan
 

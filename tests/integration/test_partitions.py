@@ -796,7 +796,7 @@ def test_drop_partitions_of_an_old_run_never_drops_while_another_run_holds_the_l
     window does: while another run holds it, nothing is detached."""
     from retention.airflow.steps import RunLeaseHeld, drop_partitions_step
     from retention.policy.params import RunSettings
-    from retention.rows.run_lease import take_run_lease
+    from retention.runs.lease import take_run_lease
 
     partitioned(db, unique_name, MONTHS)
     policy = make_policy(unique_name)

@@ -6,7 +6,7 @@ import pytest
 
 from retention.db.connection import Connection
 from retention.db.sqlfiles import query
-from retention.rows.run_lease import holds_run_lease, release_run_lease, take_run_lease
+from retention.runs.lease import holds_run_lease, release_run_lease, take_run_lease
 from tests.support.policies import make_policy
 from tests.support.tables import create_table, old, plan
 
@@ -179,7 +179,7 @@ def test_a_run_is_cancelled_only_once_none_of_its_windows_still_runs(
 ) -> None:
     """One task marked failed leaves a working run 'planned' (with the partial figures);
     the run turns 'cancelled' when its last running window stops."""
-    from retention.rows.run_lease import record_stopped_run
+    from retention.runs.lease import record_stopped_run
 
     create_table(db, unique_name, [(i, 1, old(i)) for i in range(1, 21)])
     policy = make_policy(unique_name, window_rows=10, batch_rows=5, window_per_tenant=False)

@@ -7,7 +7,7 @@ import datetime as dt
 from retention.db.connection import Connection
 from retention.evidence.reconcile import reconcile_run
 from retention.rows.deleter import delete_window
-from retention.rows.run_lease import release_run_lease, take_run_lease
+from retention.runs.lease import release_run_lease, take_run_lease
 from retention.ui.queries import (
     DeadLetterFilter,
     dead_event_ids_by_policy,

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from retention.evidence.alert_messages import (
+from retention.alerts.messages import (
     RUNBOOK,
     DeadLetters,
     RunFacts,

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from retention.evidence.alert_messages import RunFacts, decide_alerts
+from retention.alerts.messages import RunFacts, decide_alerts
 from retention.policy.model import AlertsSpec
 from retention.rows.partitions import ExpiredPartition, TableNow, finishing_verdict
 

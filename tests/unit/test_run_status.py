@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from retention.evidence.status import RemoteFacts, RunFacts, RunStatus, run_status
+from retention.runs.status import RemoteFacts, RunFacts, RunStatus, run_status
 
 
 def remote(

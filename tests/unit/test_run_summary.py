@@ -164,7 +164,7 @@ def test_a_run_summary_passes_through() -> None:
 
 
 def test_the_alert_rules_read_the_typed_summary() -> None:
-    from retention.evidence.alert_messages import RunFacts, decide_alerts
+    from retention.alerts.messages import RunFacts, decide_alerts
     from retention.policy.model import AlertsSpec
 
     spec = AlertsSpec.model_validate({"on_dirty": "ops"})

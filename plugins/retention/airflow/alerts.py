@@ -6,7 +6,7 @@
   (``trigger_rule=all_done``), reads the run's summary and the states of the
   run's task instances (``RuntimeTaskInstance.get_task_states`` through the
   task SDK), and sends each alert that fires once (see
-  ``retention.evidence.alerts``). It then fails, naming what failed, when any
+  ``retention.alerts.delivery``). It then fails, naming what failed, when any
   task of the run failed: it is a leaf of the DAG, and a green leaf after a
   failed ``reconcile`` would turn a dirty run green.
 - ``deadline_minutes`` becomes an Airflow ``DeadlineAlert`` measured from when
@@ -44,15 +44,7 @@ from airflow.sdk import (
 from airflow.sdk.exceptions import AirflowFailException
 
 from retention.airflow.connections import api_base_url, http_sender, postgres
-from retention.evidence.alert_messages import (
-    Alert,
-    MessageFormat,
-    deadline_alert,
-    decide_alerts,
-    message_body,
-    run_url,
-)
-from retention.evidence.alerts import (
+from retention.alerts.delivery import (
     ALERT_TIMEOUT_SECONDS,
     ENDPOINT_EXTRA,
     FAILED_STATES,
@@ -63,9 +55,17 @@ from retention.evidence.alerts import (
     read_run_progress,
     send_once,
 )
+from retention.alerts.messages import (
+    Alert,
+    MessageFormat,
+    deadline_alert,
+    decide_alerts,
+    message_body,
+    run_url,
+)
 from retention.policy.model import AlertsSpec, Policy
 from retention.queue.http import HttpSender
-from retention.rows.run_lease import holds_run_lease
+from retention.runs.lease import holds_run_lease
 
 log = logging.getLogger(__name__)
 

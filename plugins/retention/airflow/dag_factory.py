@@ -44,7 +44,7 @@ from retention.policy.loader import PolicyProblem, PolicySet
 from retention.policy.model import Policy
 from retention.policy.params import run_params, run_settings
 from retention.rows.cutoff import CutoffError
-from retention.rows.run_lease import RunState
+from retention.runs.lease import RunState
 
 RUN_LEASE_POKE_SECONDS = 60.0
 """How often a run waiting for the policy's run lease looks again (rescheduled, no slot held);

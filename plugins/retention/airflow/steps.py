@@ -37,14 +37,14 @@ from retention.rows.deleter import RowDeleter
 from retention.rows.lifecycle import WindowDeleter
 from retention.rows.partitions import drop_expired_partitions
 from retention.rows.planner import PlanRequest, check_table, plan_id_for, plan_windows
-from retention.rows.run_lease import (
+from retention.rows.windows import Window
+from retention.runs.lease import (
     LeaseOutcome,
     RunState,
     close_stale_windows,
     release_run_lease,
     take_run_lease,
 )
-from retention.rows.windows import Window
 from retention.stopping import graceful_stop, raise_if_stopping
 
 log = logging.getLogger(__name__)
@@ -235,7 +235,7 @@ class RunLeaseHeld(RuntimeError):
 
 
 def take_run_lease_step(policy: Policy, *, run_id: str, run_state: RunState) -> LeaseOutcome:
-    """Take the policy's run lease (or report the run holding it); see ``rows.run_lease``."""
+    """Take the policy's run lease (or report the run holding it); see ``runs.lease``."""
     with postgres(policy.postgres_conn_id) as conn:
         outcome = take_run_lease(conn, policy.name, policy.dag_id, run_id, run_state)
     if not outcome.taken:

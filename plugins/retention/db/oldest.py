@@ -29,7 +29,7 @@ def oldest_eligible(conn: Connection, policy: Policy, cutoff: dt.datetime) -> dt
     """The timestamp of the oldest row older than ``cutoff`` (None: there is none)."""
     table = policy.table_spec
     statement = query(
-        "oldest_eligible",
+        "target_oldest_eligible",
         table=sql.Identifier(table.schema, table.name),
         ts=sql.Identifier(table.timestamp_column),
     )

@@ -55,4 +55,4 @@ def recent_runs(
     conn: Connection, *, policy: str | None = None, limit: int = 10
 ) -> list[dict[str, Any]]:
     """The latest runs, newest first, with their progress and who holds the run lease."""
-    return conn.execute(query("runs_recent"), {"policy": policy, "limit": limit}).fetchall()
+    return conn.execute(query("run_recent"), {"policy": policy, "limit": limit}).fetchall()

@@ -22,14 +22,14 @@ from typing import Any
 from retention.db.connection import Connection, bounded
 from retention.db.oldest import as_aware
 from retention.db.sqlfiles import query
-from retention.evidence.status import RemoteFacts, RunFacts, RunStatus, run_status
 from retention.policy.model import Policy, TableSpec
 from retention.rows.lifecycle import count_window
 from retention.rows.partitions import rows_figure
 from retention.rows.planner import load_plan
-from retention.rows.run_lease import holds_run_lease
 from retention.rows.target import TargetTable
 from retention.rows.windows import Window
+from retention.runs.lease import holds_run_lease
+from retention.runs.status import RemoteFacts, RunFacts, RunStatus, run_status
 from retention.summary import DirtyWindow, EventEvidence, RemoteEvidence, RunSummary
 
 MAX_LISTED_WINDOWS = 10
@@ -194,11 +194,13 @@ def _gather(
     dirty_windows = count_windows(conn, policy, windows)
     target = TargetTable.of(policy.table_spec)
     with bounded(conn, policy.timeouts, reads=True, timezone=policy.timestamp_timezone):
-        total_row = conn.execute(target.query("count_eligible"), {"cutoff": cutoff}).fetchone()
+        total_row = conn.execute(
+            target.query("target_count_eligible"), {"cutoff": cutoff}
+        ).fetchone()
     ledger = {
         row["window_key"]: row
         for row in conn.execute(
-            query("windows_for_plan"), {"policy": policy.name, "plan_id": plan_id}
+            query("window_for_plan"), {"policy": policy.name, "plan_id": plan_id}
         )
     }
     return _Gathered(
@@ -300,7 +302,7 @@ def partition_evidence(
                 "error": r["last_error"],
             }
         )
-        for r in conn.execute(query("partition_drops_for_run"), keys)
+        for r in conn.execute(query("partition_drop_for_run"), keys)
     ]
     finished = [
         _without_nulls(
@@ -312,7 +314,7 @@ def partition_evidence(
                 "reason": r["reason"],
             }
         )
-        for r in conn.execute(query("partition_drops_resolved"), keys)
+        for r in conn.execute(query("partition_drop_resolved"), keys)
     ]
     stranded = [
         _without_nulls(
@@ -326,7 +328,7 @@ def partition_evidence(
                 "table_now": r["table_now"],
             }
         )
-        for r in conn.execute(query("partition_drops_stranded"), {"policy": policy})
+        for r in conn.execute(query("partition_drop_stranded"), {"policy": policy})
     ]
     pending = [
         r["partition_name"]
@@ -394,7 +396,7 @@ def other_runs(
             "last_finished": row["last_finished"].isoformat() if row["last_finished"] else None,
         }
         for row in conn.execute(
-            query("runs_overlapping"), {"policy": policy, "run_id": run_id, "since": since}
+            query("run_overlapping"), {"policy": policy, "run_id": run_id, "since": since}
         )
     ]
 

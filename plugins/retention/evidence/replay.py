@@ -27,7 +27,7 @@ def dead_operations(
     limit: int = 100,
 ) -> list[dict[str, Any]]:
     return conn.execute(
-        query("dead_operations"),
+        query("dead_letter_operations"),
         {"policy": policy, "failure_class": failure_class, "limit": limit},
     ).fetchall()
 

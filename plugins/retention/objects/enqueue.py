@@ -17,7 +17,7 @@ from retention.rows.windows import Window
 def enqueue_window(conn: Connection, policy: Policy, window: Window, batch_rows: int) -> int:
     """Upsert one pending operation per eligible row of the window; returns rows inserted."""
     target = TargetTable.of(policy.table_spec, policy.remote)
-    bound = target.query("batch_bound", window.tenant_scope)
+    bound = target.query("target_batch_bound", window.tenant_scope)
     insert = target.query("ops_enqueue", window.tenant_scope)
     after, inserted = window.first_id - 1, 0
     while True:

@@ -121,7 +121,7 @@ class ObjectKind:
         windows = sorted({op.window_key for op in jobs if op.window_key})
         cutoffs: dict[str, dt.datetime] = {}
         if windows:
-            rows = conn.execute(query("windows_cutoffs"), {"window_keys": windows})
+            rows = conn.execute(query("window_cutoffs"), {"window_keys": windows})
             cutoffs = {row["window_key"]: self._bounded_cutoff(row, limit) for row in rows}
         with bounded(conn, self.policy.timeouts, timezone=self.policy.timestamp_timezone):
             rows = conn.execute(
@@ -222,7 +222,7 @@ class OperationsKind(ObjectKind):
             self.endpoint_verified = True
         if c.status == 404 and c.outcome is Outcome.CONFIRMED and self.remote.not_found_breaker:
             if self.endpoint_verified is None:
-                row = conn.execute(query("recent_success"), {"policy": self.policy.name})
+                row = conn.execute(query("attempt_recent_success"), {"policy": self.policy.name})
                 self.endpoint_verified = bool(row.fetchone()["verified"])  # type: ignore[index]
             if not self.endpoint_verified:
                 return replace(c, endpoint_unverified=True)
@@ -230,7 +230,7 @@ class OperationsKind(ObjectKind):
             return c
         proven = bool(self.confirmed)  # other calls of this kind were confirmed
         if not proven:
-            row = conn.execute(query("recent_confirmations"), {"policy": self.policy.name})
+            row = conn.execute(query("attempt_recent_confirmations"), {"policy": self.policy.name})
             proven = bool(row.fetchone()["recent"])  # type: ignore[index]
         return replace(c, credentials_proven=proven)
 

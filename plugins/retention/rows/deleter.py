@@ -110,8 +110,8 @@ class RowDeleter(WindowDeleter):
         so one locked row never holds back the rows after it.
         """
         target = TargetTable.of(self.table)
-        bound_statement = target.query("batch_bound", window.tenant_scope)
-        delete_statement = target.query("delete_batch", window.tenant_scope)
+        bound_statement = target.query("target_batch_bound", window.tenant_scope)
+        delete_statement = target.query("target_delete_batch", window.tenant_scope)
         sizer = BatchSizer(start=batch_rows, timing=self.timing)
         after = window.first_id - 1
         timeouts_at_one = 0

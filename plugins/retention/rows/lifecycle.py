@@ -28,9 +28,9 @@ from retention.db.gate import Gate
 from retention.db.sqlfiles import query
 from retention.policy.model import TableSpec, Timeouts
 from retention.progress import plural, progress_line
-from retention.rows.run_lease import record_stopped_run
 from retention.rows.target import TargetTable
 from retention.rows.windows import Window
+from retention.runs.lease import record_stopped_run
 from retention.stopping import StopRequested, disarm, stop_requested
 
 log = logging.getLogger(__name__)
@@ -179,7 +179,7 @@ def count_window(conn: Connection, table: TableSpec, timeouts: Timeouts, window:
     target = TargetTable.of(table)
     with bounded(conn, timeouts, reads=True, timezone=table.timestamp_timezone):
         row = conn.execute(
-            target.query("count_window", window.tenant_scope),
+            target.query("target_count_window", window.tenant_scope),
             {
                 "first_id": window.first_id,
                 "last_id": window.last_id,

@@ -166,14 +166,14 @@ _OFFSET_CHANGES: dict[str, dt.timedelta] = {}
 
 def largest_offset_change(conn: Connection, policy: Policy, column_type: str) -> dt.timedelta:
     """G of rule 2: the largest change of ``timestamp_timezone``'s UTC offset in the
-    server's time zone data (``zone_offset_change.sql``); zero for a ``timestamptz``
+    server's time zone data (``partition_zone_offset_change.sql``); zero for a ``timestamptz``
     key, whose values are instants. Asked once per zone and process."""
     if column_type not in ZONE_READ_TYPES:
         return dt.timedelta(0)
     zone = policy.timestamp_timezone
     if zone not in _OFFSET_CHANGES:
         with reading_bounds(conn, policy):
-            row = conn.execute(query("zone_offset_change"), {"zone": zone}).fetchone()
+            row = conn.execute(query("partition_zone_offset_change"), {"zone": zone}).fetchone()
         assert row is not None
         _OFFSET_CHANGES[zone] = dt.timedelta(seconds=float(row["seconds"]))
     return _OFFSET_CHANGES[zone]
@@ -296,7 +296,7 @@ def began_here(conn: Connection, policy: Policy, partition: ExpiredPartition) ->
     """Whether this policy recorded a detach of this very table (by oid): only then is a
     pending detach finished without the checks of rules 2 and 3."""
     row = conn.execute(
-        query("partition_drops_by_oid"), {"policy": policy.name, "oid": partition.table_oid}
+        query("partition_drop_by_oid"), {"policy": policy.name, "oid": partition.table_oid}
     ).fetchone()
     return bool(row and row["ours"])
 
@@ -659,7 +659,7 @@ def _outside_transaction(conn: Connection, statement: sql.Composable, lock_ms: i
 
 def finish_pending_detaches(conn: Connection, policy: Policy, run_id: str) -> list[dict[str, Any]]:
     """Finish (``FINALIZE``) the detaches this policy began that are still pending on its
-    table (``partition_drops_pending_detach.sql``: a ``CONCURRENTLY`` whose second step
+    table (``partition_drop_pending_detach.sql``: a ``CONCURRENTLY`` whose second step
     gave up at ``lock_timeout`` or was interrupted), then drop the table unless it was
     detached to be kept. Only a detach with a record of this policy for the same table
     oid is finished: it was checked when it began; anyone else's is left pending (and
@@ -669,7 +669,7 @@ def finish_pending_detaches(conn: Connection, policy: Policy, run_id: str) -> li
     parent = sql.Identifier(table.schema, table.name)
     lock_ms = policy.timeouts.lock_ms
     rows = conn.execute(
-        query("partition_drops_pending_detach"),
+        query("partition_drop_pending_detach"),
         {"policy": policy.name, "schema": table.schema, "table": table.name},
     ).fetchall()
     finished: list[dict[str, Any]] = []
@@ -719,7 +719,7 @@ def finish_interrupted_drops(conn: Connection, policy: Policy, run_id: str) -> l
     error is recorded per table and never stops the pass or the run."""
     finished = finish_pending_detaches(conn, policy, run_id)
     handled = {(f["run_id"], f["partition"]) for f in finished}
-    rows = conn.execute(query("partition_drops_unfinished"), {"policy": policy.name}).fetchall()
+    rows = conn.execute(query("partition_drop_unfinished"), {"policy": policy.name}).fetchall()
     for row in rows:
         name = row["partition_name"]
         if (row["run_id"], name) in handled:  # its drop was just tried

@@ -79,7 +79,7 @@ def load_plan(conn: Connection, policy: str, run_id: str) -> tuple[str, list[Win
     run = conn.execute(query("run_for_id"), {"policy": policy, "run_id": run_id}).fetchone()
     if run is None:
         return None
-    rows = conn.execute(query("windows_for_plan"), {"policy": policy, "plan_id": run["plan_id"]})
+    rows = conn.execute(query("window_for_plan"), {"policy": policy, "plan_id": run["plan_id"]})
     return run["plan_id"], [window_from_row(row) for row in rows]
 
 
@@ -102,7 +102,7 @@ def check_table(conn: Connection, policy_name: str, table: TableSpec) -> dict[st
     """Fail with a message naming the policy and field when the table does not fit it;
     return the types of its key, timestamp (and tenant) columns."""
     where = {"schema": table.schema, "table": table.name}
-    if not conn.execute(query("table_exists"), where).fetchone()["present"]:  # type: ignore[index]
+    if not conn.execute(query("target_exists"), where).fetchone()["present"]:  # type: ignore[index]
         raise PlanError(
             f"policy {policy_name!r}, field 'table': table {table} does not exist "
             "in the database of the policy's postgres_conn_id"
@@ -113,7 +113,7 @@ def check_table(conn: Connection, policy_name: str, table: TableSpec) -> dict[st
     }
     if table.tenant_column:
         wanted["tenant_column"] = table.tenant_column
-    rows = conn.execute(query("table_columns"), {**where, "columns": list(wanted.values())})
+    rows = conn.execute(query("target_columns"), {**where, "columns": list(wanted.values())})
     types = {row["column_name"]: row["column_type"] for row in rows}
     for field_name, column in wanted.items():
         if column not in types:
@@ -143,9 +143,11 @@ def tenant_groups(
     with bounded(conn, policy.timeouts, reads=True, timezone=policy.timestamp_timezone):
         tenants = [
             row["tenant"]
-            for row in conn.execute(target.query("list_tenants"), {"max_tenants": max_windows})
+            for row in conn.execute(target.query("target_tenants"), {"max_tenants": max_windows})
         ]
-        has_null = conn.execute(target.query("null_tenant_eligible"), {"cutoff": cutoff}).fetchone()
+        has_null = conn.execute(
+            target.query("target_null_tenant_eligible"), {"cutoff": cutoff}
+        ).fetchone()
     groups: list[tuple[TenantScope, Any]] = [("one", tenant) for tenant in tenants]
     if has_null and has_null["present"]:
         groups.append(("null", None))
@@ -287,7 +289,7 @@ def plan_windows(conn: Connection, request: PlanRequest) -> list[Window]:
             f"no index on {policy.table_spec.key_column}: every probe and every batch "
             "reads the table; create one"
         )
-    left = conn.execute(query("last_rows_outside_windows"), {"policy": policy.name}).fetchone()
+    left = conn.execute(query("run_rows_outside_windows"), {"policy": policy.name}).fetchone()
     whole = (
         f"the last run found {left['n']} old row(s) outside its windows"
         if left and left["n"]
@@ -380,6 +382,6 @@ def record_plan(
             return
         with conn.cursor() as cur:
             cur.executemany(
-                query("windows_insert"),
+                query("window_insert"),
                 [{**w.to_xcom(), "cutoff": w.cutoff} for w in windows],
             )

@@ -112,9 +112,10 @@ def policy_figures(conn: Connection, policy: Policy, now: dt.datetime) -> Policy
             lock_ms=policy.lock_timeout_ms,
             timezone=policy.timestamp_timezone,  # a timestamp column without a time zone
         )
-        run = conn.execute(query("runs_recent"), {**params, "limit": 1}).fetchone()
+        run = conn.execute(query("run_recent"), {**params, "limit": 1}).fetchone()
         oldest = conn.execute(
-            TargetTable.of(policy.table_spec).query("oldest_eligible"), {"cutoff": cutoff_now}
+            TargetTable.of(policy.table_spec).query("target_oldest_eligible"),
+            {"cutoff": cutoff_now},
         ).fetchone()
         queue = conn.execute(query("ui_queue"), {**params, "scope": scope}).fetchone()
         minutes = conn.execute(

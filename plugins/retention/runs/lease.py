@@ -202,7 +202,7 @@ def close_stale_windows(
     """Close windows left ``running`` (of ``only_run``, or of every run but ``except_run``)
     as ``cancelled``; return their (window key, run id)."""
     rows = conn.execute(
-        query("windows_close_stale"),
+        query("window_close_stale"),
         {"policy": policy, "reason": reason, "only_run": only_run, "except_run": except_run},
     ).fetchall()
     for row in rows:

@@ -1,5 +1,5 @@
 -- Delete one sub-batch of a window: eligible rows in the key range (after, upto].
--- The caller bounds upto with batch_bound.sql, so at most batch_rows rows match.
+-- The caller bounds upto with target_batch_bound.sql, so at most batch_rows rows match.
 -- A key range (not a LIMIT subquery) lets Postgres delete through one index range
 -- scan; row locks are taken by the DELETE itself, and a row updated to a newer
 -- timestamp while we waited for its lock is re-checked and kept.

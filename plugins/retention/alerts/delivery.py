@@ -28,7 +28,7 @@ What fires (each only when its connection is named in ``alerts:``):
 
 A dry run deletes and calls nothing, so it only tells of failures.
 
-The rules and the messages are pure (``retention.evidence.alert_messages``);
+The rules and the messages are pure (``retention.alerts.messages``);
 this module reads the run's facts and keeps the ledger, taking a connection,
 an :class:`HttpSender` and plain values. The Airflow side (connections, task
 states, the deadline callback) lives in ``retention.airflow.alerts``.
@@ -43,10 +43,10 @@ from typing import Any, Literal
 
 from psycopg.types.json import Jsonb
 
+from retention.alerts.messages import Alert, AlertKind, DeadLetters, RunFacts
 from retention.db.connection import Connection
 from retention.db.oldest import oldest_eligible
 from retention.db.sqlfiles import query
-from retention.evidence.alert_messages import Alert, AlertKind, DeadLetters, RunFacts
 from retention.policy.model import Policy
 from retention.queue.http import HttpSender
 
@@ -139,7 +139,7 @@ def read_run_facts(
         dry_run = bool(run["dry_run"])
         lag_hours = _lag_hours(conn, policy, run["cutoff"], now or dt.datetime.now(dt.UTC))
         row = conn.execute(
-            query("alert_dead_letters"), {"policy": policy.name, "since": run["planned_at"]}
+            query("dead_letter_counts"), {"policy": policy.name, "since": run["planned_at"]}
         ).fetchone()
         assert row is not None
         dead = DeadLetters(
@@ -175,9 +175,7 @@ def _lag_hours(
 
 def read_run_progress(conn: Connection, policy: str, run_id: str) -> dict[str, Any] | None:
     """How far a run has come (None before it is planned), for the deadline message."""
-    return conn.execute(
-        query("alert_run_progress"), {"policy": policy, "run_id": run_id}
-    ).fetchone()
+    return conn.execute(query("run_progress"), {"policy": policy, "run_id": run_id}).fetchone()
 
 
 def purge_old_alerts(conn: Connection, policy: str, audit_days: int) -> int:

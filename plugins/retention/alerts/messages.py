@@ -1,6 +1,6 @@
 """What an alert says: the rules that decide which alerts a finished run fires, and
 the messages (plain JSON or Slack's incoming-webhook shape) with the runbook's
-first step. Pure: no database, no network (``retention.evidence.alerts`` sends).
+first step. Pure: no database, no network (``retention.alerts.delivery`` sends).
 """
 
 from __future__ import annotations

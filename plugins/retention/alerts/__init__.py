@@ -1,0 +1,1 @@
+"""Alerts: which alerts a finished run fires, what they say, and sending each one once."""
