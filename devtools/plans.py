@@ -14,6 +14,11 @@ CUTOFF = dt.datetime(2026, 3, 1, tzinfo=dt.UTC)
 def request(
     policy: Policy, run_id: str = "run-1", plan_id: str | None = None, **kw: object
 ) -> PlanRequest:
+    """A plan request as ``plan_windows`` gets it from a run, with ``kw`` overriding any field.
+
+    The logical date defaults to the one whose cutoff is :data:`CUTOFF`, so that a
+    caller names only what its plan is about.
+    """
     values: dict[str, object] = {
         "policy": policy,
         "run_id": run_id,

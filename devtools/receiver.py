@@ -157,6 +157,7 @@ class Receiver(ThreadingHTTPServer):
         return json.dumps(fields)
 
     def summary(self) -> str:
+        """One line for the demo's report: what was verified, repeated and refused."""
         sample = json.dumps(next(iter(self.events.values()), {}), sort_keys=True)
         return (
             f"{len(self.events)} retention.deleted events verified, {self.duplicates} "
