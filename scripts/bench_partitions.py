@@ -32,13 +32,13 @@ from concurrent.futures import ThreadPoolExecutor
 from benchlib import alternate, record, show
 from psycopg import sql
 
+from devtools.plans import request
 from retention.db.connection import Connection, connect_dsn
 from retention.db.migrate import migrate
 from retention.policy import Policy, parse_policy
 from retention.rows.deleter import delete_window
 from retention.rows.partitions import drop_expired_partitions
 from retention.rows.planner import plan_windows
-from tests.support.tables import request
 
 START = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
 MONTHS = [dt.datetime(2025 + (m // 12), 1 + m % 12, 1, tzinfo=dt.UTC) for m in range(13)]

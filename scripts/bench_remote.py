@@ -28,6 +28,9 @@ import time
 from benchlib import alternate, record, show, spread
 from psycopg import sql
 
+from devtools.plans import request
+from devtools.sandbox_api import SandboxServer
+from devtools.seed import seed_media_assets
 from retention.db.connection import connect_dsn
 from retention.db.migrate import migrate
 from retention.objects.deleter import work_operations
@@ -37,9 +40,6 @@ from retention.policy import Policy, parse_policy
 from retention.policy.model import RemoteSpec
 from retention.queue.http import HttpResult, HttpSender, plain_sender
 from retention.rows.planner import plan_windows
-from tests.support.sandbox_api import SandboxServer
-from tests.support.seed import seed_media_assets
-from tests.support.tables import request
 
 END = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 

@@ -14,7 +14,7 @@ default rate), at least 2 windows for the 2 pool slots.
 Airflow runs as a deployment runs it, each in its own process: the api-server
 (``--apps execution``), the dag-processor and the scheduler, with the
 LocalExecutor (``--executor celery``: the CeleryExecutor, with the broker that
-``tests.support.airflow_services`` names (``RETENTION_CELERY_BROKER_URL``, else
+``devtools.airflow_services`` names (``RETENTION_CELERY_BROKER_URL``, else
 Redis on 127.0.0.1:6379) and its two workers of two slots each). Their Airflow
 home is a temporary folder and their metadata database is the bench's own (the
 local metadata database's name plus ``_bench``, created and migrated here), so
@@ -93,12 +93,7 @@ import yaml
 from benchlib import count_older, forget_policy_history, record, seed_identical_tables, show, spread
 from psycopg import sql
 
-from retention.db.connection import connect_dsn
-from retention.db.migrate import migrate
-from retention.policy import parse_policy
-from retention.rows.planner import measured_rows_per_second
-from retention.rows.sizing import DEFAULT_ROWS_PER_SECOND
-from tests.support.airflow_services import (
+from devtools.airflow_services import (
     AIRFLOW,
     airflow_process,
     api_server,
@@ -112,7 +107,12 @@ from tests.support.airflow_services import (
     tail,
     wait_for,
 )
-from tests.support.seed import seed_event_logs
+from devtools.seed import seed_event_logs
+from retention.db.connection import connect_dsn
+from retention.db.migrate import migrate
+from retention.policy import parse_policy
+from retention.rows.planner import measured_rows_per_second
+from retention.rows.sizing import DEFAULT_ROWS_PER_SECOND
 
 POLICY = "bench_scale"
 DAG_ID = f"retention__{POLICY}"

@@ -116,10 +116,10 @@ def run_windows(
 ) -> WindowedRun:
     """Plan the policy's windows, then delete them with ``workers`` threads, each on its
     own connection, as mapped tasks in a pool of ``workers`` slots would."""
+    from devtools.plans import request
     from retention.db.connection import connect_dsn
     from retention.rows.deleter import delete_window
     from retention.rows.planner import plan_windows
-    from tests.support.tables import request
 
     run_id = f"bench-{time.time_ns()}"
     with connect_dsn(dsn) as conn:
@@ -163,9 +163,9 @@ def seed_identical_tables(
     ``autovacuum=False`` keeps autovacuum off them (a long benchmark's own measurement)."""
     from psycopg import sql
 
+    from devtools.seed import seed_event_logs
     from retention.db.connection import connect_dsn
     from retention.db.migrate import migrate
-    from tests.support.seed import seed_event_logs
 
     with connect_dsn(dsn) as conn:
         migrate(conn)

@@ -23,13 +23,13 @@ import sys
 import time
 from pathlib import Path
 
-from event_receiver import EventReceiver
 from psycopg import sql
 
+from devtools.receiver import Receiver
+from devtools.sandbox_api import SandboxServer
+from devtools.seed import seed_event_logs, seed_media_assets
 from retention.db.connection import connect_dsn
 from retention.db.migrate import migrate
-from tests.support.sandbox_api import SandboxServer
-from tests.support.seed import seed_event_logs, seed_media_assets
 
 LOCAL = Path(".local")
 
@@ -101,7 +101,7 @@ def main() -> None:
     print(f"\nsandbox deletion API on {sandbox.url} (real limit 30/s; policy ceiling 20/s)")
     events_port = int(os.environ.get("RETENTION_EVENTS_PORT", "8766"))
     secret = json.loads(os.environ["AIRFLOW_CONN_MEDIA_EVENTS"])["password"]
-    receiver = EventReceiver(events_port, secret).start()
+    receiver = Receiver(secret, port=events_port).start()
     print(f"event receiver on 127.0.0.1:{events_port}, verifying Standard Webhooks signatures")
     try:
         media = run_dag("retention__media_assets", logical_date)

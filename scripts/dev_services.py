@@ -29,10 +29,9 @@ from types import FrameType
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "plugins"), str(ROOT)]
 
-from event_receiver import EventReceiver  # noqa: E402
-
+from devtools.receiver import Receiver  # noqa: E402
+from devtools.sandbox_api import SandboxServer  # noqa: E402
 from retention.paths import load_local_env  # noqa: E402
-from tests.support.sandbox_api import SandboxServer  # noqa: E402
 
 
 def events_secret() -> str:
@@ -46,7 +45,7 @@ def events_secret() -> str:
     return str(password)
 
 
-def start_services(host: str) -> tuple[SandboxServer, EventReceiver]:
+def start_services(host: str) -> tuple[SandboxServer, Receiver]:
     sandbox_port = int(os.environ.get("RETENTION_SANDBOX_PORT", "8765"))
     events_port = int(os.environ.get("RETENTION_EVENTS_PORT", "8766"))
     try:
@@ -58,7 +57,7 @@ def start_services(host: str) -> tuple[SandboxServer, EventReceiver]:
             "media_api connection's port) to another port"
         )
     try:
-        receiver = EventReceiver(events_port, events_secret(), host=host).start()
+        receiver = Receiver(events_secret(), host=host, port=events_port).start()
     except OSError as busy:
         sandbox.stop()
         sys.exit(

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
 import yaml
 from airflow.models.dagbag import DagBag
+from airflow.sdk import DAG
 
 from tests.support.env import ROOT
 from tests.support.policies import policy_fields
@@ -51,48 +53,139 @@ def test_every_dag_follows_the_house_rules(shipped: DagBag) -> None:
             assert task.owner not in ("", "airflow"), (dag_id, task.task_id)
 
 
-def test_policy_dags_have_their_steps_and_params(shipped: DagBag) -> None:
-    policy_dags = {k: v for k, v in shipped.dags.items() if k != "retention__replay"}
+@pytest.fixture
+def policy_dags(shipped: DagBag) -> dict[str, DAG]:
+    """The shipped policies' DAGs (not ``retention__replay``), by DAG id."""
+    return {k: v for k, v in shipped.dags.items() if k != "retention__replay"}
+
+
+def upstream(dag: DAG, task_id: str) -> set[str]:
+    """Every task ``task_id`` waits for, directly or not."""
+    return dag.get_task(task_id).get_flat_relative_ids(upstream=True)
+
+
+def downstream(dag: DAG, task_id: str) -> set[str]:
+    """Every task that waits for ``task_id``, directly or not."""
+    return dag.get_task(task_id).get_flat_relative_ids(upstream=False)
+
+
+# The policy DAG's steps in the order they run; the others depend on the policy's sections.
+CORE_STEPS = ["compute_cutoff", "take_run_lease", "plan_windows", "delete_window", "reconcile"]
+OPTIONAL_STEPS = {
+    "migrate_schema",
+    "drain_operations",
+    "deliver_events",
+    "purge_audit",
+    "drop_partitions",
+}
+# What may run before the run holds the policy's run lease: none of it touches the table.
+BEFORE_THE_LEASE = {"migrate_schema", "compute_cutoff", "take_run_lease", "purge_audit"}
+
+
+def test_the_shipped_policies_are_the_policy_dags(policy_dags: dict[str, DAG]) -> None:
     assert set(policy_dags) == {"retention__event_logs", "retention__media_assets"}
+
+
+def test_a_run_can_be_dry_and_can_override_its_sizes(policy_dags: dict[str, DAG]) -> None:
     for dag_id, dag in policy_dags.items():
         assert set(dag.params.keys()) >= {"dry_run", "window_rows", "batch_rows"}, dag_id
-        extra = {
-            "migrate_schema",
-            "drain_operations",
-            "deliver_events",
-            "purge_audit",
-            "drop_partitions",
-        }
-        steps = [t.task_id for t in dag.tasks if t.task_id not in extra]
-        assert steps == [
-            "compute_cutoff",
-            "take_run_lease",
-            "plan_windows",
-            "delete_window",
-            "reconcile",
-        ]
-    for dag in policy_dags.values():
-        assert dag.get_task("purge_audit").upstream_task_ids == {"compute_cutoff"}
+
+
+def test_the_core_steps_run_in_order(policy_dags: dict[str, DAG]) -> None:
+    for dag_id, dag in policy_dags.items():
+        assert set(dag.task_ids) - OPTIONAL_STEPS == set(CORE_STEPS), dag_id
+        for earlier, later in itertools.pairwise(CORE_STEPS):
+            assert earlier in upstream(dag, later), f"{dag_id}: {later} before {earlier}"
+
+
+def test_migrations_run_before_anything_else(policy_dags: dict[str, DAG]) -> None:
+    for dag_id, dag in policy_dags.items():
         migrate = dag.get_task("migrate_schema")
         assert migrate.upstream_task_ids == set(), "migrations run first"
-        assert migrate.downstream_task_ids == {"compute_cutoff"}
-        assert dag.get_task("compute_cutoff").upstream_task_ids == {"migrate_schema"}
-    for dag in policy_dags.values():  # nothing deletes before the run holds the run lease
-        lease = dag.get_task("take_run_lease")
-        assert lease.upstream_task_ids == {"compute_cutoff"}
-        assert lease.mode == "reschedule", "a waiting run holds no worker slot"
-        assert "take_run_lease" in dag.get_task("plan_windows").upstream_task_ids
+        assert migrate.downstream_task_ids == {"compute_cutoff"}, dag_id
+        assert dag.get_task("compute_cutoff").upstream_task_ids == {"migrate_schema"}, dag_id
+        assert downstream(dag, "migrate_schema") == set(dag.task_ids) - {"migrate_schema"}
+
+
+def test_the_run_lease_is_asked_for_once_the_cutoff_is_known_and_waits_for_nothing_else(
+    policy_dags: dict[str, DAG],
+) -> None:
+    """A run whose cutoff is refused never takes the lease; the audit purge never delays it."""
+    for dag_id, dag in policy_dags.items():
+        assert dag.get_task("take_run_lease").upstream_task_ids == {"compute_cutoff"}, dag_id
+
+
+def test_nothing_touches_the_table_before_the_run_lease_is_taken(
+    policy_dags: dict[str, DAG],
+) -> None:
+    for dag_id, dag in policy_dags.items():
+        under_the_lease = set(dag.task_ids) - BEFORE_THE_LEASE
+        assert under_the_lease <= downstream(dag, "take_run_lease"), dag_id
+
+
+def test_a_run_waiting_for_the_lease_holds_no_worker_slot(policy_dags: dict[str, DAG]) -> None:
+    for dag in policy_dags.values():
+        assert dag.get_task("take_run_lease").mode == "reschedule"
+
+
+def test_the_run_lease_is_given_back_last(policy_dags: dict[str, DAG]) -> None:
+    """``reconcile`` gives the lease back: whatever runs under it has ended by then."""
+    for dag_id, dag in policy_dags.items():
+        after_reconcile = downstream(dag, "reconcile") | {"reconcile"}
+        under_the_lease = downstream(dag, "take_run_lease") - after_reconcile
+        assert under_the_lease <= upstream(dag, "reconcile"), dag_id
+
+
+def test_reconcile_runs_after_every_delete_even_failed_ones(policy_dags: dict[str, DAG]) -> None:
+    """Every task from ``delete_window`` to ``reconcile`` runs when its upstream failed."""
+    for dag_id, dag in policy_dags.items():
+        assert "delete_window" in upstream(dag, "reconcile"), dag_id
+        between = downstream(dag, "delete_window") & upstream(dag, "reconcile")
+        for task_id in between | {"reconcile"}:
+            assert dag.get_task(task_id).trigger_rule == "all_done", (dag_id, task_id)
+
+
+def test_the_audit_purge_neither_waits_for_the_lease_nor_holds_up_a_delete(
+    policy_dags: dict[str, DAG],
+) -> None:
+    for dag_id, dag in policy_dags.items():
+        purge = dag.get_task("purge_audit")
+        assert purge.upstream_task_ids == {"compute_cutoff"}, dag_id
+        assert purge.downstream_task_ids == set(), dag_id
+
+
+def test_partitions_are_dropped_under_the_lease_before_the_plan(
+    policy_dags: dict[str, DAG],
+) -> None:
     rows = policy_dags["retention__event_logs"]
-    assert rows.get_task("drop_partitions").upstream_task_ids == {
-        "compute_cutoff",
-        "take_run_lease",
-    }
-    assert rows.get_task("drop_partitions").downstream_task_ids == {"plan_windows"}
+    drop = rows.get_task("drop_partitions")
+    assert drop.upstream_task_ids == {"compute_cutoff", "take_run_lease"}
+    assert drop.downstream_task_ids == {"plan_windows"}
+
+
+def test_a_remote_policy_drops_no_partitions(policy_dags: dict[str, DAG]) -> None:
     media = policy_dags["retention__media_assets"]
     assert "drop_partitions" not in media.task_ids, "remote rows each need their own call"
+
+
+def test_every_remote_call_runs_in_the_remote_pool(policy_dags: dict[str, DAG]) -> None:
+    media = policy_dags["retention__media_assets"]
     assert media.get_task("drain_operations").pool == "media_api"
     assert media.get_task("delete_window").partial_kwargs["pool"] == "media_api"
+
+
+def test_a_remote_run_drains_earlier_operations_between_its_plan_and_its_windows(
+    policy_dags: dict[str, DAG],
+) -> None:
+    media = policy_dags["retention__media_assets"]
+    assert media.get_task("drain_operations").upstream_task_ids == {"plan_windows"}
     assert media.get_task("drain_operations").downstream_task_ids == {"delete_window"}
+
+
+def test_events_are_delivered_after_every_delete_outside_the_remote_pool(
+    policy_dags: dict[str, DAG],
+) -> None:
+    media = policy_dags["retention__media_assets"]
     assert media.get_task("deliver_events").pool == "default_pool"
     assert media.get_task("deliver_events").upstream_task_ids == {"delete_window"}
 

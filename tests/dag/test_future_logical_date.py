@@ -16,9 +16,9 @@ from pathlib import Path
 
 import yaml
 
+from devtools.seed import seed_event_logs
 from retention.db.connection import Connection
 from tests.support.policies import policy_fields
-from tests.support.seed import seed_event_logs
 
 
 def test_a_logical_date_20_days_ahead_deletes_nothing_and_says_why(

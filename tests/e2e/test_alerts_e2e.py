@@ -15,8 +15,8 @@ from airflow.models.xcom import XComModel
 from airflow.utils.session import create_session
 from psycopg import sql
 
+from devtools.receiver import Receiver
 from retention.db.connection import Connection
-from tests.support.alert_receiver import AlertReceiver
 from tests.support.env import ROOT
 from tests.support.policies import policy_fields
 from tests.support.tables import create_table
@@ -44,8 +44,8 @@ WITHOUT_DEADLINE = {k: v for k, v in ALERTS.items() if k not in ("on_deadline", 
 
 
 @pytest.fixture
-def receiver(monkeypatch: pytest.MonkeyPatch) -> Iterator[AlertReceiver]:
-    server = AlertReceiver()
+def receiver(monkeypatch: pytest.MonkeyPatch) -> Iterator[Receiver]:
+    server = Receiver().start()
     monkeypatch.setenv(f"AIRFLOW_CONN_{CONN_ID.upper()}", server.connection())
     yield server
     server.shutdown()
@@ -104,7 +104,7 @@ def test_a_dirty_run_sends_one_on_dirty_message_and_stays_failed(
     db: Connection,
     unique_name: str,
     load_dag: Callable[..., Any],
-    receiver: AlertReceiver,
+    receiver: Receiver,
 ) -> None:
     block_deletes_of(db, unique_name, BLOCKED_ID)
     dag = load_dag(alerts=ALERTS)
@@ -112,8 +112,8 @@ def test_a_dirty_run_sends_one_on_dirty_message_and_stays_failed(
     assert run.state == "failed", "a dirty run stays failed although send_alerts sent"
     states = task_states(dag.dag_id, run.run_id)
     assert (states["reconcile"], states["send_alerts"]) == ("failed", "failed")
-    assert len(receiver.received) == 1, [r["body"] for r in receiver.received]
-    body = receiver.received[0]["body"]
+    assert len(receiver.received) == 1, [r["json"] for r in receiver.received]
+    body = receiver.received[0]["json"]
     assert (body["kind"], body["policy"], body["run_id"]) == ("dirty", unique_name, run.run_id)
     assert body["figures"]["rows_remaining"] == 1
     assert body["figures"]["rows_deleted"] == 19
@@ -130,7 +130,7 @@ def test_a_clean_run_sends_nothing_and_stays_green(
     db: Connection,
     unique_name: str,
     load_dag: Callable[..., Any],
-    receiver: AlertReceiver,
+    receiver: Receiver,
 ) -> None:
     dag = load_dag(alerts=WITHOUT_DEADLINE)
     run = dag.test(logical_date=D)

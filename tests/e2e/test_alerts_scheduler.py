@@ -16,9 +16,7 @@ from typing import Any
 
 import pytest
 
-from retention.db.connection import Connection
-from retention.db.gate import PAUSE_VARIABLE
-from tests.support.airflow_services import (
+from devtools.airflow_services import (
     airflow_process,
     api_server,
     free_port,
@@ -29,7 +27,9 @@ from tests.support.airflow_services import (
     wait_for,
     wait_for_run_end,
 )
-from tests.support.alert_receiver import AlertReceiver
+from devtools.receiver import Receiver
+from retention.db.connection import Connection
+from retention.db.gate import PAUSE_VARIABLE
 from tests.support.policies import policy_fields
 from tests.support.tables import create_table
 
@@ -44,7 +44,7 @@ DEADLINE_MINUTES = 0.1  # 6 s after the run is queued; the run is held until the
 class Services:
     logs: Path
     policies: Path
-    receiver: AlertReceiver
+    receiver: Receiver
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +54,7 @@ def services(tmp_path_factory: pytest.TempPathFactory, test_dsn: str) -> Iterato
     policies = logs / "policies.yaml"
     policies.write_text("policies: {}\n")
     with ExitStack() as stack:
-        receiver = AlertReceiver()
+        receiver = Receiver().start()
         stack.callback(receiver.server_close)
         stack.callback(receiver.shutdown)
         env = scheduler_environment(
@@ -119,7 +119,7 @@ def test_the_triggerer_sends_the_deadline_alert_of_a_late_run_once(
     def mine() -> list[dict[str, Any]]:
         # The metadata database outlives a test session: a triggerer may finish callbacks
         # an earlier, interrupted session left behind, for policies of its own.
-        return [r for r in services.receiver.received if r["body"].get("policy") == unique_name]
+        return [r for r in services.receiver.received if r["json"].get("policy") == unique_name]
 
     with services.receiver.arrived:
         arrived = services.receiver.arrived.wait_for(mine, timeout=RUN_SECONDS)
@@ -129,7 +129,7 @@ def test_the_triggerer_sends_the_deadline_alert_of_a_late_run_once(
     state = wait_for_run_end(dag_id, run_id, RUN_SECONDS, services.logs)
     assert state == "success", tail(services.logs)
     [message] = mine()
-    body = message["body"]
+    body = message["json"]
     assert (body["kind"], body["policy"], body["dag_id"], body["run_id"]) == (
         "deadline",
         unique_name,

@@ -14,10 +14,10 @@ from airflow.models.taskinstance import TaskInstance
 from airflow.utils.session import create_session
 from psycopg import sql
 
+from devtools.seed import seed_event_logs
 from retention.db.connection import Connection
 from tests.support.env import ROOT
 from tests.support.policies import policy_fields
-from tests.support.seed import seed_event_logs
 from tests.support.tables import BOUNDARY_KEPT, boundary_rows, create_table, ids_left
 
 pytestmark = pytest.mark.e2e

@@ -24,9 +24,9 @@ from typing import Any
 import pytest
 import yaml
 
+from devtools.seed import seed_event_logs
 from retention.db.connection import Connection
 from tests.support.policies import policy_fields, remote_fields
-from tests.support.seed import seed_event_logs
 from tests.support.tables import create_media_table
 
 pytestmark = pytest.mark.e2e

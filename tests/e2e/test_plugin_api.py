@@ -10,9 +10,9 @@ import pytest
 import requests
 import yaml
 
+from devtools.airflow_services import api_server, service_environment
 from retention.objects.enqueue import enqueue_window
 from retention.objects.keys import operation_key
-from tests.support.airflow_services import api_server, service_environment
 from tests.support.policies import policy_fields, remote_fields, remote_policy
 from tests.support.tables import create_media_table, plan
 

@@ -15,14 +15,15 @@ import pytest
 import yaml
 from airflow.models.dagbag import DagBag
 
+from devtools.plans import request
+from devtools.receiver import Receiver, new_secret
 from retention.evidence.reconcile import RetentionIncomplete, raise_if_dirty, reconcile_run
 from retention.objects.enqueue import enqueue_window
 from retention.rows.planner import plan_windows
 from tests.support.env import ROOT
 from tests.support.policies import policy_fields, remote_fields, remote_policy
-from tests.support.receiver import EventReceiver, new_secret
 from tests.support.remote import work
-from tests.support.tables import count, create_media_table, request
+from tests.support.tables import count, create_media_table
 from tests.support.xcoms import xcoms_per_task
 
 pytestmark = pytest.mark.e2e
@@ -269,8 +270,8 @@ def test_dry_run_of_a_remote_policy_calls_nothing(
 
 @pytest.fixture
 def receiver(monkeypatch: pytest.MonkeyPatch):
-    server = EventReceiver(new_secret())
-    monkeypatch.setenv(f"AIRFLOW_CONN_{RECEIVER_CONN.upper()}", server.connection_json())
+    server = Receiver(new_secret()).start()
+    monkeypatch.setenv(f"AIRFLOW_CONN_{RECEIVER_CONN.upper()}", server.connection())
     yield server
     server.shutdown()
     server.server_close()
@@ -316,7 +317,7 @@ def test_events_are_delivered_in_the_run_and_leftovers_in_the_next(
     second = dag.test(logical_date=LOGICAL_DATE)
     assert second.state == "success"
     assert outbox(db, unique_name) == {("delivered", 1): 6}, "leftovers of the first run"
-    assert len(receiver.logical_events) == 6
+    assert len(receiver.events) == 6
 
 
 def test_a_failed_delivery_fails_the_run(

@@ -21,7 +21,7 @@ import pytest
 import requests
 import yaml
 
-from tests.support.airflow_services import api_server, serialize_replay_dag, service_environment
+from devtools.airflow_services import api_server, serialize_replay_dag, service_environment
 from tests.support.auth_managers import UNTRIGGERABLE_ENV, PerDagAuthManager
 from tests.support.env import ROOT
 from tests.support.policies import policy_fields, remote_fields

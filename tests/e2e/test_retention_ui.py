@@ -26,16 +26,16 @@ import pytest
 import requests
 import yaml
 
-from retention.db.connection import Connection
-from retention.evidence.reconcile import reconcile_run
-from retention.policy import Policy, parse_policy
-from retention.rows.deleter import delete_window
-from tests.support.airflow_services import (
+from devtools.airflow_services import (
     api_server,
     serialize_replay_dag,
     service_environment,
     tail,
 )
+from retention.db.connection import Connection
+from retention.evidence.reconcile import reconcile_run
+from retention.policy import Policy, parse_policy
+from retention.rows.deleter import delete_window
 from tests.support.env import ROOT
 from tests.support.policies import policy_fields, remote_fields
 from tests.support.tables import create_table, new, old, plan

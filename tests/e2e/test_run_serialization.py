@@ -17,10 +17,10 @@ from airflow.models.xcom import XComModel
 from airflow.utils.session import create_session
 from airflow.utils.state import DagRunState
 
+from devtools.seed import seed_event_logs
 from retention.db.connection import Connection
 from tests.support.env import ROOT
 from tests.support.policies import policy_fields
-from tests.support.seed import seed_event_logs
 from tests.support.xcoms import xcoms_per_task
 
 pytestmark = pytest.mark.e2e

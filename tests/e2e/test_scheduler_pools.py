@@ -33,7 +33,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.airflow_services import (
+from devtools.airflow_services import (
     airflow_process,
     api_server,
     broker_unreachable,
@@ -50,9 +50,9 @@ from tests.support.airflow_services import (
     wait_for_run_end,
     worker_name,
 )
+from devtools.sandbox_api import SandboxServer
 from tests.support.policies import HTTP_CONN_ID, policy_fields, remote_fields
 from tests.support.rates import max_in_any_interval, token_bucket_bound
-from tests.support.sandbox_api import SandboxServer
 from tests.support.tables import count, create_media_table
 
 pytestmark = pytest.mark.scheduler

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.airflow_services import (
+from devtools.airflow_services import (
     airflow_process,
     api_server,
     publish_policy,
@@ -30,8 +30,8 @@ from tests.support.airflow_services import (
     trigger_run,
     wait_for,
 )
+from devtools.sandbox_api import SandboxServer
 from tests.support.policies import HTTP_CONN_ID, policy_fields, remote_fields
-from tests.support.sandbox_api import SandboxServer
 from tests.support.tables import create_media_table
 
 pytestmark = pytest.mark.scheduler

@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 from psycopg import sql
 
+from devtools.plans import CUTOFF
+from devtools.receiver import Receiver
 from retention.airflow.alerts import AlertsNotSent, deadline_alert_of, send_alerts_step
 from retention.alerts.delivery import read_run_facts
 from retention.db.connection import Connection
@@ -27,17 +29,16 @@ from tests.integration.test_partitions import (
     record,
     run_windows,
 )
-from tests.support.alert_receiver import AlertReceiver
 from tests.support.policies import make_policy
-from tests.support.tables import CUTOFF, create_table, new, old, plan
+from tests.support.tables import create_table, new, old, plan
 
 CONN_ID = "ops_alerts"
 RUN_ID = "run-1"
 
 
 @pytest.fixture
-def receiver(monkeypatch: pytest.MonkeyPatch) -> Iterator[AlertReceiver]:
-    server = AlertReceiver()
+def receiver(monkeypatch: pytest.MonkeyPatch) -> Iterator[Receiver]:
+    server = Receiver().start()
     monkeypatch.setenv(f"AIRFLOW_CONN_{CONN_ID.upper()}", server.connection())
     yield server
     server.answer_gate.set()
@@ -67,7 +68,7 @@ def send(policy: Policy, failed: tuple[str, ...] = ("reconcile",)) -> dict[str, 
 
 
 def test_a_dirty_run_is_told_once_however_often_send_alerts_runs(
-    db: Connection, unique_name: str, receiver: AlertReceiver
+    db: Connection, unique_name: str, receiver: Receiver
 ) -> None:
     policy = dirty_run(db, unique_name, on_dirty=CONN_ID, on_failure=CONN_ID)
     first = send(policy)
@@ -80,7 +81,7 @@ def test_a_dirty_run_is_told_once_however_often_send_alerts_runs(
         ]
     assert len(receiver.received) == 1
     [message] = receiver.received
-    body = message["body"]
+    body = message["json"]
     assert (body["type"], body["kind"], body["policy"], body["run_id"]) == (
         "retention.alert",
         "dirty",
@@ -108,7 +109,7 @@ def test_a_dirty_run_is_told_once_however_often_send_alerts_runs(
 
 
 def test_a_refused_alert_is_sent_again_by_the_retry_and_then_never(
-    db: Connection, unique_name: str, receiver: AlertReceiver
+    db: Connection, unique_name: str, receiver: Receiver
 ) -> None:
     policy = dirty_run(db, unique_name)
     receiver.statuses = [503]
@@ -146,7 +147,7 @@ def test_an_unreachable_receiver_reads_no_response(
 
 
 def test_duplicate_send_alerts_tasks_at_once_tell_once(
-    db: Connection, unique_name: str, receiver: AlertReceiver
+    db: Connection, unique_name: str, receiver: Receiver
 ) -> None:
     policy = dirty_run(db, unique_name)
     receiver.answer_gate.clear()  # the first sender's answer waits until all have claimed
@@ -177,7 +178,7 @@ def test_duplicate_send_alerts_tasks_at_once_tell_once(
 
 
 def test_a_slack_connection_gets_slacks_shape_on_its_endpoint_and_no_extra_headers(
-    db: Connection, unique_name: str, receiver: AlertReceiver, monkeypatch: pytest.MonkeyPatch
+    db: Connection, unique_name: str, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(
         "AIRFLOW_CONN_OPS_SLACK",
@@ -187,15 +188,15 @@ def test_a_slack_connection_gets_slacks_shape_on_its_endpoint_and_no_extra_heade
     send(policy)
     [message] = receiver.received
     assert message["path"] == "/services/T0/B0/xyz"
-    assert set(message["body"]) == {"text", "blocks"}
-    assert message["body"]["text"].startswith(f"Retention {unique_name}: dirty run: ")
+    assert set(message["json"]) == {"text", "blocks"}
+    assert message["json"]["text"].startswith(f"Retention {unique_name}: dirty run: ")
     assert "format" not in message["headers"]
     assert "endpoint" not in message["headers"]
     assert message["headers"]["team"] == "ops", "other extras stay headers, as HttpHook sends them"
 
 
 def test_a_bad_format_extra_is_named_and_recorded_as_unsent(
-    db: Connection, unique_name: str, receiver: AlertReceiver, monkeypatch: pytest.MonkeyPatch
+    db: Connection, unique_name: str, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("AIRFLOW_CONN_OPS_TEAMS", receiver.connection(format="teams"))
     policy = dirty_run(db, unique_name, on_dirty="ops_teams")
@@ -239,7 +240,7 @@ def test_lag_and_new_dead_letters_are_read_from_the_database(
 
 
 def test_the_deadline_callback_runs_as_the_triggerer_runs_it_and_tells_once(
-    db: Connection, unique_name: str, receiver: AlertReceiver
+    db: Connection, unique_name: str, receiver: Receiver
 ) -> None:
     from airflow.triggers.callback import CallbackTrigger
 
@@ -277,7 +278,7 @@ def test_the_deadline_callback_runs_as_the_triggerer_runs_it_and_tells_once(
     again = asyncio.run(run_trigger())
     assert json.loads(again[-1]["body"])["state"] == "already_claimed"
     [message] = receiver.received
-    body = message["body"]
+    body = message["json"]
     assert (body["kind"], body["run_id"]) == ("deadline", RUN_ID)
     assert body["message"] == (
         f"retention__{unique_name} run {RUN_ID} has not finished 30 minutes after it was "
@@ -299,7 +300,7 @@ def test_an_undefined_connection_is_named_and_nothing_is_claimed(
 
 
 def test_alert_rows_older_than_audit_days_are_purged(
-    db: Connection, unique_name: str, receiver: AlertReceiver
+    db: Connection, unique_name: str, receiver: Receiver
 ) -> None:
     policy = dirty_run(db, unique_name)
     db.execute(
@@ -323,7 +324,7 @@ def test_alert_rows_older_than_audit_days_are_purged(
 
 
 def test_an_abandoned_partition_drop_is_told_by_the_dirty_alert(
-    db: Connection, unique_name: str, receiver: AlertReceiver
+    db: Connection, unique_name: str, receiver: Receiver
 ) -> None:
     """The name of a detached partition now means another table: nothing is dropped, and
     the run that gives the drop up is dirty and says so to on_dirty."""
@@ -343,7 +344,7 @@ def test_an_abandoned_partition_drop_is_told_by_the_dirty_alert(
     assert run_windows(db, policy, run_id=RUN_ID)["status"] == "dirty"
     assert send(policy, failed=("reconcile",))["alerts"][0]["state"] == "sent"
     [message] = receiver.received
-    text = message["body"]["message"]
+    text = message["json"]["message"]
     assert f"Partitions: {first}: its drop was abandoned: {first} now names a different" in text
     assert f"the table detached is now public.kept_{unique_name}" in text
-    assert message["body"]["figures"]["partition_problems"]
+    assert message["json"]["figures"]["partition_problems"]

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import datetime as dt
 
+from devtools.plans import request
 from retention.evidence.audit import purge_audit
 from retention.objects.enqueue import enqueue_window
 from retention.rows.planner import plan_windows
 from tests.support.policies import remote_policy
 from tests.support.remote import work
-from tests.support.tables import count, create_media_table, request
+from tests.support.tables import count, create_media_table
 
 
 def test_evidence_is_kept_for_audit_days_then_purged(db, unique_name, sandbox, test_dsn) -> None:

@@ -24,6 +24,9 @@ import yaml
 from fastapi import FastAPI
 from psycopg import sql
 
+from devtools.airflow_services import free_port
+from devtools.receiver import Receiver, new_secret
+from devtools.sandbox_api import SandboxServer
 from retention.airflow.alerts import SEND_ALERTS_TASK, AlertsNotSent
 from retention.airflow.connections import signing_secret
 from retention.airflow.replay_guard import REPLAY_RUNS_PATH, ReplayGuard
@@ -44,8 +47,6 @@ from tests.integration.test_alerts import dirty_run, send
 from tests.integration.test_events import delete_remotely, notifying_policy
 from tests.integration.test_hints_api import post_hint, signed_headers
 from tests.integration.test_remote_edges import ops
-from tests.support.airflow_services import free_port
-from tests.support.alert_receiver import AlertReceiver
 from tests.support.catalogue import (
     Producers,
     Row,
@@ -55,10 +56,8 @@ from tests.support.catalogue import (
     row_id,
 )
 from tests.support.policies import make_policy, policy_fields, remote_fields, remote_policy
-from tests.support.receiver import EventReceiver, new_secret
 from tests.support.remote import enqueue_all, sandbox_sender
 from tests.support.remote import work as work_pass
-from tests.support.sandbox_api import SandboxServer
 from tests.support.tables import create_media_table, create_table, old
 from tests.support.tables import request as plan_request
 from tests.support.web import serving
@@ -124,19 +123,19 @@ class Bench:
     monkeypatch: pytest.MonkeyPatch
     later: ExitStack
 
-    def alert_receiver(self) -> AlertReceiver:
+    def alert_receiver(self) -> Receiver:
         """A receiver on loopback, as the connection that dirty runs alert."""
-        receiver = AlertReceiver()
+        receiver = Receiver().start()
         self.later.callback(receiver.server_close)
         self.later.callback(receiver.shutdown)
         self.monkeypatch.setenv(f"AIRFLOW_CONN_{ALERTS_CONN_ID.upper()}", receiver.connection())
         return receiver
 
-    def event_receiver(self) -> EventReceiver:
-        receiver = EventReceiver(new_secret())
+    def event_receiver(self) -> Receiver:
+        receiver = Receiver(new_secret()).start()
         self.later.callback(receiver.server_close)
         self.later.callback(receiver.shutdown)
-        self.monkeypatch.setenv("AIRFLOW_CONN_EVENTS_RECEIVER", receiver.connection_json())
+        self.monkeypatch.setenv("AIRFLOW_CONN_EVENTS_RECEIVER", receiver.connection())
         return receiver
 
 

@@ -11,12 +11,12 @@ import datetime as dt
 
 import pytest
 
+from devtools.seed import seed_event_logs
 from retention.airflow.steps import delete_window_step, deleter_for, plan_windows_step
 from retention.db.connection import Connection
 from retention.policy.params import RunSettings
 from retention.rows.cutoff import CutoffError
 from tests.support.policies import make_policy
-from tests.support.seed import seed_event_logs
 from tests.support.tables import count, plan
 
 SETTINGS = RunSettings(dry_run=False, window_rows=None, batch_rows=100)

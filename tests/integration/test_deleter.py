@@ -5,21 +5,13 @@ from __future__ import annotations
 import psycopg
 import pytest
 
+from devtools.plans import CUTOFF, request
 from retention.db.connection import Connection
 from retention.rows.deleter import WindowDeleteError, delete_window
 from retention.rows.lifecycle import count_window
 from retention.rows.planner import plan_windows
 from tests.support.policies import make_policy
-from tests.support.tables import (
-    BOUNDARY_KEPT,
-    CUTOFF,
-    boundary_rows,
-    create_table,
-    ids_left,
-    new,
-    old,
-    request,
-)
+from tests.support.tables import BOUNDARY_KEPT, boundary_rows, create_table, ids_left, new, old
 
 
 def ledger(db: Connection, window_key: str) -> dict:

@@ -9,13 +9,13 @@ import pytest
 from svix.webhooks import Webhook as SvixWebhook
 from svix.webhooks import WebhookVerificationError
 
+from devtools.receiver import Receiver, new_secret
 from retention.db.connection import Connection, connect_dsn
 from retention.events.outbox import EventsKind, Signer, deliver_events, event_id_for
 from retention.evidence.replay import replay_dead_events
 from retention.objects.enqueue import enqueue_window
 from retention.queue.http import plain_sender
 from tests.support.policies import remote_policy
-from tests.support.receiver import EventReceiver, new_secret
 from tests.support.remote import deliver as deliver_pass
 from tests.support.remote import work
 from tests.support.tables import count, create_media_table, plan
@@ -24,9 +24,9 @@ RECEIVER_CONN = "events_receiver"
 
 
 @pytest.fixture
-def receiver(monkeypatch: pytest.MonkeyPatch) -> Iterator[EventReceiver]:
-    server = EventReceiver(new_secret())
-    monkeypatch.setenv("AIRFLOW_CONN_EVENTS_RECEIVER", server.connection_json())
+def receiver(monkeypatch: pytest.MonkeyPatch) -> Iterator[Receiver]:
+    server = Receiver(new_secret()).start()
+    monkeypatch.setenv("AIRFLOW_CONN_EVENTS_RECEIVER", server.connection())
     yield server
     server.shutdown()
     server.server_close()
@@ -169,7 +169,7 @@ def test_signatures_verify_with_an_independent_implementation(
     stats = deliver(test_dsn, policy, receiver)
     assert stats.done == 3
     assert outbox(db, policy) == {"delivered": 3}
-    assert len(receiver.logical_events) == 3
+    assert len(receiver.events) == 3
     verifier = SvixWebhook(receiver.secret)
     sent = receiver.received[0]
     headers, body = sent["headers"], sent["body"]
@@ -206,7 +206,7 @@ def test_receiver_timeout_leads_to_the_same_event_id_and_bytes(
     assert len(ids) == 2
     assert len(set(ids)) == 1
     assert len(bodies) == 1, "redelivery sends the same bytes"
-    assert len(receiver.logical_events) == 1
+    assert len(receiver.events) == 1
 
 
 def test_crash_between_send_and_record_gives_one_logical_event(
@@ -235,7 +235,7 @@ def test_crash_between_send_and_record_gives_one_logical_event(
     assert deliver(test_dsn, policy, receiver).done == 1
     assert len(receiver.received) == 2
     assert len({r["headers"]["webhook-id"] for r in receiver.received}) == 1
-    assert len(receiver.logical_events) == 1, "the receiver deduplicates on webhook-id"
+    assert len(receiver.events) == 1, "the receiver deduplicates on webhook-id"
 
 
 def test_gone_disables_the_receiver_and_exhausted_events_are_replayable(
@@ -285,10 +285,10 @@ def explain_key(test_dsn: str, key: str, *extra: str) -> str:
 
 
 def test_explain_answers_the_six_questions(db, unique_name, sandbox, receiver, test_dsn) -> None:
+    from devtools.plans import request
     from retention.evidence.explain import explain
     from retention.evidence.replay import replay_dead
     from retention.rows.planner import plan_windows
-    from tests.support.tables import request
 
     policy = notifying_policy(unique_name)
     create_media_table(db, policy.name, 4)
@@ -404,7 +404,7 @@ def test_a_lost_outbox_lease_is_not_worked_further(
 def test_event_redirects_are_failed_attempts_and_never_followed(
     db, unique_name, sandbox, receiver, test_dsn
 ) -> None:
-    elsewhere = EventReceiver(receiver.secret)
+    elsewhere = Receiver(receiver.secret).start()
     try:
         policy = notifying_policy(unique_name, backoff_base_seconds=60, backoff_max_seconds=60)
         delete_remotely(db, test_dsn, policy, 1, sandbox)

@@ -21,6 +21,8 @@ from typing import Any
 
 import pytest
 
+from devtools.plans import request
+from devtools.receiver import Receiver, new_secret
 from retention.db.connection import Connection, connect_dsn
 from retention.events.outbox import EventsKind, Signer, deliver_events
 from retention.objects.deleter import work_operations
@@ -29,9 +31,8 @@ from retention.queue.http import plain_sender
 from retention.queue.leased import LeasedQueue
 from retention.rows.deleter import delete_window
 from tests.support.policies import make_policy, remote_policy
-from tests.support.receiver import EventReceiver, new_secret
 from tests.support.remote import enqueue_all
-from tests.support.tables import count, create_media_table, create_table, old, plan, request
+from tests.support.tables import count, create_media_table, create_table, old, plan
 
 
 def die() -> None:
@@ -147,7 +148,7 @@ def test_a_window_killed_in_the_middle_of_a_batch_deletes_every_row_once(
 def test_a_deliverer_killed_after_the_post_gives_one_logical_event(
     db, unique_name, sandbox, test_dsn
 ) -> None:
-    receiver = EventReceiver(new_secret())
+    receiver = Receiver(new_secret()).start()
     try:
         policy = remote_policy(unique_name, notify={"http_conn_id": "x", "endpoint": "/e"})
         create_media_table(db, unique_name, 4)
@@ -177,7 +178,7 @@ def test_a_deliverer_killed_after_the_post_gives_one_logical_event(
         ).fetchall()
         assert [(r["state"], r["n"]) for r in states] == [("delivered", 4)]
         assert len(receiver.received) == 5, "one event was sent twice"
-        assert len(receiver.logical_events) == 4, "one logical event per confirmed deletion"
+        assert len(receiver.events) == 4, "one logical event per confirmed deletion"
     finally:
         receiver.shutdown()
         receiver.server_close()

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 import pytest
 from psycopg import sql
 
+from devtools.sandbox_api import SandboxServer
 from retention.db.connection import Connection, connect_dsn
 from retention.objects.deleter import ObjectDeleter
 from retention.objects.kind import OperationsKind
@@ -21,7 +22,6 @@ from retention.rows.deleter import RowDeleter
 from retention.stopping import StopRequested, graceful_stop, stop_requested
 from tests.support.policies import make_policy, remote_policy
 from tests.support.remote import sandbox_sender
-from tests.support.sandbox_api import SandboxServer
 from tests.support.tables import create_media_table, create_table, ids_left, old, plan
 
 

@@ -26,6 +26,7 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
+from devtools.plans import request
 from retention.db.connection import Connection, connect_dsn
 from retention.db.gate import Gate, PausedTooLong
 from retention.db.health import judge, read_health
@@ -40,7 +41,7 @@ from retention.rows.windows import Window
 from tests.support.pg_cluster import ScratchCluster
 from tests.support.policies import make_policy, remote_policy
 from tests.support.remote import sandbox_sender
-from tests.support.tables import create_media_table, create_table, ids_left, old, request
+from tests.support.tables import create_media_table, create_table, ids_left, old
 
 DEADLINE = 30.0
 

@@ -16,12 +16,12 @@ import uvicorn
 import yaml
 from standardwebhooks.webhooks import Webhook
 
+from devtools.airflow_services import wait_for
+from devtools.receiver import new_secret
 from retention.airflow.api import create_app
 from retention.events.hints import MAX_BODY_BYTES
 from retention.objects.keys import operation_key
-from tests.support.airflow_services import wait_for
 from tests.support.policies import HTTP_CONN_ID, policy_fields, remote_policy
-from tests.support.receiver import new_secret
 from tests.support.remote import work
 from tests.support.tables import count, create_media_table
 

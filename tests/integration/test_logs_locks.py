@@ -13,6 +13,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from devtools.plans import request
 from retention.db.connection import Connection, connect_dsn
 from retention.db.gate import Gate
 from retention.db.health import describe_lock_waiters
@@ -24,7 +25,7 @@ from tests.integration.test_partitions import MONTHS, fast_path, partitioned
 from tests.support.policies import make_policy, remote_policy
 from tests.support.remote import enqueue_all
 from tests.support.remote import work as work_pass
-from tests.support.tables import create_media_table, create_table, ids_left, old, request
+from tests.support.tables import create_media_table, create_table, ids_left, old
 
 DELETER_LOG = "retention.rows.deleter"
 

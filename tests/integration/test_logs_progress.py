@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+from devtools.plans import request
 from retention.db.connection import Connection
 from retention.objects.deleter import ObjectDeleter
 from retention.objects.kind import OperationsKind
@@ -15,7 +16,7 @@ from retention.rows.deleter import delete_window
 from retention.rows.planner import plan_windows
 from tests.support.policies import make_policy, remote_policy
 from tests.support.remote import sandbox_sender
-from tests.support.tables import create_media_table, create_table, ids_left, old, plan, request
+from tests.support.tables import create_media_table, create_table, ids_left, old, plan
 
 PROGRESS = re.compile(
     r"^(?P<label>.+?): done (?P<done>[\d,]+) of (?P<of>~?[\d,]+) (?P<unit>\w+) "

@@ -8,12 +8,13 @@ from collections.abc import Iterator
 
 import pytest
 
+from devtools.plans import CUTOFF
 from retention import metrics
 from retention.db.connection import Connection
 from tests.support.policies import make_policy, remote_policy
 from tests.support.remote import enqueue_all, work
 from tests.support.stats_sink import RecordingSink
-from tests.support.tables import CUTOFF, count, create_media_table
+from tests.support.tables import count, create_media_table
 
 
 @pytest.fixture

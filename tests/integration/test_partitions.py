@@ -12,6 +12,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from devtools.plans import CUTOFF, request
 from retention.db.connection import Connection, connect_dsn
 from retention.db.migrate import migrate
 from retention.evidence.reconcile import RetentionIncomplete, raise_if_dirty, reconcile_run
@@ -20,7 +21,6 @@ from retention.rows.deleter import delete_window
 from retention.rows.partitions import PartitionDropError, drop_expired_partitions
 from retention.rows.planner import plan_windows
 from tests.support.policies import make_policy, remote_policy
-from tests.support.tables import CUTOFF, request
 
 UTC = dt.UTC
 MONTHS = [dt.datetime(2025, 12, 1, tzinfo=UTC), dt.datetime(2026, 1, 1, tzinfo=UTC)]

@@ -12,13 +12,13 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from devtools.airflow_services import wait_for
 from retention.db.connection import connect_dsn
 from retention.db.migrate import migrate
 from retention.objects.deleter import work_operations
 from retention.objects.kind import OperationsKind
 from retention.queue.http import plain_sender
 from retention.rows.deleter import delete_window
-from tests.support.airflow_services import wait_for
 from tests.support.pg_cluster import ScratchCluster
 from tests.support.policies import make_policy, remote_policy
 from tests.support.remote import enqueue_all

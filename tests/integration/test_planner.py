@@ -15,6 +15,7 @@ from dataclasses import replace
 import pytest
 from psycopg import sql
 
+from devtools.plans import CUTOFF, request
 from retention.db.connection import Connection
 from retention.evidence.reconcile import reconcile_run
 from retention.rows import probes
@@ -28,7 +29,7 @@ from retention.rows.planner import (
 )
 from retention.rows.windows import Window
 from tests.support.policies import make_policy
-from tests.support.tables import CUTOFF, create_table, ids_left, new, old, request
+from tests.support.tables import create_table, ids_left, new, old
 
 
 def covered(windows, tenant=None) -> list[tuple[int, int]]:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from devtools.plans import request
 from retention.db.connection import Connection
 from retention.evidence.reconcile import RetentionIncomplete, raise_if_dirty, reconcile_run
 from retention.rows.deleter import delete_window
 from retention.rows.planner import plan_windows
 from tests.support.policies import make_policy
-from tests.support.tables import create_table, new, old, request
+from tests.support.tables import create_table, new, old
 
 
 def run_all(db: Connection, policy, **kw) -> None:

@@ -9,16 +9,16 @@ import time
 import psycopg
 import pytest
 
+from devtools.airflow_services import free_port
+from devtools.sandbox_api import SandboxServer
 from retention.db.connection import Connection, connect_dsn
 from retention.objects.deleter import work_operations
 from retention.objects.enqueue import enqueue_window
 from retention.objects.kind import EndpointSuspect, OperationsKind
 from retention.queue.http import plain_sender
-from tests.support.airflow_services import free_port
 from tests.support.policies import remote_policy
 from tests.support.remote import enqueue_all, sandbox_sender
 from tests.support.remote import work as work_pass
-from tests.support.sandbox_api import SandboxServer
 from tests.support.tables import count, create_media_table, plan
 
 
@@ -281,8 +281,8 @@ def test_a_timeout_of_one_object_among_answers_spends_its_attempt(
 def test_an_unreachable_receiver_pauses_delivery_without_spending_attempts(
     db, unique_name, sandbox, test_dsn
 ) -> None:
+    from devtools.receiver import new_secret
     from retention.events.outbox import Signer, deliver_events
-    from tests.support.receiver import new_secret
 
     notify = {"http_conn_id": "x", "endpoint": "/e", "timeout_seconds": 1}
     policy = remote_policy(unique_name, notify=notify)

@@ -278,7 +278,7 @@ def test_http_connection_comes_from_airflow(sandbox) -> None:
 def test_a_redirect_is_a_failed_attempt_and_is_never_followed(
     db, unique_name, sandbox, test_dsn
 ) -> None:
-    from tests.support.sandbox_api import SandboxServer
+    from devtools.sandbox_api import SandboxServer
 
     elsewhere = SandboxServer(0).start()
     try:

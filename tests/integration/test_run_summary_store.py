@@ -3,13 +3,14 @@ the XCom is that summary's JSON, and it reads back equal."""
 
 from __future__ import annotations
 
+from devtools.plans import request
 from retention.db.connection import Connection
 from retention.evidence.reconcile import reconcile, reconcile_run
 from retention.rows.deleter import delete_window
 from retention.rows.planner import plan_windows
 from retention.summary import RunSummary
 from tests.support.policies import make_policy
-from tests.support.tables import create_table, new, old, request
+from tests.support.tables import create_table, new, old
 from tests.unit.test_run_summary import LOCAL_KEYS
 
 

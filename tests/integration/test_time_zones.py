@@ -8,13 +8,14 @@ import datetime as dt
 
 import pytest
 
+from devtools.plans import CUTOFF, request
 from retention.db.connection import connect_dsn
 from retention.db.migrate import migrate
 from retention.evidence.reconcile import reconcile_run
 from retention.rows.deleter import delete_window
 from retention.rows.planner import plan_windows
 from tests.support.policies import make_policy
-from tests.support.tables import CUTOFF, create_table, ids_left, request
+from tests.support.tables import create_table, ids_left
 
 HOUR = dt.timedelta(hours=1)
 

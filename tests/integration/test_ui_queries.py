@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+from devtools.plans import CUTOFF
 from retention.db.connection import Connection
 from retention.evidence.reconcile import reconcile_run
 from retention.rows.deleter import delete_window
@@ -18,7 +19,7 @@ from retention.ui.queries import (
     policy_figures,
 )
 from tests.support.policies import make_policy, remote_policy
-from tests.support.tables import CUTOFF, create_media_table, create_table, new, old, plan
+from tests.support.tables import create_media_table, create_table, new, old, plan
 from tests.support.ui_seed import NOTIFY, OLD_429S, PENDING_AGE, RECENT_429S, seed_remote_ledger
 
 

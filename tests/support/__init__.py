@@ -1,5 +1,5 @@
-"""Shared test code: policies, tables, fixtures, the sandbox API, the event receiver, seeding.
+"""Shared test code: policies, tables, fixtures, pages, clusters.
 
-Importable by every tier and by ``scripts/`` (the demo and benchmarks use the
-sandbox API and the seeding code from here).
+What the demo and the benchmarks use as well (the sandbox API, the webhook
+receiver, seeding, plan requests, Airflow's processes) lives in ``devtools``.
 """

@@ -94,7 +94,7 @@ def unique_name() -> str:
 @pytest.fixture
 def sandbox(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """A real sandbox deletion API on loopback, also as the Airflow connection ``sandbox_api``."""
-    from tests.support.sandbox_api import SandboxServer
+    from devtools.sandbox_api import SandboxServer
 
     server = SandboxServer(0).start()
     port = server.server_address[1]

@@ -13,7 +13,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from tests.support.airflow_services import free_port
+from devtools.airflow_services import free_port
 
 
 def server_bin_dir() -> Path | None:

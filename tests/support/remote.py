@@ -37,7 +37,7 @@ def work(dsn: str, policy: Policy, server: Any, **kw: Any) -> WorkerStats:
 
 
 def deliver(dsn: str, policy: Policy, receiver: Any, **kw: Any) -> WorkerStats:
-    """One delivery pass to an EventReceiver on loopback."""
+    """One delivery pass to a Receiver on loopback."""
     assert policy.notify is not None
     sender = plain_sender(receiver.url, policy.notify.timeout_seconds)
     try:

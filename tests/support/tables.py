@@ -8,13 +8,11 @@ from typing import Any
 
 from psycopg import sql
 
+from devtools.plans import CUTOFF, request
 from retention.db.connection import Connection
 from retention.policy import Policy
-from retention.rows.planner import PlanRequest, plan_windows
+from retention.rows.planner import plan_windows
 from retention.rows.windows import Window
-
-CUTOFF = dt.datetime(2026, 3, 1, tzinfo=dt.UTC)
-
 
 TIMESTAMP_TYPES = {
     "timestamptz": sql.SQL("timestamptz"),
@@ -62,25 +60,6 @@ def ids_left(db: Connection, name: str) -> list[int]:
         sql.SQL("SELECT id FROM {} ORDER BY id").format(sql.Identifier("public", name))
     )
     return [r["id"] for r in rows]
-
-
-def request(
-    policy: Policy, run_id: str = "run-1", plan_id: str | None = None, **kw: object
-) -> PlanRequest:
-    values: dict[str, object] = {
-        "policy": policy,
-        "run_id": run_id,
-        "plan_id": plan_id or f"{run_id}@a",
-        "cutoff": CUTOFF,
-        "anchor_source": "logical_date",
-        "logical_date": CUTOFF + dt.timedelta(days=policy.retain_days),
-        "window_rows": policy.window_rows,
-        "batch_rows": policy.batch_rows,
-        "max_windows": 1024,
-        "dry_run": False,
-    }
-    values.update(kw)
-    return PlanRequest(**values)  # type: ignore[arg-type]
 
 
 def old(seconds: int = 0) -> dt.datetime:

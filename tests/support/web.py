@@ -10,7 +10,7 @@ from typing import Any
 
 import uvicorn
 
-from tests.support.airflow_services import wait_for
+from devtools.airflow_services import wait_for
 
 
 @contextmanager

@@ -48,3 +48,4 @@ def test_local_state_stays_out_of_the_image() -> None:
     ignored = set((ROOT / ".dockerignore").read_text().split())
     assert {".local", ".venv", ".git"} <= ignored
     assert "tests" not in ignored, "astro dev pytest runs the tests inside the image"
+    assert "devtools" not in ignored, "the tests inside the image import devtools"

@@ -18,7 +18,7 @@ Admin endpoints (JSON): ``GET /_sandbox/stats``, ``POST /_sandbox/config``,
 ``POST /_sandbox/reset``.  Stats include every request's time and status, the
 number of effects per object, repeats, 429s and the peak of concurrent requests.
 
-Run it alone with ``python scripts/sandbox_api.py --port 8765 --rate 20``.
+Run it alone with ``python -m devtools.sandbox_api --port 8765 --rate 20``.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""Airflow's own processes for end-to-end tests: the api-server, the dag-processor, the
-scheduler and Celery workers.
+"""Airflow's own processes for end-to-end tests and the scale benchmark: the api-server,
+the dag-processor, the scheduler and Celery workers.
 
-Each runs as a separate process, as a deployment runs them, with this test
-session's Airflow home and metadata database. Every wait has a deadline.
+Each runs as a separate process, as a deployment runs them, with the caller's
+Airflow home and metadata database. Every wait has a deadline.
 """
 
 from __future__ import annotations
@@ -218,7 +218,7 @@ def tail(logs: Path, chars: int = 3000) -> str:
 
 # --- CeleryExecutor -----------------------------------------------------------------
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 # A local Redis by default; RETENTION_CELERY_BROKER_URL points elsewhere.
 DEFAULT_BROKER_URL = "redis://127.0.0.1:6379/0"
 WORKER_NAME_VARIABLE = "RETENTION_CELERY_WORKER_NAME"
