@@ -81,7 +81,8 @@ def _parser() -> argparse.ArgumentParser:
         "--write",
         action="store_true",
         help="rewrite include/retention_policies.schema.json, the field table of "
-        "docs/policies.md and the list of DAG steps of docs/runs.md (with --sql: include/sql/schema.sql)",
+        "docs/policies.md and the list of DAG steps of docs/runs.md "
+        "(with --sql: include/sql/schema.sql)",
     )
     schema.add_argument(
         "--sql",
