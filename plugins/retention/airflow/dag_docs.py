@@ -43,9 +43,11 @@ class Step:
 STEPS: tuple[Step, ...] = (
     Step(
         "migrate_schema",
-        "applies pending migrations of the `retention` schema, all in one transaction under "
-        "a Postgres advisory lock, so DAGs of several policies migrating the same database at "
-        "once wait for each other.",
+        "checks that the policy's table exists and has every column the policy names (a "
+        "misspelt column fails the run here, without retries, naming the table's columns), "
+        "then applies pending migrations of the `retention` schema, all in one transaction "
+        "under a Postgres advisory lock, so DAGs of several policies migrating the same "
+        "database at once wait for each other.",
         (
             "An up-to-date schema is only read, so once a deploy pipeline has run the same step "
             "(`python -m retention.cli migrate --conn-id retention_target`), the runtime role "
