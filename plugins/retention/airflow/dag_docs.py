@@ -184,7 +184,8 @@ STEPS: tuple[Step, ...] = (
         "closes windows whose task died without closing them, counts rows still older than "
         "the cutoff, writes `retention.runs`, returns the summary, fails if any remain (or a "
         "partition that was to be dropped is detached but not dropped, or its drop was "
-        "abandoned), and gives the run lease back.",
+        "abandoned), runs `ANALYZE` on the table when the run deleted more than a tenth of "
+        "the rows its statistics count (`analyze_after`), and gives the run lease back.",
         (
             "It counts in each window and in the whole table (which also catches rows written "
             "with old timestamps after planning), and its failure names the dirty windows and "

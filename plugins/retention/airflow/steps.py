@@ -45,6 +45,7 @@ from retention.rows.run_lease import (
     release_run_lease,
     take_run_lease,
 )
+from retention.rows.statistics import refresh_statistics
 from retention.rows.windows import Window
 from retention.stopping import graceful_stop, raise_if_stopping
 
@@ -423,7 +424,9 @@ def reconcile_step(policy: Policy, *, run_id: str) -> dict[str, Any]:
     recorded (clean or dirty, both final). An error Airflow retries (a lost
     connection, a timeout while counting) keeps it: no other run may start
     deleting between this attempt and the retry. If the retries run out, the
-    DAG run ends and the next run takes the lease over.
+    DAG run ends and the next run takes the lease over. Before the lease goes back,
+    a run that deleted more than a tenth of the table's estimated rows analyzes it
+    (``retention.rows.statistics``), so that the next plan's estimates are fresh.
     """
     with postgres(policy.postgres_conn_id) as conn:
         close_stale_windows(
@@ -438,6 +441,15 @@ def reconcile_step(policy: Policy, *, run_id: str) -> dict[str, Any]:
         except RunNotPlanned:  # final: nothing of this run is in flight, let the next go
             release_run_lease(conn, policy.name, run_id)
             raise
+        # before the lease goes back, so that the next run plans from fresh statistics
+        refresh_statistics(
+            conn,
+            policy.table_spec,
+            policy.timeouts,
+            0 if summary.dry_run else summary.rows_deleted,
+            enabled=policy.analyze_after,
+            who=f"policy {policy.name}",
+        )
         if release_run_lease(conn, policy.name, run_id):
             log.info("policy %s: run %s gave the run lease back", policy.name, run_id)
         metrics.emit_run_gauges(conn, policy, summary)

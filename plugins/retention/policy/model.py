@@ -697,6 +697,13 @@ class Policy(Section):
         description="Reconcile fails when an eligible row waits longer than this past its "
         f"cutoff (default {DEFAULT_REMOTE_MAX_LAG_HOURS:g} for remote policies, none otherwise).",
     )
+    analyze_after: bool = Field(
+        True,
+        description="After a run that deleted more than a tenth of the rows the table's "
+        "statistics count (pg_class.reltuples), reconcile runs ANALYZE on the table "
+        "(pt-archiver's --analyze), so the next plan and dry run estimate from fresh "
+        "statistics; false leaves it to autovacuum.",
+    )
     remote: RemoteSpec | None = Field(
         None, description="Objects to delete through an HTTP API before their rows."
     )
