@@ -1,5 +1,6 @@
--- Type of each named column of a table, to check a policy against the live table.
--- Reads the catalog only.
+-- Every column of a table with its type, in the table's order, to check a policy
+-- against the live table (and name the columns that exist when it names one that
+-- does not). Reads the catalog only.
 SELECT a.attname AS column_name, format_type(a.atttypid, a.atttypmod) AS column_type
 FROM pg_attribute AS a
 JOIN pg_class AS c ON c.oid = a.attrelid
@@ -8,4 +9,4 @@ WHERE n.nspname = %(schema)s
   AND c.relname = %(table)s
   AND a.attnum > 0
   AND NOT a.attisdropped
-  AND a.attname = ANY(%(columns)s)
+ORDER BY a.attnum

@@ -14,6 +14,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from retention.airflow import dag_factory
 from retention.airflow.dag_factory import build_dag
 from retention.airflow.steps import DeliveryIncomplete, RunLeaseHeld
+from retention.db.table_check import TableMismatch
 from retention.evidence.reconcile import RetentionIncomplete, RunNotPlanned
 from retention.objects.kind import CredentialFailure, EndpointSuspect
 from retention.policy import load_policies
@@ -32,7 +33,11 @@ FINAL = [
         CutoffError,
         "policy 'event_logs': ",
     ),
+    ("event_logs", "migrate_schema", "migrate_schema_step", {}, TableMismatch, ""),
+    ("media_assets", "migrate_schema", "migrate_schema_step", {}, TableMismatch, ""),
     ("event_logs", "plan_windows", "plan_windows_step", CUTOFF, CutoffError, ""),
+    ("event_logs", "plan_windows", "plan_windows_step", CUTOFF, TableMismatch, ""),
+    ("event_logs", "drop_partitions", "drop_partitions_step", CUTOFF, TableMismatch, ""),
     ("event_logs", "drop_partitions", "drop_partitions_step", CUTOFF, CutoffError, ""),
     ("event_logs", "drop_partitions", "drop_partitions_step", CUTOFF, RunLeaseHeld, ""),
     ("event_logs", "delete_window", "delete_window_step", WINDOW, RunLeaseHeld, ""),

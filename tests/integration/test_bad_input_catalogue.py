@@ -21,6 +21,7 @@ import psycopg
 import pytest
 import requests
 import yaml
+from airflow.sdk.exceptions import AirflowFailException
 from fastapi import FastAPI
 from psycopg import sql
 
@@ -29,11 +30,13 @@ from devtools.receiver import Receiver, new_secret
 from devtools.sandbox_api import SandboxServer
 from retention.airflow.alerts import SEND_ALERTS_TASK, AlertsNotSent
 from retention.airflow.connections import signing_secret
+from retention.airflow.dag_factory import build_dag
 from retention.airflow.replay_guard import REPLAY_RUNS_PATH, ReplayGuard
 from retention.airflow.rights import require_replay_right
 from retention.airflow.steps import DeliveryIncomplete, deliver_events_step
 from retention.db.connection import Connection, connect_dsn
 from retention.db.migrate import migrate
+from retention.db.table_check import TableMismatch
 from retention.events.outbox import NotifyConfigError
 from retention.objects.deleter import work_operations
 from retention.objects.keys import operation_key
@@ -345,6 +348,18 @@ def table_missing(row: Row, bench: Bench) -> list[str]:
     with pytest.raises(PlanError) as refused:
         plan_windows(bench.db, plan_request(policy))
     return [str(refused.value)]
+
+
+@INTEGRATION.of("a column the policy names does not exist (`timestamp_column: creatd_at`)")
+def column_misspelt(row: Row, bench: Bench) -> list[str]:
+    """The run's first task on a real table: its id and its error (no retry)."""
+    create_table(bench.db, bench.name, [(1, 1, old())])
+    policy = make_policy("x", table=f"public.{bench.name}", timestamp_column="creatd_at")
+    (first,) = [t for t in build_dag(policy, auto_register=False).tasks if not t.upstream_task_ids]
+    with pytest.raises(AirflowFailException) as refused:
+        first.python_callable()
+    assert isinstance(refused.value.__cause__, TableMismatch)
+    return [first.task_id, str(refused.value)]
 
 
 @INTEGRATION.of("no index on the timestamp column")

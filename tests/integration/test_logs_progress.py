@@ -154,6 +154,67 @@ def test_a_remote_window_logs_operations_done_of_expected(
     assert "answers 204 ×30" in last
 
 
+THROTTLED = re.compile(r"(not throttled|throttled [^()]+ \([^)]*\))")
+
+
+def test_a_remote_window_and_its_worker_report_the_same_throttled_time(
+    db: Connection,
+    unique_name: str,
+    sandbox,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The worker's last line said "throttled 22 s (rate_limit 22 s)" and the window's, just
+    after it, "not throttled": both count the wait for the API's rate limit."""
+    monkeypatch.setenv(PROGRESS_SECONDS_VARIABLE, "3600")  # only the last lines
+    caplog.set_level(logging.INFO, logger="retention")
+    create_media_table(db, unique_name, 12)
+    policy = remote_policy(unique_name, rate_per_second=25, burst=1, claim_batch=4)
+    (window,) = plan(db, policy)
+    deleter = ObjectDeleter(
+        policy.table_spec,
+        policy.timeouts,
+        policy=policy,
+        open_kind=lambda: OperationsKind(policy, sandbox_sender(sandbox)),
+    )
+    result = deleter.run(db, window, batch_rows=100, dry_run=False)
+    assert result.rows_deleted == 12
+    (worker,) = [m for m in lines(caplog, "retention.objects.deleter") if " in " in m]
+    (closing,) = [m for m in lines(caplog, "retention.rows.lifecycle") if "deleted" in m]
+    said = [THROTTLED.search(line) for line in (worker, closing)]
+    assert all(said), (worker, closing)
+    words = [match.group(1) for match in said if match]
+    assert words[0].startswith("throttled "), worker
+    assert "(rate_limit " in words[0], worker
+    assert words[1] == words[0], "the window's last line counts the worker's throttled time"
+
+
+def test_a_dead_operation_is_logged_with_its_object_and_row(
+    db: Connection, unique_name: str, sandbox, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A dead operation's line names what an operator looks for (the object and the row),
+    not only the 64-character key."""
+    caplog.set_level(logging.INFO, logger="retention")
+    create_media_table(db, unique_name, 5)
+    sandbox.state.configure(reject=["obj-3"])
+    policy = remote_policy(unique_name)
+    (window,) = plan(db, policy)
+    deleter = ObjectDeleter(
+        policy.table_spec,
+        policy.timeouts,
+        policy=policy,
+        open_kind=lambda: OperationsKind(policy, sandbox_sender(sandbox)),
+    )
+    deleter.run(db, window, batch_rows=100, dry_run=False)
+    key = db.execute(
+        "SELECT operation_key FROM retention.operations WHERE policy = %s AND state = 'dead'",
+        (unique_name,),
+    ).fetchone()
+    assert key is not None
+    (dead,) = [m for m in lines(caplog, "retention.queue.worker") if " dead: " in m]
+    assert dead.endswith(f"(object 'obj-3', row 3, key {key['operation_key']})"), dead
+
+
 def test_the_planner_closes_with_each_step_and_its_time(
     db: Connection, unique_name: str, caplog: pytest.LogCaptureFixture
 ) -> None:

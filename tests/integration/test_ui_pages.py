@@ -8,6 +8,7 @@ in ``tests/e2e/test_retention_ui.py``.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,8 +23,10 @@ from psycopg import sql
 
 from retention.airflow.access import REPLAY_DAG_ID
 from retention.db.connection import Connection, connect_dsn
+from retention.db.table_check import table_fit
 from retention.ui.app import create_app
-from tests.support.policies import policy_fields
+from tests.support.policies import make_policy, policy_fields
+from tests.support.tables import create_table, old
 from tests.support.ui_access import StandInAccess, StandInUser
 from tests.support.ui_seed import SeededLedger, seeded_remote_policy
 
@@ -88,6 +91,32 @@ def test_the_overview_shows_each_policy_or_why_it_cannot(pages: Pages) -> None:
     assert "paused by retention_pause" in section  # the Variable says "all"
     gone = page.text[page.text.index(f'data-policy="{pages.missing_policy}"') :]
     assert re.search(r'data-figure="error">no retention ledger or table yet', gone)
+
+
+def test_a_policy_naming_a_column_its_table_lacks_shows_what_its_run_would_refuse(
+    pages: Pages, db: Connection, unique_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The card says what the run's first task would refuse, with the same words, instead
+    of the figures (which could not be read) or a database error."""
+    misspelt = f"{unique_name}_typo"
+    create_table(db, misspelt, [(1, 1, old())])
+    path = Path(os.environ["RETENTION_POLICIES"])
+    policies = yaml.safe_load(path.read_text())
+    policies["policies"][misspelt] = policy_fields(misspelt, timestamp_column="creatd_at")
+    path.write_text(yaml.safe_dump(policies))
+    page = pages.as_user("viewer-token").get("/retention/ui/")
+    assert page.status_code == 200
+    card = page.text[page.text.index(f'data-policy="{misspelt}"') :]
+    card = card[: card.index("</section>")]
+    (check,) = re.findall(r'data-figure="table_check">(.*?)</div>', card, flags=re.DOTALL)
+    (problem,) = [unescape(item) for item in re.findall(r"<li>(.*?)</li>", check)]
+    assert problem == str(
+        table_fit(db, make_policy(misspelt, timestamp_column="creatd_at")).problems[0]
+    )
+    assert "did you mean 'created_at'?" in problem
+    assert 'data-figure="error"' not in card
+    seeded = page.text[page.text.index(f'data-policy="{pages.seeded.policy.name}"') :]
+    assert 'data-figure="table_check"' not in seeded[: seeded.index("</section>")]
 
 
 def test_a_policy_whose_dag_the_user_may_not_read_is_not_shown(pages: Pages) -> None:

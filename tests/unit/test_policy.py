@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from pydantic import BaseModel
 
 from retention.policy import load_policies, parse_policy
+from retention.policy.model import COLUMN_FIELDS, Policy
 from tests.support.policies import REQUIRED_REMOTE as REMOTE
 from tests.support.policies import policy_fields
 
@@ -285,3 +287,35 @@ def test_unknown_pools_are_warnings_for_the_dag_docs(tmp_path: Path) -> None:
     assert "pool `knwon`" in loaded.warnings["typo"][0]
     assert any("remote.pool" in w for w in loaded.warnings["remote"])
     assert any("is unused" in w for w in loaded.warnings["remote"])
+
+
+def column_naming_fields(model: type[BaseModel], prefix: str = "") -> set[str]:
+    """Every field of the model and its sections whose name says it names a column."""
+    found: set[str] = set()
+    for name, info in model.model_fields.items():
+        if name.endswith("_column"):
+            found.add(prefix + name)
+        for kind in getattr(info.annotation, "__args__", (info.annotation,)):
+            if isinstance(kind, type) and issubclass(kind, BaseModel):
+                found |= column_naming_fields(kind, f"{prefix}{name}.")
+    return found
+
+
+def test_every_column_naming_field_is_checked_against_the_table() -> None:
+    """The table check looks up the fields of COLUMN_FIELDS: a field added later that
+    names a column (``*_column``) must be listed there, or a typo in it is found only by
+    whichever task reads it first, and retried."""
+    assert set(COLUMN_FIELDS) == column_naming_fields(Policy)
+    remote = {**REMOTE, "object_id_column": "asset", "version_column": "rev"}
+    policy, _ = parse_policy("m", policy_fields("m", remote=remote))
+    assert policy is not None
+    assert policy.named_columns() == {
+        "key_column": "id",
+        "timestamp_column": "created_at",
+        "tenant_column": "tenant_id",
+        "remote.object_id_column": "asset",
+        "remote.version_column": "rev",
+    }
+    plain, _ = parse_policy("m", policy_fields("m", tenant_column=None))
+    assert plain is not None
+    assert plain.named_columns() == {"key_column": "id", "timestamp_column": "created_at"}

@@ -24,7 +24,7 @@ KNOWN = (
     "window_rows, target_window_seconds, batch_rows, target_batch_ms, min_batch_rows, "
     "max_batch_rows, pool, pool_slots, tenant_column, partitions, window_per_tenant, owner, tags, "
     "description, lock_timeout_ms, statement_timeout_ms, plan_statement_timeout_ms, revision, "
-    "audit_days, max_lag_hours, remote, notify, health, alerts"
+    "audit_days, max_lag_hours, analyze_after, remote, notify, health, alerts"
 )
 IDENTIFIER = "is not a plain SQL identifier (letters, digits, underscores; at most 63 characters)"
 
@@ -195,6 +195,30 @@ def test_a_problem_in_a_policy_mapping_that_is_not_a_mapping() -> None:
     assert problems[0].message.startswith("unknown field; known fields are schedule,")
 
 
+def test_error_report_counts_the_policies_loaded_when_none_is(tmp_path: Path) -> None:
+    """ "The other policies were loaded" was printed when every policy had a problem."""
+    path = tmp_path / "policies.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "policies": {
+                    "a": policy_fields("a", retain_days=0),
+                    "b": policy_fields("b", owner=""),
+                }
+            }
+        )
+    )
+    report = load_policies(path).error_report()
+    assert report.splitlines()[-1] == "0 of 2 policies loaded; fix these to get their DAGs back."
+    single = tmp_path / "single.yaml"
+    single.write_text(yaml.safe_dump({"policies": {"a": policy_fields("a", retain_days=0)}}))
+    assert (
+        load_policies(single)
+        .error_report()
+        .endswith("\n0 of 1 policy loaded; fix these to get their DAGs back.")
+    )
+
+
 def test_error_report_lists_every_problem_and_says_the_rest_loaded(tmp_path: Path) -> None:
     path = tmp_path / "policies.yaml"
     path.write_text(
@@ -213,7 +237,7 @@ def test_error_report_lists_every_problem_and_says_the_rest_loaded(tmp_path: Pat
         f"{path}: 2 problem(s) in retention policies:\n"
         "  - policy 'a', field 'retain_days': must be greater than 0, got 0\n"
         "  - policy 'b', field 'owner': must be a non-empty string\n"
-        "The other policies were loaded; fix these to get their DAGs back."
+        "1 of 3 policies loaded; fix these to get their DAGs back."
     )
     assert load_policies(tmp_path / "missing.yaml").error_report() == (
         f"{tmp_path / 'missing.yaml'}: file not found (set RETENTION_POLICIES or create it)"

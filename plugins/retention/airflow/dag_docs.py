@@ -44,9 +44,11 @@ class Step:
 STEPS: tuple[Step, ...] = (
     Step(
         "migrate_schema",
-        "applies pending migrations of the `retention` schema, all in one transaction under "
-        "a Postgres advisory lock, so DAGs of several policies migrating the same database at "
-        "once wait for each other.",
+        "checks that the policy's table exists and has every column the policy names (a "
+        "misspelt column fails the run here, without retries, naming the table's columns), "
+        "then applies pending migrations of the `retention` schema, all in one transaction "
+        "under a Postgres advisory lock, so DAGs of several policies migrating the same "
+        "database at once wait for each other.",
         (
             "An up-to-date schema is only read, so once a deploy pipeline has run the same step "
             "(`python -m retention.cli migrate --conn-id retention_target`), the runtime role "
@@ -183,7 +185,8 @@ STEPS: tuple[Step, ...] = (
         "closes windows whose task died without closing them, counts rows still older than "
         "the cutoff, writes `retention.runs`, returns the summary, fails if any remain (or a "
         "partition that was to be dropped is detached but not dropped, or its drop was "
-        "abandoned), and gives the run lease back.",
+        "abandoned), runs `ANALYZE` on the table when the run deleted more than a tenth of "
+        "the rows its statistics count (`analyze_after`), and gives the run lease back.",
         (
             "It counts in each window and in the whole table (which also catches rows written "
             "with old timestamps after planning), and its failure names the dirty windows and "

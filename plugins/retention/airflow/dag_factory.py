@@ -38,6 +38,7 @@ from retention.airflow.steps import (
     reconcile_step,
     take_run_lease_step,
 )
+from retention.db.table_check import TableMismatch
 from retention.evidence.reconcile import RetentionIncomplete, RunNotPlanned
 from retention.objects.kind import CredentialFailure, EndpointSuspect
 from retention.policy.loader import PolicyProblem, PolicySet
@@ -143,11 +144,13 @@ def dag_run_state(context: Any, dag_id: str) -> RunState:
 
 
 def migrate_schema_task(policy: Policy) -> XComArg:
-    """``migrate_schema``: the ``retention`` schema's pending migrations, under a lock."""
+    """``migrate_schema``: the table checked against the policy (a misspelt column fails the
+    run here, without a retry), then the ``retention`` schema's pending migrations."""
 
     @task(multiple_outputs=False)
+    @non_retryable(TableMismatch)
     def migrate_schema() -> dict[str, Any]:
-        return migrate_schema_step(policy.postgres_conn_id)
+        return migrate_schema_step(policy.postgres_conn_id, policy)
 
     return migrate_schema()
 
@@ -194,7 +197,7 @@ def drop_partitions_task(policy: Policy, cutoff: XComArg) -> XComArg:
     """``drop_partitions`` of a row policy: partitions wholly older than the cutoff."""
 
     @task(multiple_outputs=False)
-    @non_retryable(CutoffError, RunLeaseHeld)  # a retry cannot help while that run works
+    @non_retryable(CutoffError, RunLeaseHeld, TableMismatch)  # a retry cannot help
     def drop_partitions(cutoff: dict[str, Any]) -> dict[str, Any]:
         context = get_current_context()
         return drop_partitions_step(
@@ -212,7 +215,7 @@ def plan_windows_task(policy: Policy, cutoff: XComArg, min_windows: int) -> XCom
     """``plan_windows``: the run's immutable windows, recorded before any delete."""
 
     @task
-    @non_retryable(CutoffError)
+    @non_retryable(CutoffError, TableMismatch)
     def plan_windows(cutoff: dict[str, Any]) -> list[dict[str, Any]]:
         context = get_current_context()
         return plan_windows_step(

@@ -23,6 +23,7 @@ from retention.airflow.connections import http_sender, postgres, signing_secret
 from retention.db.gate import PAUSE_VARIABLE, Gate
 from retention.db.migrate import migrate
 from retention.db.sqlfiles import query
+from retention.db.table_check import check_table
 from retention.events.outbox import Signer, deliver_events
 from retention.evidence.audit import purge_audit, purge_removed_policies
 from retention.evidence.reconcile import RunNotPlanned, raise_if_dirty, reconcile
@@ -36,7 +37,8 @@ from retention.rows.cutoff import checked_cutoff, run_cutoff
 from retention.rows.deleter import RowDeleter
 from retention.rows.lifecycle import WindowDeleter
 from retention.rows.partitions import drop_expired_partitions
-from retention.rows.planner import PlanRequest, check_table, plan_id_for, plan_windows
+from retention.rows.planner import PlanRequest, plan_id_for, plan_windows
+from retention.rows.statistics import refresh_statistics
 from retention.rows.windows import Window
 from retention.runs.lease import (
     LeaseOutcome,
@@ -103,9 +105,26 @@ def read_pause_switch() -> str | None:
     return Variable.get(PAUSE_VARIABLE, default=None)
 
 
-def migrate_schema_step(conn_id: str) -> dict[str, Any]:
-    """Apply pending migrations of the ``retention`` schema (under an advisory lock)."""
+def migrate_schema_step(conn_id: str, policy: Policy | None = None) -> dict[str, Any]:
+    """Check that the policy's table has every column the policy names (when a policy is
+    given: the first task of its run), then apply pending migrations of the ``retention``
+    schema (under an advisory lock).
+
+    The check comes first so that a misspelt column fails the run before anything is
+    written, with :class:`~retention.db.table_check.TableMismatch` (no retry can mend it).
+    """
     with postgres(conn_id) as conn:
+        if policy is not None:
+            columns = check_table(conn, policy)
+            log.info(
+                "policy %s: table %s has every column the policy names (%s)",
+                policy.name,
+                policy.table,
+                ", ".join(
+                    f"{field} {column} ({columns[column]})"
+                    for field, column in policy.named_columns().items()
+                ),
+            )
         applied = migrate(conn)
     log.info("retention schema: %s", f"applied {applied}" if applied else "up to date")
     return {"applied": applied}
@@ -174,7 +193,7 @@ def drop_partitions_step(
                 + lease.message(policy.name)
                 + ". Clear this task again once that run has finished."
             )
-        types = check_table(conn, policy.name, policy.table_spec)
+        types = check_table(conn, policy)
         result = drop_expired_partitions(
             conn,
             policy,
@@ -405,7 +424,9 @@ def reconcile_step(policy: Policy, *, run_id: str) -> dict[str, Any]:
     recorded (clean or dirty, both final). An error Airflow retries (a lost
     connection, a timeout while counting) keeps it: no other run may start
     deleting between this attempt and the retry. If the retries run out, the
-    DAG run ends and the next run takes the lease over.
+    DAG run ends and the next run takes the lease over. Before the lease goes back,
+    a run that deleted more than a tenth of the table's estimated rows analyzes it
+    (``retention.rows.statistics``), so that the next plan's estimates are fresh.
     """
     with postgres(policy.postgres_conn_id) as conn:
         close_stale_windows(
@@ -420,6 +441,15 @@ def reconcile_step(policy: Policy, *, run_id: str) -> dict[str, Any]:
         except RunNotPlanned:  # final: nothing of this run is in flight, let the next go
             release_run_lease(conn, policy.name, run_id)
             raise
+        # before the lease goes back, so that the next run plans from fresh statistics
+        refresh_statistics(
+            conn,
+            policy.table_spec,
+            policy.timeouts,
+            0 if summary.dry_run else summary.rows_deleted,
+            enabled=policy.analyze_after,
+            who=f"policy {policy.name}",
+        )
         if release_run_lease(conn, policy.name, run_id):
             log.info("policy %s: run %s gave the run lease back", policy.name, run_id)
         metrics.emit_run_gauges(conn, policy, summary)

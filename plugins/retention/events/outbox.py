@@ -60,6 +60,11 @@ class Event:
     def key(self) -> str:
         return self.event_id
 
+    @property
+    def described(self) -> str:
+        """``event evt_…``: what log lines name (the id is its key)."""
+        return f"event {self.event_id}"
+
 
 def decide_event(event: Event, c: Classification, now: dt.datetime, notify: NotifySpec) -> Finish:
     """Turn a classification into the outbox change (pure)."""

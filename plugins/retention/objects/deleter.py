@@ -29,7 +29,7 @@ from retention.objects.kind import ObjectKind
 from retention.policy.model import Policy
 from retention.progress import Progress
 from retention.queue.limiter import TokenBucket
-from retention.queue.worker import STOPPING, Worker, WorkerStats
+from retention.queue.worker import RATE_LIMIT, STOPPING, Worker, WorkerStats
 from retention.rows.lifecycle import WindowDeleter, WindowResult
 from retention.rows.windows import Window
 from retention.stopping import StopRequested
@@ -92,6 +92,8 @@ class ObjectDeleter(WindowDeleter):
             )
         for rows, elapsed_ms in stats.transactions:
             result.add_batch(rows, elapsed_ms)
+        if stats.waited_for_tokens_seconds:  # the window's last line shows the worker's wait
+            result.waited[RATE_LIMIT] = stats.waited_for_tokens_seconds
         if stats.stopped == STOPPING:  # the calls made are recorded; the rest is pending again
             result.details = {"enqueued": enqueued, "remote": stats.as_dict()}
             raise StopRequested(

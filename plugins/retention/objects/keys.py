@@ -51,6 +51,11 @@ class Operation:
         return self.operation_key
 
     @property
+    def described(self) -> str:
+        """``object 'obj-7', row 7, key 3f1c…`` (the whole key): what log lines name."""
+        return f"object {self.object_id!r}, row {self.row_key}, key {self.operation_key}"
+
+    @property
     def local_delete_pending(self) -> bool:
         """The remote confirmed; only the local delete is left (it failed for a moment)."""
         return self.failure_class == LOCAL_DELETE_PENDING

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ValidationError
 
 from retention.paths import AIRFLOW_SETTINGS_PATH, DEFAULT_POLICIES_PATH
 from retention.policy.model import AlertsSpec, NotifySpec, Policy, PolicyRuleError, RemoteSpec
+from retention.progress import plural
 
 DEFAULT_POOL = "default_pool"
 
@@ -65,13 +66,20 @@ class PolicySet:
         if self.file_error:
             return f"{self.path}: {self.file_error}"
         problems = self.problems + (extra or [])
+        named = {p.name for p in self.policies} | {problem.policy for problem in problems}
         if shown is not None:
             problems = [problem for problem in problems if shown(problem.policy)]
+            named = {name for name in named if shown(name)}
         if not problems:
             return ""
+        # Counted, never assumed: when every policy has a problem, none was loaded.
+        loaded = len(named - {problem.policy for problem in problems})
         lines = [f"{self.path}: {len(problems)} problem(s) in retention policies:"]
         lines += [f"  - {problem}" for problem in problems]
-        lines.append("The other policies were loaded; fix these to get their DAGs back.")
+        lines.append(
+            f"{loaded} of {plural(len(named), 'policy', 'policies')} loaded; "
+            "fix these to get their DAGs back."
+        )
         return "\n".join(lines)
 
 

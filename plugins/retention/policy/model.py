@@ -52,6 +52,17 @@ CRON_PRESETS = {
     "@annually": "0 0 1 1 *",
 }
 ENDPOINT_FIELDS = ("object_id", "tenant_id")
+# Every field that names a column of the policy's table, as a dotted path. The table check
+# (``retention.db.table_check``) looks each one up in the live table before a run touches
+# it, and the Retention view shows the same check: a new column-naming field (a hold flag,
+# a child table's key) is listed here and is checked with the others.
+COLUMN_FIELDS = (
+    "key_column",
+    "timestamp_column",
+    "tenant_column",
+    "remote.object_id_column",
+    "remote.version_column",
+)
 
 
 def _identifier(value: str) -> str:
@@ -686,6 +697,13 @@ class Policy(Section):
         description="Reconcile fails when an eligible row waits longer than this past its "
         f"cutoff (default {DEFAULT_REMOTE_MAX_LAG_HOURS:g} for remote policies, none otherwise).",
     )
+    analyze_after: bool = Field(
+        True,
+        description="After a run that deleted more than a tenth of the rows the table's "
+        "statistics count (pg_class.reltuples), reconcile runs ANALYZE on the table "
+        "(pt-archiver's --analyze), so the next plan and dry run estimate from fresh "
+        "statistics; false leaves it to autovacuum.",
+    )
     remote: RemoteSpec | None = Field(
         None, description="Objects to delete through an HTTP API before their rows."
     )
@@ -750,6 +768,18 @@ class Policy(Section):
             self.tenant_column,
             self.timestamp_timezone,
         )
+
+    def named_columns(self) -> dict[str, str]:
+        """Field (dotted path, see :data:`COLUMN_FIELDS`) → the column it names, for each
+        column-naming field that is set."""
+        named: dict[str, str] = {}
+        for path in COLUMN_FIELDS:
+            value: Any = self
+            for part in path.split("."):
+                value = getattr(value, part, None)
+            if value is not None:
+                named[path] = value
+        return named
 
     @property
     def timeouts(self) -> Timeouts:

@@ -49,6 +49,11 @@ class Job(Protocol):
     @property
     def key(self) -> str: ...
 
+    @property
+    def described(self) -> str:
+        """How a log line names the job: what it is about (an object and its row), and its
+        key, so that an operator can find both without looking the key up."""
+
 
 J = TypeVar("J", bound=Job)
 C = TypeVar("C", bound=Classification)
@@ -91,6 +96,7 @@ class Stop:
 
 STOPPING = "stopping"  # WorkerStats.stopped after a SIGTERM: unstarted jobs were handed back
 LIMITER = "limiter"  # the throttled_seconds reason of time spent waiting for tokens
+RATE_LIMIT = "rate_limit"  # the same time, as progress lines name it
 
 
 class JobKind(Protocol[J, C]):
@@ -268,7 +274,7 @@ class Worker:
         """Time this pass waited, by reason: the gate's pauses and the API's rate limit."""
         waited = dict(self.gate.throttled()) if self.gate is not None else {}
         if self.limiter is not None and self.limiter.waited_seconds:
-            waited["rate_limit"] = self.limiter.waited_seconds
+            waited[RATE_LIMIT] = self.limiter.waited_seconds
         return waited
 
     def _outcome_words(self, *, final: bool = False) -> str:
@@ -456,11 +462,11 @@ class Worker:
             if finish.state == State.DEAD:
                 self.stats.dead += 1
                 log.warning(
-                    "%s: %s dead: %s (key %s)",
+                    "%s: %s dead: %s (%s)",
                     self.progress.label,
                     self.stats.kind.removesuffix("s"),
                     finish.reason,
-                    attempt.job.key,
+                    attempt.job.described,
                 )
             elif finish.state == State.PENDING:
                 if finish.attempt_spent:

@@ -51,10 +51,22 @@ class WindowResult:
     note: str | None = None
     details: dict[str, Any] = field(default_factory=dict)
     pause: dict[str, Any] = field(default_factory=dict)  # the gate's totals
+    # Time the strategy waited besides the gate's pauses, by reason (a remote window's wait
+    # for the API's rate limit): in the log lines, which must show the same throttled time
+    # as the strategy's own lines, but not in the ledger's paused_seconds, from which the
+    # next plan measures the rate while working (a rate-limited API is the work's pace).
+    waited: dict[str, float] = field(default_factory=dict)
 
     @property
     def longest_batch_ms(self) -> float:
         return max(self.batch_ms, default=0.0)
+
+    def throttled(self) -> dict[str, float]:
+        """Seconds throttled by reason: the gate's pauses and pacing, and what else it waited."""
+        reasons = dict(self.pause.get("pause_reasons") or {})
+        for reason, seconds in self.waited.items():
+            reasons[reason] = reasons.get(reason, 0.0) + seconds
+        return reasons
 
     def add_batch(self, rows: int, elapsed_ms: float) -> None:
         self.batches += 1
@@ -114,7 +126,7 @@ def window_attempt(conn: Connection, window: Window, *, dry_run: bool) -> Iterat
                     result.rows_deleted,
                     window.expected_rows,
                     result.seconds,
-                    result.pause.get("pause_reasons") or {},
+                    result.throttled(),
                     final=True,
                     verb="cancelled after deleting",
                     extra=f"{plural(result.batches, 'batch', 'batches')} ({exc})",
@@ -131,7 +143,7 @@ def window_attempt(conn: Connection, window: Window, *, dry_run: bool) -> Iterat
             (result.rows_counted or 0) if dry_run else result.rows_deleted,
             window.expected_rows,
             result.seconds,
-            result.pause.get("pause_reasons") or {},
+            result.throttled(),
             final=True,
             verb="counted" if dry_run else "deleted",
             extra=(

@@ -22,6 +22,7 @@ from psycopg.types.json import Jsonb
 
 from retention.db.connection import Connection, bounded
 from retention.db.sqlfiles import query
+from retention.db.table_check import TableMismatch, check_table
 from retention.policy.model import Policy, TableSpec
 from retention.progress import PhaseTimer, Step, duration, plural
 from retention.rows.probes import KeyRange, RangeProbe, TableIndexes, key_histogram
@@ -38,12 +39,9 @@ from retention.rows.windows import Window, fit_to_map_limit
 log = logging.getLogger(__name__)
 
 MIN_MEASURED_WINDOW_ROWS = 1_000  # smaller windows measure Airflow's overhead, not deleting
-INTEGER_TYPES = {"smallint", "integer", "bigint"}
-TIMESTAMP_TYPES = {"timestamp with time zone", "timestamp without time zone", "date"}
-
-
-class PlanError(RuntimeError):
-    """The policy does not match the live table, or the plan cannot be made."""
+# The planner's one refusal, under the name callers know: the policy does not fit the live
+# table (retention.db.table_check, which the first task of the run already checked).
+PlanError = TableMismatch
 
 
 @dataclass(frozen=True)
@@ -96,42 +94,6 @@ def window_from_row(row: dict[str, Any]) -> Window:
         last_id=row["last_id"],
         expected_rows=row["expected_rows"],
     )
-
-
-def check_table(conn: Connection, policy_name: str, table: TableSpec) -> dict[str, str]:
-    """Fail with a message naming the policy and field when the table does not fit it;
-    return the types of its key, timestamp (and tenant) columns."""
-    where = {"schema": table.schema, "table": table.name}
-    if not conn.execute(query("target_exists"), where).fetchone()["present"]:  # type: ignore[index]
-        raise PlanError(
-            f"policy {policy_name!r}, field 'table': table {table} does not exist "
-            "in the database of the policy's postgres_conn_id"
-        )
-    wanted = {
-        "key_column": table.key_column,
-        "timestamp_column": table.timestamp_column,
-    }
-    if table.tenant_column:
-        wanted["tenant_column"] = table.tenant_column
-    rows = conn.execute(query("target_columns"), {**where, "columns": list(wanted.values())})
-    types = {row["column_name"]: row["column_type"] for row in rows}
-    for field_name, column in wanted.items():
-        if column not in types:
-            raise PlanError(
-                f"policy {policy_name!r}, field {field_name!r}: column {column!r} "
-                f"does not exist in {table}"
-            )
-    if types[table.key_column] not in INTEGER_TYPES:
-        raise PlanError(
-            f"policy {policy_name!r}, field 'key_column': {table.key_column!r} is "
-            f"{types[table.key_column]}; windows need an integer key"
-        )
-    if types[table.timestamp_column] not in TIMESTAMP_TYPES:
-        raise PlanError(
-            f"policy {policy_name!r}, field 'timestamp_column': {table.timestamp_column!r} "
-            f"is {types[table.timestamp_column]}; expected a timestamp"
-        )
-    return types
 
 
 def tenant_groups(
@@ -279,7 +241,7 @@ def plan_windows(conn: Connection, request: PlanRequest) -> list[Window]:
     started = time.perf_counter()
     timer = PhaseTimer(f"policy {policy.name} plan", logger=log)
     with timer.step("table check") as step:
-        check_table(conn, policy.name, policy.table_spec)
+        check_table(conn, policy)
         target = TargetTable.of(policy.table_spec)
         indexes = TableIndexes.read(conn, policy.table_spec)
         step.found = indexes_found(policy.table_spec, indexes)

@@ -69,6 +69,7 @@ from retention.ui.queries import (
     dead_letter_classes,
     dead_letters,
     policy_figures,
+    table_check,
 )
 
 log = logging.getLogger(__name__)
@@ -87,13 +88,15 @@ def templates() -> Jinja2Templates:
 
 @dataclass(frozen=True)
 class PolicyRow:
-    """One policy on the overview: its figures, or why they could not be read."""
+    """One policy on the overview: its figures, or why they could not be read (its table
+    does not fit it, or its database did not answer)."""
 
     policy: Policy
     figures: PolicyFigures | None
     error: str | None
     paused_by_variable: bool
     dag_paused: bool | None  # None: Airflow does not know the DAG (not parsed yet)
+    table_problems: tuple[str, ...] = ()  # what its run's first task would refuse
 
 
 class ViewError(Exception):
@@ -316,22 +319,33 @@ def _refuse_unreplayable(
         )
 
 
+# One policy's card: its figures, its table's problems, or why they could not be read.
+Figures = PolicyFigures | tuple[str, ...] | str
+
+
 def _overview_rows(access: Access, policies: list[Policy]) -> list[PolicyRow]:
     now = dt.datetime.now(dt.UTC)
     switch = _read_switch(access)
     paused = access.paused_dags([p.dag_id for p in policies])
 
-    def figures_of(conn: Connection, members: list[Policy]) -> dict[str, PolicyFigures | str]:
-        figures: dict[str, PolicyFigures | str] = {}
+    def figures_of(conn: Connection, members: list[Policy]) -> dict[str, Figures]:
+        figures: dict[str, Figures] = {}
         for policy in members:
             try:
-                figures[policy.name] = policy_figures(conn, policy, now)
+                # a table that lacks a column its policy names has no figures: say why (a
+                # missing table is told by the figures' own error: no table yet)
+                fit = table_check(conn, policy)
+                figures[policy.name] = (
+                    tuple(fit.problems)
+                    if fit.exists and not fit.fits
+                    else policy_figures(conn, policy, now)
+                )
             except psycopg.Error as failed:  # a locked table fails its card, not the page
                 figures[policy.name] = _why(failed)
         return figures
 
     read = read_each_database(policies, figures_of, what="retention view")
-    found: dict[str, PolicyFigures | str] = {}
+    found: dict[str, Figures] = {}
     for figures in read.answers.values():
         found.update(figures)
     rows = []
@@ -347,6 +361,7 @@ def _overview_rows(access: Access, policies: list[Policy]) -> list[PolicyRow]:
                 error=figures if isinstance(figures, str) else None,
                 paused_by_variable=switch_pauses(switch, policy.name),
                 dag_paused=paused.get(policy.dag_id),
+                table_problems=figures if isinstance(figures, tuple) else (),
             )
         )
     return rows

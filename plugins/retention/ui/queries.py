@@ -16,6 +16,7 @@ from typing import Any
 from retention.db.connection import Connection, set_local
 from retention.db.oldest import as_aware
 from retention.db.sqlfiles import query
+from retention.db.table_check import TableFit, table_fit
 from retention.policy import Policy
 from retention.rows.target import TargetTable
 
@@ -140,6 +141,16 @@ def policy_figures(conn: Connection, policy: Policy, now: dt.datetime) -> Policy
         limiter_closed_until=queue["closed_until"],
         minutes=[Minute(m["minute"], int(m["deletions"]), int(m["rate_limited"])) for m in minutes],
     )
+
+
+def table_check(conn: Connection, policy: Policy) -> TableFit:
+    """What the first task of a run would find wrong with the policy's table: the same
+    check (:func:`retention.db.table_check.table_fit`), read-only and bounded like the
+    figures."""
+    with conn.transaction():
+        conn.execute("SET TRANSACTION READ ONLY")
+        set_local(conn, statement_ms=STATEMENT_MS, lock_ms=policy.lock_timeout_ms)
+        return table_fit(conn, policy)
 
 
 def _float(value: Any) -> float | None:
