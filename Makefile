@@ -60,9 +60,11 @@ format: $(STAMP)
 	$(BIN)/ruff format .
 
 # airflow standalone, with the sandbox deletion API (:8765) and the event receiver (:8766)
-# that the demo policies' connections name; both stop when Airflow does.
+# that the demo policies' connections name; both stop when Airflow does, and the demo
+# policies' DAGs are unpaused once parsed. `exec`: a SIGTERM to make reaches the script
+# (the shell would die and leave it running), and the script stops all of Airflow.
 airflow: env
-	@$(RUN) python scripts/dev_services.py -- airflow standalone
+	@$(RUN) exec python scripts/dev_services.py --unpause-demo -- airflow standalone
 
 # Every bench target passes ARGS on to its script, e.g. make bench-scale ARGS="--executor celery".
 bench-rows: env
