@@ -4,8 +4,10 @@ Airflow creates every new DAG paused (``[core] dags_are_paused_at_creation``), s
 a first ``make airflow`` showed two DAGs that never ran. ``dev_services.py
 --unpause-demo`` starts this script next to ``airflow standalone``: it waits until
 the dag-processor has stored ``retention__event_logs`` and
-``retention__media_assets``, unpauses them, and says so in one line. It touches
-these two DAGs only, and only with the shipped policies file: a checkout that
+``retention__media_assets``, unpauses them, and says so in one line; and
+``retention__replay`` too, which runs only when triggered (a replay started from
+the Retention view would otherwise wait, queued, behind the pause). It touches
+these three DAGs only, and only with the shipped policies file: a checkout that
 points ``RETENTION_POLICIES`` elsewhere keeps every DAG as Airflow made it.
 """
 
@@ -23,6 +25,7 @@ sys.path[:0] = [str(ROOT / "plugins"), str(ROOT)]
 from retention.paths import DEFAULT_POLICIES_PATH  # noqa: E402
 
 DEMO_DAG_IDS = ("retention__event_logs", "retention__media_assets")
+REPLAY_DAG_ID = "retention__replay"  # schedule=None: unpaused, it runs only when triggered
 
 
 def uses_shipped_policies() -> bool:
@@ -58,19 +61,20 @@ def main(argv: list[str] | None = None) -> int:
         "--wait", type=float, default=600, help="seconds to wait for the DAGs to be parsed"
     )
     args = parser.parse_args(argv)
-    names = ", ".join(DEMO_DAG_IDS)
+    names = ", ".join((*DEMO_DAG_IDS, REPLAY_DAG_ID))
     if not uses_shipped_policies():
         print(
             f"dev_services: RETENTION_POLICIES names another policies file; {names} "
-            "(the demo's) are not unpaused, and new DAGs start paused",
+            "are not unpaused, and new DAGs start paused",
             flush=True,
         )
         return 0
-    unpaused, missing = unpause_when_parsed(DEMO_DAG_IDS, args.wait)
+    unpaused, missing = unpause_when_parsed((*DEMO_DAG_IDS, REPLAY_DAG_ID), args.wait)
     if unpaused:
         print(
-            f"dev_services: unpaused {', '.join(unpaused)} (the demo policies' DAGs; Airflow "
-            "creates new DAGs paused). Pause them in the UI, or `airflow dags pause <dag id>`",
+            f"dev_services: unpaused {', '.join(unpaused)} (the demo policies' DAGs and the "
+            "manual-only replay DAG; Airflow creates new DAGs paused). Pause them in the UI, "
+            "or `airflow dags pause <dag id>`",
             flush=True,
         )
     if missing:

@@ -1,11 +1,13 @@
-"""`make airflow` unpauses the demo policies' DAGs once Airflow has stored them.
+"""`make airflow` unpauses the demo policies' DAGs (and the manual-only replay DAG) once
+Airflow has stored them.
 
 Airflow creates new DAGs paused, so the demo's two DAGs never ran until someone
 found the toggle. The test stores them paused (``airflow dags reserialize`` with
 the shipped policies file, as the dag-processor would), runs the ``airflow``
 recipe of the Makefile with a stand-in for ``airflow standalone``, and waits for
 the line that says they were unpaused; the metadata database must agree. They
-are paused again afterwards, so no scheduler of another test runs them.
+are paused again afterwards, as reserialize makes them, so no scheduler of another
+test runs them.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from pathlib import Path
 
 from tests.support.env import ROOT
 
-DEMO_DAG_IDS = ("retention__event_logs", "retention__media_assets")
+DEMO_DAG_IDS = ("retention__event_logs", "retention__media_assets", "retention__replay")
 STAND_IN = [sys.executable, "-c", "import time; time.sleep(120)"]
 
 
@@ -86,7 +88,7 @@ def test_make_airflow_unpauses_the_demo_dags_once_they_are_stored(tmp_path: Path
             time.sleep(0.5)
         assert demo_dags_paused() == dict.fromkeys(DEMO_DAG_IDS, False)
         said = log.read_text()
-        assert "unpaused retention__event_logs, retention__media_assets" in said
+        assert "unpaused retention__event_logs, retention__media_assets, retention__replay" in said
         assert "Airflow creates new DAGs paused" in said
 
         services.send_signal(signal.SIGTERM)

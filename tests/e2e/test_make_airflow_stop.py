@@ -3,7 +3,7 @@
 The real target runs (``make -o env airflow``: the recipe as written, with this
 test's environment instead of ``.local/env``) with the real ``airflow
 standalone`` on free ports and an empty DAGs folder, so nothing is scheduled.
-Once its components run (and the api-server listens, or 30 s have passed), make
+Once its components run (and the api-server listens, or 20 s have passed), make
 gets a SIGTERM; afterwards no process of its session may be left and every port
 must be free. Whatever happens, the session is killed at the end.
 """
@@ -118,8 +118,8 @@ def test_sigterm_to_make_airflow_stops_every_airflow_process_and_frees_its_ports
             f"{describe(session_processes(make.pid))}\n{log.read_text()[-3000:]}"
         )
         # The api-server binds its port about 16 s after the start on an idle machine; on a
-        # busy one it may still be importing at 30 s, and is stopped all the same.
-        wait_until(lambda: listening(ports["api-server"]), 30 - (time.monotonic() - began))
+        # busy one it may still be importing at 20 s, and is stopped all the same.
+        wait_until(lambda: listening(ports["api-server"]), 20 - (time.monotonic() - began))
 
         make.send_signal(signal.SIGTERM)
         make.wait(timeout=40)
