@@ -74,11 +74,9 @@ def object_ids(ids: list[str], oldest: int) -> list[str]:
 def describe(stats: dict[str, Any]) -> str:
     statuses = Counter(request["status"] for request in stats["requests"])
     config = stats["config"]
-    faults = [
-        f"{name} {config[name]}"
-        for name in ("reject", "hold", "latency_ms")
-        if config.get(name) not in (None, [], 0)
-    ]
+    faults = [f"{name} {', '.join(config[name])}" for name in ("reject", "hold") if config[name]]
+    if config["latency_ms"]:
+        faults.append(f"latency {config['latency_ms']} ms")
     by_status = ", ".join(f"{status}: {n}" for status, n in sorted(statuses.items())) or "none"
     return (
         f"sandbox API at {sandbox_url()}: {len(stats['requests'])} requests ({by_status}), "

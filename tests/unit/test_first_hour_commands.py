@@ -70,6 +70,10 @@ def test_each_fault_has_a_switch_and_clear_ends_them_all(
 
     sandbox.main(["latency", "300"])
     assert delete(served, "asset-0000005")[1] >= 0.3
+    capsys.readouterr()
+    sandbox.main(["stats"])
+    faults = capsys.readouterr().out.split("faults: ")[1].strip()
+    assert faults == "reject asset-0000001, asset-0000002; hold asset-0000003; latency 300 ms"
 
     sandbox.main(["storm", "30"])
     status, _, retry_after = delete(served, "asset-0000006")
