@@ -10,7 +10,7 @@ TEST_RUN := $(RUN) export AIRFLOW_HOME="$$RETENTION_TEST_AIRFLOW_HOME" \
 	AIRFLOW__DATABASE__SQL_ALCHEMY_CONN="$$RETENTION_TEST_SQL_ALCHEMY_CONN" \
 	AIRFLOW__LOGGING__BASE_LOG_FOLDER="$$RETENTION_TEST_AIRFLOW_HOME/logs" &&
 
-.PHONY: demo cli test test-env unit mutation airflow bench-rows bench-remote bench-partitions bench-scale bench-foreground lint docs docs-build format schema lock env stop-pg clean
+.PHONY: demo demo-data sandbox cli test test-env unit mutation airflow bench-rows bench-remote bench-partitions bench-scale bench-foreground lint docs docs-build format schema lock env stop-pg clean
 
 $(STAMP): requirements.txt requirements-dev.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,16 @@ env: $(STAMP)
 
 demo: env
 	@$(RUN) python scripts/demo.py
+
+# Reseed both demo tables (the demo deleted what was old), e.g. make demo-data ARGS="--rows 50000".
+demo-data: env
+	@$(RUN) python scripts/demo_data.py $(ARGS)
+
+# The sandbox API's faults while `make airflow` serves it, e.g. make sandbox ARGS="reject --oldest 5",
+# ARGS="hold asset-0000007", ARGS="storm 120", ARGS="latency 500", ARGS="clear", ARGS="stats".
+sandbox: $(STAMP)
+	@test -f .local/env || $(MAKE) --no-print-directory env
+	@$(RUN) python scripts/sandbox.py $(ARGS)
 
 # The operator's command line, e.g. make cli ARGS="explain 896bc2f1" or
 # make cli ARGS="dead-letters --failure-class"; it reads .local/env itself.
@@ -71,9 +81,11 @@ format: $(STAMP)
 	$(BIN)/ruff format .
 
 # airflow standalone, with the sandbox deletion API (:8765) and the event receiver (:8766)
-# that the demo policies' connections name; both stop when Airflow does.
+# that the demo policies' connections name; both stop when Airflow does, and the demo
+# policies' DAGs are unpaused once parsed. `exec`: a SIGTERM to make reaches the script
+# (the shell would die and leave it running), and the script stops all of Airflow.
 airflow: env
-	@$(RUN) python scripts/dev_services.py -- airflow standalone
+	@$(RUN) exec python scripts/dev_services.py --unpause-demo -- airflow standalone
 
 # Every bench target passes ARGS on to its script, e.g. make bench-scale ARGS="--executor celery".
 bench-rows: env

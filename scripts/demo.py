@@ -10,7 +10,9 @@
 
 Each run goes through ``airflow dags test`` for a fixed logical date (today,
 midnight UTC), as an operator would test a DAG; the summaries are read back
-from ``retention.runs`` and the sandbox's own counters.
+from ``retention.runs`` and the sandbox's own counters. The terminal gets a few
+lines per run; the full summaries go to ``.local/demo-summaries.json``, and the
+demo ends with what to try next (the UI, more data, the sandbox's faults).
 """
 
 from __future__ import annotations
@@ -22,16 +24,17 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
-from psycopg import sql
+from demo_data import forget_media_operations
 
 from devtools.receiver import Receiver
 from devtools.sandbox_api import SandboxServer
 from devtools.seed import seed_event_logs, seed_media_assets
 from retention.db.connection import connect_dsn
-from retention.db.migrate import migrate
 
 LOCAL = Path(".local")
+SUMMARIES = LOCAL / "demo-summaries.json"
 
 
 def run_dag(dag_id: str, logical_date: dt.datetime) -> dict:
@@ -60,20 +63,33 @@ def run_dag(dag_id: str, logical_date: dt.datetime) -> dict:
 
 
 def reset_media_ledger(conn) -> None:
-    """Forget earlier demos' media operations: the reseeded rows carry the same keys and
-    versions, which to the ledger would look like rows restored after their deletion."""
-    migrate(conn)
-    for table in ("attempts", "outbox"):
-        conn.execute(
-            sql.SQL(
-                "DELETE FROM retention.{} WHERE operation_key IN "
-                "(SELECT operation_key FROM retention.operations WHERE policy = 'media_assets')"
-            ).format(sql.Identifier(table))
-        )
-    conn.execute("DELETE FROM retention.operations WHERE policy = 'media_assets'")
+    """Forget earlier demos' media operations (see ``demo_data.forget_media_operations``)."""
+    forget_media_operations(conn)
     # An earlier demo stopped with Ctrl-C leaves its `airflow dags test` run "running" in
     # Airflow's database and holding the run lease; the demo's own runs would wait for it.
     conn.execute("DELETE FROM retention.run_leases WHERE policy IN ('event_logs', 'media_assets')")
+
+
+def save_summaries(summaries: dict[str, Any], path: Path = SUMMARIES) -> Path:
+    """Write the runs' full summaries (about 140 lines of JSON) to ``path``: the terminal
+    gets the few lines that say what happened, and where the rest is."""
+    path.write_text(json.dumps(summaries, indent=2, sort_keys=True, default=str) + "\n")
+    return path
+
+
+def what_next() -> str:
+    """Where a first hour goes on from here: the UI, more data, and the sandbox's faults."""
+    return """
+what next:
+  make airflow                            # the UI (:8080) with the sandbox API and the receiver;
+                                          # the demo DAGs are unpaused there
+  make demo-data                          # rows to delete again (ARGS="--rows 50000"), then
+                                          # trigger both DAGs in the UI
+  make sandbox ARGS="reject --oldest 5"   # 422 for the 5 oldest objects: dead letters, then a
+                                          # replay (retention__replay, failure_class http_422)
+  make sandbox ARGS="storm 120"           # every delete answers 429 for 120 s
+  make sandbox ARGS="latency 500"         # every delete answers after 500 ms
+  make sandbox ARGS="clear"               # no faults; ARGS="stats" shows what it answered"""
 
 
 def main() -> None:
@@ -90,7 +106,6 @@ def main() -> None:
         )
 
     rows = run_dag("retention__event_logs", logical_date)
-    print(json.dumps(rows, indent=2, sort_keys=True))
     print(
         f"event_logs: {rows['rows_deleted']:,} rows deleted in {rows['windows']} windows, "
         f"{rows['rows_remaining']} remaining older than {rows['cutoff']}: {rows['status']}"
@@ -109,7 +124,7 @@ def main() -> None:
         stats = sandbox.state.stats()
         sandbox.stop()
         receiver.stop()
-    print(json.dumps(media, indent=2, sort_keys=True))
+    saved = save_summaries({"event_logs": rows, "media_assets": media})
     effects = stats["effects"]
     events = media.get("events") or {}
     duplicates = sum(effects.values()) - len(effects)
@@ -124,7 +139,9 @@ def main() -> None:
         f"{events.get('delivered_this_run', 0)} delivered this run, "
         f"{events.get('pending_after_delivery', 0)} pending"
         + (f" ({events['pending_why']})" if events.get("pending_why") else "")
+        + f"\nboth runs' full summaries (JSON): {saved}"
     )
+    print(what_next())
 
 
 if __name__ == "__main__":

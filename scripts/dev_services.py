@@ -7,8 +7,11 @@
 - the event receiver that ``media_events`` names (``RETENTION_EVENTS_PORT``,
   default 8766), verifying signatures with the connection's ``whsec_`` password.
 
-Both stop when the command exits, also after Ctrl-C (which reaches the command,
-since it shares the terminal) or a SIGTERM (passed on to the command). Without a
+Both stop when the command exits. The command runs in a process group of its own
+(``process_group.py``): Ctrl-C, SIGTERM or a closed terminal stops every process
+in it, with SIGKILL for those still running after a bounded wait, so no
+scheduler or api-server outlives ``make airflow``. ``--unpause-demo`` unpauses
+the demo policies' DAGs once Airflow has parsed them (``demo_dags.py``). Without a
 command they serve until Ctrl-C; ``--host 0.0.0.0`` makes them reachable from
 containers (Astro's ``host.docker.internal``), which loopback is not.
 """
@@ -24,10 +27,11 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from types import FrameType
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "plugins"), str(ROOT)]
+
+from process_group import run_in_group  # noqa: E402
 
 from devtools.receiver import Receiver  # noqa: E402
 from devtools.sandbox_api import SandboxServer  # noqa: E402
@@ -72,19 +76,12 @@ def start_services(host: str) -> tuple[SandboxServer, Receiver]:
     return sandbox, receiver
 
 
-def run(command: list[str]) -> int:
-    """Run ``command`` to its end; Ctrl-C reaches it directly, SIGTERM is passed on."""
-    child = subprocess.Popen(command)
-
-    def pass_on(signum: int, _frame: FrameType | None) -> None:
-        if signum == signal.SIGTERM:
-            child.terminate()
-        # SIGINT: the terminal sent it to the command too; wait for the command to stop.
-
-    signal.signal(signal.SIGINT, pass_on)
-    signal.signal(signal.SIGTERM, pass_on)
-    code = child.wait()
-    return 128 - code if code < 0 else code  # killed by a signal: the shell's 128 + N
+def unpause_demo_dags() -> subprocess.Popen[bytes]:
+    """Unpause the demo's DAGs once parsed (``demo_dags.py``, beside the command); in a
+    process group of its own, so Ctrl-C does not interrupt it mid-import."""
+    return subprocess.Popen(
+        [sys.executable, str(ROOT / "scripts" / "demo_dags.py")], process_group=0
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -92,14 +89,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--host", default="127.0.0.1", help="address to listen on (0.0.0.0 for containers)"
     )
+    parser.add_argument(
+        "--unpause-demo",
+        action="store_true",
+        help="unpause retention__event_logs and retention__media_assets once parsed",
+    )
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- and the command to run")
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     load_local_env()
     sandbox, receiver = start_services(args.host)
+    unpausing = unpause_demo_dags() if command and args.unpause_demo else None
     try:
         if command:
-            return run(command)
+            return run_in_group(command)
         print("dev_services: serving until Ctrl-C", flush=True)
         stop = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -107,6 +110,9 @@ def main(argv: list[str] | None = None) -> int:
             stop.wait()
         return 0
     finally:
+        if unpausing and unpausing.poll() is None:
+            unpausing.terminate()
+            unpausing.wait(10)
         sandbox.stop()
         receiver.stop()
         print(f"dev_services: stopped; event receiver: {receiver.summary()}", flush=True)

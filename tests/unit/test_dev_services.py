@@ -3,11 +3,15 @@ runs Airflow, and stops both when Airflow exits."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 from tests.support.env import ROOT
 
@@ -94,3 +98,65 @@ def test_a_busy_port_is_named() -> None:
     assert run.returncode != 0
     assert f"cannot listen on 127.0.0.1:{port}" in run.stderr
     assert "RETENTION_SANDBOX_PORT" in run.stderr
+
+
+# Run in place of `airflow standalone`: two grandchildren that ignore SIGINT and SIGTERM,
+# one of them in a process group of its own (as Airflow's task processes are).
+STUBBORN_TREE = """
+import os, subprocess, sys, time
+ignoring = (
+    "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+    "signal.signal(signal.SIGINT, signal.SIG_IGN); print('ready', flush=True); time.sleep(120)"
+)
+same = subprocess.Popen([sys.executable, "-c", ignoring])
+own = subprocess.Popen([sys.executable, "-c", ignoring], process_group=0)
+print("tree:", same.pid, own.pid, os.getpid(), flush=True)
+time.sleep(120)
+"""
+
+
+def gone(pid: int) -> bool:
+    """Ended: no such process, or a zombie nobody has reaped yet."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def test_ctrl_c_stops_the_whole_tree_and_kills_what_ignores_it(tmp_path: Path) -> None:
+    env = {
+        **os.environ,
+        "RETENTION_SANDBOX_PORT": str(free_port()),
+        "RETENTION_EVENTS_PORT": str(free_port()),
+        "RETENTION_STOP_GRACE_SECONDS": "2",
+    }
+    log = tmp_path / "dev_services.log"
+    with log.open("wb") as out:
+        services = subprocess.Popen(
+            [sys.executable, str(SCRIPT), "--", sys.executable, "-c", STUBBORN_TREE],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    tree: list[int] = []  # the two grandchildren, then the command
+    try:
+        deadline = time.monotonic() + 60
+        while log.read_text().count("ready") < 2:
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        tree = [int(pid) for pid in log.read_text().split("tree:")[1].split()[:3]]
+
+        services.send_signal(signal.SIGINT)
+        assert services.wait(30) == 128 + signal.SIGINT
+        said = log.read_text()
+        assert "2 processes of" in said, said
+        assert "did not stop after SIGINT; killed them" in said
+        assert "dev_services: stopped" in said
+        assert all(gone(pid) for pid in tree), tree
+    finally:
+        if services.poll() is None:
+            services.kill()
+        for pid in tree:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
