@@ -13,5 +13,9 @@ Layers, each importing only the ones before it:
 4. ``evidence`` (reconcile, explain, replay, audit purge) and ``alerts`` (the
    rules and messages, sending each alert once);
 5. ``airflow`` (connections through hooks, task steps, the DAG factory, the
-   plugin's API) and ``cli``: the only modules that import Airflow.
+   plugin's API) and ``cli``: with ``ui``, the only modules that import Airflow;
+6. ``ui`` (the Retention view), which builds on ``airflow`` and never the reverse.
+
+``summary`` (the typed run summary), ``progress`` and ``stopping`` are small
+shared modules below the layers that use them.
 """

@@ -87,7 +87,8 @@ def _parser() -> argparse.ArgumentParser:
     schema.add_argument(
         "--sql",
         action="store_true",
-        help="the retention schema's tables, columns, constraints and indexes after every "
+        help="the retention schema's tables (columns, constraints, indexes), views and "
+        "functions after every "
         "migration, from a scratch database on --dsn's server (created and dropped)",
     )
     return parser

@@ -151,7 +151,7 @@ REMOTE_SETTINGS: dict[str, Any] = {
     "not_found_is_deleted": False,
     "not_found_breaker": 5,
 }
-# The notify settings the docs show, and those they leave to the README.
+# The notify settings the docs show, and those they leave to docs/remote.md.
 NOTIFY_SETTINGS: dict[str, Any] = {
     "http_conn_id": "partner_events",
     "endpoint": "/v2/hooks",

@@ -26,6 +26,7 @@ from fastapi import FastAPI
 from psycopg import sql
 
 from devtools.airflow_services import free_port
+from devtools.plans import request as plan_request
 from devtools.receiver import Receiver, new_secret
 from devtools.sandbox_api import SandboxServer
 from retention.airflow.alerts import SEND_ALERTS_TASK, AlertsNotSent
@@ -62,7 +63,6 @@ from tests.support.policies import make_policy, policy_fields, remote_fields, re
 from tests.support.remote import enqueue_all, sandbox_sender
 from tests.support.remote import work as work_pass
 from tests.support.tables import create_media_table, create_table, old
-from tests.support.tables import request as plan_request
 from tests.support.web import serving
 from tests.unit.test_bad_input_catalogue import UNIT
 

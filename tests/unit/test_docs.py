@@ -111,3 +111,26 @@ def test_the_strict_build_fails_on_a_broken_anchor(
     exceptions = pytest.importorskip("mkdocs.exceptions", reason="mkdocs is a dev dependency")
     with pytest.raises(exceptions.Abort, match="warning"):
         build_site_copy(tmp_path, monkeypatch, break_anchor=True)
+
+
+def page_table(text: str, prefix: str) -> list[str]:
+    """The rows of a page's table of pages, with the link prefix taken off."""
+    return [
+        line.replace(f"]({prefix}", "](") for line in text.splitlines() if line.startswith("| [")
+    ]
+
+
+def mermaid_blocks(text: str) -> list[str]:
+    return re.findall(r"```mermaid\n(.*?)```", text, flags=re.S)
+
+
+def test_the_site_home_and_the_readme_show_the_same_pages_and_diagram() -> None:
+    """The README (GitHub's front page) and docs/index.md (the site's) are kept apart so
+    each link works where it is read; what they show must not drift apart."""
+    readme = (ROOT / "README.md").read_text()
+    index = (DOCS_DIR / "index.md").read_text()
+    # The README links BENCHMARKS.md itself; the site shows it as its benchmarks page.
+    readme = readme.replace("](BENCHMARKS.md)", "](docs/benchmarks.md)")
+    assert page_table(readme, "docs/") == page_table(index, "")
+    assert page_table(index, ""), "the site's home lists its pages"
+    assert mermaid_blocks(readme) == mermaid_blocks(index) != []

@@ -1,4 +1,4 @@
-"""Alerts: decide what a finished run must tell a person, build the message, send it once.
+"""Sending alerts: read a finished run's facts, claim each alert in the ledger, send it once.
 
 A run is told about at most once per kind (``dirty``, ``lag``,
 ``dead_letters``, ``failure``, ``deadline``), never once per window: the
