@@ -36,7 +36,7 @@ import datetime as dt
 import logging
 import re
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlsplit
@@ -52,6 +52,7 @@ from jinja2 import Environment, FileSystemLoader
 from retention.airflow.access import REPLAY_DAG_ID, Access, AirflowAccess, TriggerRefused
 from retention.airflow.api import create_app as create_api
 from retention.airflow.connections import api_base_url
+from retention.alerts.messages import RUNBOOK, RUNBOOK_PAGE
 from retention.airflow.lookup import (
     NO_LEDGER,
     OPERATION_KEY,
@@ -102,6 +103,7 @@ class PolicyRow:
     paused_by_variable: bool
     dag_paused: bool | None  # None: Airflow does not know the DAG (not parsed yet)
     table_problems: tuple[str, ...] = ()  # what its run's first task would refuse
+    run_states: dict[str, str] = field(default_factory=dict)  # Airflow's state by run id
 
 
 class ViewError(Exception):
@@ -238,6 +240,9 @@ def ui_router(access: Access | None = None) -> APIRouter:
                 "user": access.user_name(user),
                 "pause_variable": PAUSE_VARIABLE,
                 "now": dt.datetime.now(dt.UTC),
+                # a dirty run's next step: the runbook section the dirty-run alert names
+                "runbook_page": RUNBOOK_PAGE,
+                "dirty_step": RUNBOOK["dirty"],
             },
         )
 
@@ -422,6 +427,7 @@ def _overview_rows(access: Access, policies: list[Policy]) -> list[PolicyRow]:
         if figures is None:  # its database did not answer
             conn_id = policy.postgres_conn_id
             figures = f"connection {conn_id!r}: {read.unanswered[conn_id]}"
+        states = _run_states(access, figures) if isinstance(figures, PolicyFigures) else {}
         rows.append(
             PolicyRow(
                 policy=policy,
@@ -430,9 +436,25 @@ def _overview_rows(access: Access, policies: list[Policy]) -> list[PolicyRow]:
                 paused_by_variable=switch_pauses(switch, policy.name),
                 dag_paused=paused.get(policy.dag_id),
                 table_problems=figures if isinstance(figures, tuple) else (),
+                run_states=states,
             )
         )
     return rows
+
+
+def _run_states(access: Access, figures: PolicyFigures) -> dict[str, str]:
+    """Airflow's state of the runs a card shows (by run id): whether a run the ledger has
+    as planned is running or stopped. Unreadable, the card falls back on the run lease."""
+    runs = [r for r in (figures.last_run, figures.last_finished, figures.last_dry_run) if r]
+    states: dict[str, str] = {}
+    try:
+        for dag_id in sorted({run.dag_id for run in runs}):
+            states.update(
+                access.run_states(dag_id, [run.run_id for run in runs if run.dag_id == dag_id])
+            )
+    except Exception as unreadable:  # the page still shows everything else
+        log.warning("retention view: could not read the runs' states: %s", unreadable)
+    return states
 
 
 def _read_switch(access: Access) -> str | None:
