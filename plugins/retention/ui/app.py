@@ -52,7 +52,6 @@ from jinja2 import Environment, FileSystemLoader
 from retention.airflow.access import REPLAY_DAG_ID, Access, AirflowAccess, TriggerRefused
 from retention.airflow.api import create_app as create_api
 from retention.airflow.connections import api_base_url
-from retention.alerts.messages import RUNBOOK, RUNBOOK_PAGE
 from retention.airflow.lookup import (
     NO_LEDGER,
     OPERATION_KEY,
@@ -60,6 +59,7 @@ from retention.airflow.lookup import (
     find_operation,
     read_each_database,
 )
+from retention.alerts.messages import RUNBOOK, RUNBOOK_PAGE
 from retention.db.connection import Connection
 from retention.db.gate import PAUSE_VARIABLE, switch_pauses
 from retention.policy import Policy, PolicySet, load_policies
@@ -298,14 +298,8 @@ def ui_router(access: Access | None = None) -> APIRouter:
 
     @router.post("/replay-dag/unpause", name="unpause_replay")
     async def unpause_replay(request: Request, user: Any = user_of_request) -> Response:
-        if not _same_origin(request):
-            raise ViewError(403, CROSS_ORIGIN)
-        if not access.may_edit(user, REPLAY_DAG_ID):
-            raise ViewError(
-                403,
-                f"You may not unpause the DAG {REPLAY_DAG_ID!r} (that needs Airflow's right to "
-                "edit it); ask someone who may to unpause it in Airflow.",
-            )
+        if forbidden := _unpause_forbidden(request, access, user):
+            raise ViewError(403, forbidden)
         try:
             await run_in_threadpool(access.unpause, REPLAY_DAG_ID, user)
         except TriggerRefused as refused:
@@ -357,6 +351,18 @@ CROSS_ORIGIN = (
     "This request did not come from this Airflow's own pages (its Origin header names "
     "another site, or none); open the dead-letter page and use its button."
 )
+
+
+def _unpause_forbidden(request: Request, access: Access, user: Any) -> str | None:
+    """Why this request to unpause ``retention__replay`` is refused, or None."""
+    if not _same_origin(request):
+        return CROSS_ORIGIN
+    if not access.may_edit(user, REPLAY_DAG_ID):
+        return (
+            f"You may not unpause the DAG {REPLAY_DAG_ID!r} (that needs Airflow's right to "
+            "edit it); ask someone who may to unpause it in Airflow."
+        )
+    return None
 
 
 def _replay_paused(access: Access) -> bool:

@@ -12,7 +12,7 @@ from typing import Any
 from urllib.parse import quote
 
 DASH = "–"
-SHORT_ID = 22  # characters of a run id a card shows (``scheduled__2026-03-01T00``…)
+SHORT_ID = 21  # characters of a run id a card shows (``scheduled__2026-03-01``…)
 ACTIVE_AIRFLOW_STATES = {"queued", "running"}
 
 
