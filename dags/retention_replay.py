@@ -67,6 +67,9 @@ with DAG(
     start_date=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
     catchup=False,
     max_active_runs=1,
+    # it runs only when triggered (from the Retention view too): created paused, a run
+    # started there would stay queued for ever
+    is_paused_upon_creation=False,
     doc_md=__doc__,
     tags=["retention", "replay"],
     default_args={

@@ -193,6 +193,8 @@ def test_events_are_delivered_after_every_delete_outside_the_remote_pool(
 def test_replay_dag_is_manual_and_names_the_remote_policies(shipped: DagBag) -> None:
     replay = shipped.dags["retention__replay"]
     assert replay.schedule is None
+    # created paused (Airflow's default), a run triggered from the Retention view stays queued
+    assert replay.is_paused_upon_creation is False
     assert replay.params.get_param("policy").schema["enum"] == ["media_assets"]
 
 

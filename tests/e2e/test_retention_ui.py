@@ -5,7 +5,11 @@ Airflow's own login page, open the "Retention" entry of the UI's menu, and
 read the view. The figures shown are compared with the database; the viewer
 does not see the replay action (and is refused when posting it anyway), the
 admin does, and the action starts a ``retention__replay`` run with the chosen
-operation keys. Screenshots are kept under ``.local/screenshots/``; the
+operation keys. ``retention__replay`` is created unpaused; paused, the view starts
+no run and offers the admin (not the viewer) to unpause it. A third policy's card
+shows its latest run by logical date as Airflow has it (running), the backfill that
+finished last and a dry run apart, and links the run to its page in Airflow's UI.
+Screenshots are kept under ``.local/screenshots/``; the
 screenshot of docs/retention-view.md, ``docs/retention-view.png``, is the admin's
 overview taken here.
 
@@ -45,7 +49,7 @@ pytestmark = pytest.mark.scheduler
 
 SCREENSHOTS = ROOT / ".local" / "screenshots"
 ADMIN, VIEWER = "ops_admin", "ops_viewer"
-REMOTE_POLICY, ROWS_POLICY = "ui_media_assets", "ui_event_logs"
+REMOTE_POLICY, ROWS_POLICY, ORDERS_POLICY = "ui_media_assets", "ui_event_logs", "ui_orders"
 TIMEOUT_MS = 60_000  # per browser step: the machine is shared, the first page load is slow
 
 
@@ -104,9 +108,20 @@ def served(
     for window in plan(db, rows_policy):
         delete_window(db, rows_policy, window, batch_rows=5, dry_run=False)
     reconcile_run(db, rows_policy, "run-1")
+    orders_table = f"{unique_name}_orders"
+    create_table(db, orders_table, [(i, 1, old()) for i in range(1, 4)])
+    orders_fields = policy_fields(orders_table)
     policies = tmp_path / "policies.yaml"
     policies.write_text(
-        yaml.safe_dump({"policies": {REMOTE_POLICY: remote_fields_, ROWS_POLICY: rows_fields}})
+        yaml.safe_dump(
+            {
+                "policies": {
+                    REMOTE_POLICY: remote_fields_,
+                    ROWS_POLICY: rows_fields,
+                    ORDERS_POLICY: orders_fields,
+                }
+            }
+        )
     )
     passwords = tmp_path / "passwords.json"
     env = service_environment(
@@ -120,6 +135,95 @@ def served(
     serialize_replay_dag(env)  # so that the view's replay action can trigger it
     with api_server(env, tmp_path) as url:
         yield Served(url, json.loads(passwords.read_text()), seeded, tmp_path)
+
+
+def add_run(db: Connection, run_id: str, logical: str, status: str, finished: str | None) -> None:
+    """A run of ``ui_orders`` in its ledger (dates relative to now, as intervals)."""
+    db.execute(
+        "INSERT INTO retention.runs (policy, run_id, plan_id, dag_id, table_name, logical_date, "
+        "anchor_source, cutoff, dry_run, status, window_rows, batch_rows, finished_at) "
+        "VALUES (%(policy)s, %(run)s, %(run)s, %(dag)s, 'public.orders', now() + %(logical)s, "
+        "'logical_date', now() - interval '30 days', %(dry)s, %(status)s, 10, 5, "
+        "now() + %(finished)s)",
+        {
+            "policy": ORDERS_POLICY,
+            "run": run_id,
+            "dag": f"retention__{ORDERS_POLICY}",
+            "logical": logical,
+            "dry": status == "dry_run",
+            "status": status,
+            "finished": finished,
+        },
+    )
+
+
+def api(served: Served, method: str, path: str, **kwargs: Any) -> Any:
+    """Airflow's public API as the admin; the answer's JSON."""
+    answer = requests.request(
+        method,
+        f"{served.url}/api/v2/{path}",
+        headers={"Authorization": f"Bearer {token(served, ADMIN)}"},
+        timeout=30,
+        **kwargs,
+    )
+    assert answer.status_code == 200, f"{answer.text}\n{tail(served.logs)}"
+    return answer.json()
+
+
+def seed_orders_runs(served: Served, db: Connection) -> str:
+    """A run Airflow has as running-or-queued (started through its API, no scheduler
+    here), planned in the ledger and the latest by logical date; a backfill of 2020
+    that finished after it; a dry run. Returns the first one's run id."""
+    started = api(
+        served,
+        "POST",
+        f"dags/retention__{ORDERS_POLICY}/dagRuns",
+        json={"logical_date": None, "conf": {}},
+    )
+    run_id = str(started["dag_run_id"])
+    add_run(db, run_id, "0 seconds", "planned", None)
+    add_run(db, "backfill__2020-01-01T00:00:00+00:00", "-6 years", "clean", "1 minute")
+    add_run(db, "manual__dry_run", "-1 hour", "dry_run", "2 minutes")
+    return run_id
+
+
+def check_orders_card(view: Any, admin: Any, run_id: str) -> None:
+    """The latest run by logical date, as Airflow has it; the others apart; the run id
+    short, whole in its title, linked to the run's page in Airflow."""
+    card = view.locator(f"section[data-policy={ORDERS_POLICY}]")
+    status = card.locator("[data-figure=status]")
+    assert (status.inner_text(), status.get_attribute("class")) == (
+        "running",
+        "status status-running",
+    )
+    link = card.locator("[data-figure=run_id]")
+    assert link.get_attribute("title") == run_id
+    assert link.inner_text() == f"{run_id[:21]}…"
+    assert figure(card, "last_finished_status") == "clean"
+    assert card.locator("[data-figure=last_finished_run_id]").get_attribute("title") == (
+        "backfill__2020-01-01T00:00:00+00:00"
+    )
+    assert figure(card, "dry_run") == "dry_run"
+    link.click()  # the whole page goes to the run in Airflow's UI
+    admin.wait_for_url(lambda url: f"/dags/retention__{ORDERS_POLICY}/runs/" in url)
+
+
+def check_replay_paused(admin: Any, viewer: Any, served: Served) -> None:
+    """Paused, ``retention__replay`` would leave a started run queued: the page says so; the
+    viewer may not unpause it (403); the admin's button unpauses it, in Airflow."""
+    api(served, "PATCH", "dags/retention__replay", json={"is_paused": True})
+    refused = viewer.request.post(
+        f"{served.url}/retention/ui/replay-dag/unpause",
+        headers={"Origin": served.url},
+        max_redirects=0,
+    )
+    assert refused.status == 403, refused.text()
+    admin.goto(f"{served.url}/retention/ui/dead-letters?policy={REMOTE_POLICY}")
+    assert "is paused" in figure(admin, "replay_paused")
+    with admin.expect_navigation():
+        admin.locator("[data-action=unpause-replay]").click()
+    assert admin.locator("[data-unpaused]").count() == 1
+    assert api(served, "GET", "dags/retention__replay")["is_paused"] is False
 
 
 def token(served: Served, user: str) -> str:
@@ -165,6 +269,9 @@ def check_overview(view: Any, seeded: SeededLedger, run: dict[str, Any]) -> None
     row = view.locator(f"section[data-policy={REMOTE_POLICY}]")
     assert figure(row, "status") == run["status"]
     assert figure(row, "run_id") == "run-1"
+    assert row.locator("[data-figure=run_id]").get_attribute("href") == (
+        f"../../dags/retention__{REMOTE_POLICY}/runs/run-1"
+    )
     assert figure(row, "rows_remaining") == f"{run['rows_remaining']:,}"
     assert figure(row, "pending") == str(seeded.pending)
     assert figure(row, "dead") == str(len(seeded.dead_keys))
@@ -248,6 +355,10 @@ def test_the_retention_view_in_chromium(chromium: str, served: Served, db: Conne
     ).fetchone()
     assert run is not None
 
+    # created unpaused, though new DAGs are paused here: a replay started from the view runs
+    assert api(served, "GET", "dags/retention__replay")["is_paused"] is False
+    orders_run = seed_orders_runs(served, db)
+
     # no login: the browser is sent to Airflow's login page
     anonymous = requests.get(f"{served.url}/retention/ui/", allow_redirects=False, timeout=30)
     assert anonymous.status_code == 303
@@ -257,9 +368,13 @@ def test_the_retention_view_in_chromium(chromium: str, served: Served, db: Conne
         browser = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
         try:
             admin = log_in(browser, served, ADMIN)
-            check_overview(open_retention_entry(admin, served), seeded, run)
+            view = open_retention_entry(admin, served)
+            check_overview(view, seeded, run)
             admin.screenshot(path=str(SCREENSHOTS / "retention-overview-admin.png"))
-            check_viewer(log_in(browser, served, VIEWER), served)
+            check_orders_card(view, admin, orders_run)
+            viewer = log_in(browser, served, VIEWER)
+            check_viewer(viewer, served)
+            check_replay_paused(admin, viewer, served)
             run_id = replay_as_admin(admin, served)
             check_evidence(admin, seeded.dead_keys[0])
         finally:

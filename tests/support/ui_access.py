@@ -1,7 +1,7 @@
 """A stand-in for the Retention view's questions to Airflow, for in-process page tests.
 
 It answers as Airflow's simple auth manager does for its roles (a viewer may
-read every DAG and trigger none; a user, op or admin may trigger), except for
+read every DAG and trigger none; a user, op or admin may trigger and edit), except for
 the DAGs a test makes unreadable or untriggerable (as FAB's per-DAG permissions
 can), knows users
 by the token in the ``_token`` cookie, and records the runs it is asked to
@@ -34,10 +34,13 @@ class StandInAccess:
     users: dict[str, StandInUser]
     unreadable_dags: set[str] = field(default_factory=set)
     untriggerable_dags: set[str] = field(default_factory=set)
+    uneditable_dags: set[str] = field(default_factory=set)
     paused: dict[str, bool] = field(default_factory=dict)
     switch: str | None = None
     triggered: list[tuple[str, dict[str, Any], str, str]] = field(default_factory=list)
     refuse: str | None = None  # the reason Airflow would give for refusing every run
+    unpaused: list[tuple[str, str]] = field(default_factory=list)  # (dag_id, user name)
+    states: dict[tuple[str, str], str] = field(default_factory=dict)  # (dag_id, run_id): state
 
     async def user(self, request: Request) -> StandInUser | None:
         return self.users.get(request.cookies.get("_token", ""))
@@ -56,6 +59,16 @@ class StandInAccess:
 
     def may_trigger(self, user: Any, dag_id: str) -> bool:
         return user.role in TRIGGERING_ROLES and dag_id not in self.untriggerable_dags
+
+    def may_edit(self, user: Any, dag_id: str) -> bool:
+        return user.role in TRIGGERING_ROLES and dag_id not in self.uneditable_dags
+
+    def unpause(self, dag_id: str, user: Any) -> None:
+        self.paused[dag_id] = False
+        self.unpaused.append((dag_id, user.name))
+
+    def run_states(self, dag_id: str, run_ids: list[str]) -> dict[str, str]:
+        return {r: self.states[(dag_id, r)] for r in run_ids if (dag_id, r) in self.states}
 
     def paused_dags(self, dag_ids: list[str]) -> dict[str, bool]:
         return {d: self.paused[d] for d in dag_ids if d in self.paused}

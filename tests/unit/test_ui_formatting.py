@@ -6,7 +6,19 @@ import datetime as dt
 
 import pytest
 
-from retention.ui.formatting import DASH, duration, number, rate, sparkline, status, when
+from retention.ui.formatting import (
+    DASH,
+    duration,
+    number,
+    path_part,
+    rate,
+    run_state,
+    short_id,
+    sparkline,
+    status,
+    when,
+)
+from retention.ui.queries import LastRun
 
 
 @pytest.mark.parametrize(
@@ -46,3 +58,39 @@ def test_bars_scale_to_the_largest_minute() -> None:
 
 def test_a_status_column_says_when_nothing_answered() -> None:
     assert (status(422), status(None)) == ("422", "no response")
+
+
+def a_run(status: str, lease_holder: str | None = None) -> LastRun:
+    moment = dt.datetime(2026, 3, 1, tzinfo=dt.UTC)
+    return LastRun(
+        "run-9", status, False, moment, None, None, moment, None, None, lease_holder=lease_holder
+    )
+
+
+@pytest.mark.parametrize(
+    ("status", "airflow_state", "lease_holder", "shown"),
+    [
+        ("clean", "running", None, "clean"),  # reconcile wrote it: the ledger's word
+        ("dirty", None, None, "dirty"),
+        ("planned", "running", None, "running"),
+        ("planned", "queued", None, "running"),
+        ("planned", None, "run-9", "running"),  # Airflow does not know it; it holds the lease
+        ("planned", "failed", None, "failed"),  # stopped before reconcile
+        ("planned", None, "run-8", "unfinished"),
+        ("planned", "success", None, "unfinished"),
+    ],
+)
+def test_a_run_is_shown_in_the_state_it_is_in(
+    status: str, airflow_state: str | None, lease_holder: str | None, shown: str
+) -> None:
+    assert run_state(a_run(status, lease_holder), airflow_state) == shown
+
+
+def test_run_ids_are_cut_to_fit_and_quoted_for_a_path() -> None:
+    assert short_id("run-1") == "run-1"
+    assert short_id("scheduled__2026-03-01T00:00:00+00:00") == "scheduled__2026-03-01…"
+    assert short_id("x" * 22) == "x" * 22, "one character more is not worth an ellipsis"
+    assert path_part("manual__2026-03-01T00:00:00+00:00") == (
+        "manual__2026-03-01T00%3A00%3A00%2B00%3A00"
+    )
+    assert path_part("a/b") == "a%2Fb"

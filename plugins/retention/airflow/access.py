@@ -44,6 +44,15 @@ class Access(Protocol):
     def may_trigger(self, user: Any, dag_id: str) -> bool:
         """May this user create a run of this DAG?"""
 
+    def may_edit(self, user: Any, dag_id: str) -> bool:
+        """May this user edit this DAG (pause or unpause it)?"""
+
+    def unpause(self, dag_id: str, user: Any) -> None:
+        """Unpause ``dag_id`` as Airflow's ``PATCH /dags/{dag_id}`` does, on behalf of ``user``."""
+
+    def run_states(self, dag_id: str, run_ids: list[str]) -> dict[str, str]:
+        """Airflow's state (queued, running, success, failed) of each of these runs it knows."""
+
     def paused_dags(self, dag_ids: list[str]) -> dict[str, bool]:
         """Airflow's paused flag of each DAG it knows."""
 
@@ -94,6 +103,54 @@ class AirflowAccess:
         from airflow.api_fastapi.app import get_auth_manager
 
         return may_trigger_dag(get_auth_manager(), user, dag_id)
+
+    def may_edit(self, user: Any, dag_id: str) -> bool:
+        """What the public API's ``PATCH /dags/{dag_id}`` (pausing, unpausing) requires."""
+        from airflow.api_fastapi.app import get_auth_manager
+        from airflow.api_fastapi.auth.managers.models.resource_details import DagDetails
+
+        return bool(
+            get_auth_manager().is_authorized_dag(
+                method="PUT", details=DagDetails(id=dag_id), user=user
+            )
+        )
+
+    def unpause(self, dag_id: str, user: Any) -> None:
+        """Set the DAG model's ``is_paused`` as ``PATCH /dags/{dag_id}`` does, and write the
+        audit log row Airflow's UI would, so the unpause is as visible as one made there."""
+        from airflow.models.dag import DagModel
+        from airflow.models.log import Log
+        from airflow.utils.session import create_session
+
+        with create_session() as session:
+            dag = session.get(DagModel, dag_id)
+            if dag is None:
+                raise TriggerRefused(
+                    f"Airflow does not know the DAG {dag_id!r} yet (has the dag-processor "
+                    "parsed it?)"
+                )
+            dag.is_paused = False
+            session.add(
+                Log(
+                    event="patch_dag",
+                    dag_id=dag_id,
+                    owner=self.user_name(user),
+                    extra='{"is_paused": false, "from": "Retention view"}',
+                )
+            )
+
+    def run_states(self, dag_id: str, run_ids: list[str]) -> dict[str, str]:
+        from airflow.models.dagrun import DagRun
+        from airflow.utils.session import create_session
+        from sqlalchemy import select
+
+        with create_session() as session:
+            rows = session.execute(
+                select(DagRun.run_id, DagRun.state).where(
+                    DagRun.dag_id == dag_id, DagRun.run_id.in_(run_ids)
+                )
+            ).all()
+        return {run_id: str(getattr(state, "value", state)) for run_id, state in rows}
 
     def paused_dags(self, dag_ids: list[str]) -> dict[str, bool]:
         from airflow.models.dag import DagModel

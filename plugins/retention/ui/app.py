@@ -11,6 +11,11 @@
   run per policy of the selection (403 for users who may not trigger it, or
   the DAG of a policy of the selection; 403 for a request from another origin,
   the CSRF guard).
+- ``POST /retention/ui/replay-dag/unpause``: unpauses ``retention__replay``
+  (paused, a run started from the view would wait queued for ever), through
+  Airflow's DAG model as ``PATCH /dags/{dag_id}`` does (403 for users who may not
+  edit that DAG, and for a request from another origin). Every page that starts
+  a run says when the DAG is paused, with this button for users who may.
 - ``GET  /retention/ui/operations/{key}``: one operation's evidence record
   (what ``python -m retention.cli explain KEY`` prints), found and refused (404,
   503) exactly as the JSON API does it: :func:`retention.airflow.lookup.find_operation`.
@@ -31,7 +36,7 @@ import datetime as dt
 import logging
 import re
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlsplit
@@ -54,6 +59,7 @@ from retention.airflow.lookup import (
     find_operation,
     read_each_database,
 )
+from retention.alerts.messages import RUNBOOK, RUNBOOK_PAGE
 from retention.db.connection import Connection
 from retention.db.gate import PAUSE_VARIABLE, switch_pauses
 from retention.policy import Policy, PolicySet, load_policies
@@ -97,6 +103,7 @@ class PolicyRow:
     paused_by_variable: bool
     dag_paused: bool | None  # None: Airflow does not know the DAG (not parsed yet)
     table_problems: tuple[str, ...] = ()  # what its run's first task would refuse
+    run_states: dict[str, str] = field(default_factory=dict)  # Airflow's state by run id
 
 
 class ViewError(Exception):
@@ -106,6 +113,28 @@ class ViewError(Exception):
         super().__init__(message)
         self.status = status
         self.message = message
+
+
+class ReplayPaused(ViewError):
+    """A replay asked for while ``retention__replay`` is paused: its run would wait queued
+    for ever, so none is started; the page offers the unpause button to who may use it."""
+
+    def __init__(self, may_unpause: bool) -> None:
+        super().__init__(409, replay_paused_text(may_unpause))
+        self.may_unpause = may_unpause
+
+
+def replay_paused_text(may_unpause: bool) -> str:
+    """What a page that starts replays says while the replay DAG is paused."""
+    then = (
+        "unpause it here (it runs only when triggered), then replay."
+        if may_unpause
+        else "ask someone who may edit that DAG in Airflow to unpause it."
+    )
+    return (
+        f"The DAG {REPLAY_DAG_ID!r} is paused, so a replay started here would stay queued "
+        f"and never run: no run was started; {then}"
+    )
 
 
 class LoginNeeded(ViewError):
@@ -129,7 +158,7 @@ def login_dependency(access: Access) -> Callable[[Request], Awaitable[Any]]:
     return logged_in
 
 
-def page_route(access: Access, message: Callable[[Request, int, str], Response]) -> type[APIRoute]:
+def page_route(access: Access, message: Callable[..., Response]) -> type[APIRoute]:
     """The route class of the pages: a :class:`ViewError` raised by a page or by one of
     its dependencies is answered as a small page with its status (a missing login as a
     redirect to Airflow's login page, for GETs), never as JSON."""
@@ -145,6 +174,10 @@ def page_route(access: Access, message: Callable[[Request, int, str], Response])
                     if request.method == "GET":
                         return RedirectResponse(access.login_url(str(request.url)), 303)
                     return message(request, missing.status, missing.message)
+                except ReplayPaused as paused:
+                    return message(
+                        request, paused.status, paused.message, may_unpause=paused.may_unpause
+                    )
                 except ViewError as refused:
                     return message(request, refused.status, refused.message)
 
@@ -172,9 +205,14 @@ def ui_router(access: Access | None = None) -> APIRouter:
     access = access or AirflowAccess()
     pages = templates()
 
-    def message(request: Request, status: int, text: str) -> HTMLResponse:
+    def message(
+        request: Request, status: int, text: str, may_unpause: bool = False
+    ) -> HTMLResponse:
         return pages.TemplateResponse(
-            request, "message.html", {"status": status, "text": text}, status_code=status
+            request,
+            "message.html",
+            {"status": status, "text": text, "may_unpause": may_unpause},
+            status_code=status,
         )
 
     logged_in = login_dependency(access)
@@ -202,6 +240,9 @@ def ui_router(access: Access | None = None) -> APIRouter:
                 "user": access.user_name(user),
                 "pause_variable": PAUSE_VARIABLE,
                 "now": dt.datetime.now(dt.UTC),
+                # a dirty run's next step: the runbook section the dirty-run alert names
+                "runbook_page": RUNBOOK_PAGE,
+                "dirty_step": RUNBOOK["dirty"],
             },
         )
 
@@ -210,6 +251,7 @@ def ui_router(access: Access | None = None) -> APIRouter:
         policies = readable(user)
         chosen = _filter(request.query_params, policies)
         found = await run_in_threadpool(_dead_letters, policies, chosen)
+        may_unpause = access.may_edit(user, REPLAY_DAG_ID)
         return pages.TemplateResponse(
             request,
             "dead_letters.html",
@@ -221,6 +263,10 @@ def ui_router(access: Access | None = None) -> APIRouter:
                 "chosen": chosen,
                 "remote_policies": [p.name for p in policies if p.remote],
                 "replayable": _replayable(access, user, policies),
+                "replay_paused": await run_in_threadpool(_replay_paused, access),
+                "may_unpause": may_unpause,
+                "replay_paused_text": replay_paused_text(may_unpause),
+                "unpaused": request.query_params.get("unpaused") == REPLAY_DAG_ID,
                 "limit": DEAD_LETTER_LIMIT,
                 "user": access.user_name(user),
                 "started": request.query_params.getlist("started"),
@@ -235,6 +281,8 @@ def ui_router(access: Access | None = None) -> APIRouter:
         policies = [p for p in readable(user) if p.remote]
         confs = await run_in_threadpool(_replay_confs, form, policies, access.user_name(user))
         _refuse_unreplayable(confs, policies, _replayable(access, user, policies))
+        if await run_in_threadpool(_replay_paused, access):
+            raise ReplayPaused(access.may_edit(user, REPLAY_DAG_ID))
         note = f"Started from the Retention view by {access.user_name(user)}"
         started: list[str] = []
         for conf in confs:
@@ -246,6 +294,17 @@ def ui_router(access: Access | None = None) -> APIRouter:
                 done = f" (already started: {', '.join(started)})" if started else ""
                 raise ViewError(409, f"{refused}{done}") from refused
         shown = urlencode([("started", run_id) for run_id in started])
+        return RedirectResponse(f"{request.url_for('dead_letters').path}?{shown}", status_code=303)
+
+    @router.post("/replay-dag/unpause", name="unpause_replay")
+    async def unpause_replay(request: Request, user: Any = user_of_request) -> Response:
+        if forbidden := _unpause_forbidden(request, access, user):
+            raise ViewError(403, forbidden)
+        try:
+            await run_in_threadpool(access.unpause, REPLAY_DAG_ID, user)
+        except TriggerRefused as refused:
+            raise ViewError(409, str(refused)) from refused
+        shown = urlencode([("unpaused", REPLAY_DAG_ID)])
         return RedirectResponse(f"{request.url_for('dead_letters').path}?{shown}", status_code=303)
 
     @router.get("/operations/{key}", response_class=HTMLResponse, name="operation")
@@ -282,13 +341,33 @@ def _policy_problems(access: Access, user: Any, policy_set: PolicySet) -> str:
 def _replay_forbidden(request: Request, access: Access, user: Any) -> str | None:
     """Why this replay request is refused before its form is read, or None."""
     if not _same_origin(request):
-        return (
-            "This replay request did not come from this Airflow's own pages (its Origin "
-            "header names another site, or none); open the dead-letter page and use its button."
-        )
+        return CROSS_ORIGIN
     if not access.may_trigger(user, REPLAY_DAG_ID):
         return f"You may not trigger the DAG {REPLAY_DAG_ID!r}; ask an admin."
     return None
+
+
+CROSS_ORIGIN = (
+    "This request did not come from this Airflow's own pages (its Origin header names "
+    "another site, or none); open the dead-letter page and use its button."
+)
+
+
+def _unpause_forbidden(request: Request, access: Access, user: Any) -> str | None:
+    """Why this request to unpause ``retention__replay`` is refused, or None."""
+    if not _same_origin(request):
+        return CROSS_ORIGIN
+    if not access.may_edit(user, REPLAY_DAG_ID):
+        return (
+            f"You may not unpause the DAG {REPLAY_DAG_ID!r} (that needs Airflow's right to "
+            "edit it); ask someone who may to unpause it in Airflow."
+        )
+    return None
+
+
+def _replay_paused(access: Access) -> bool:
+    """Is ``retention__replay`` paused (a run started now would wait queued for ever)?"""
+    return bool(access.paused_dags([REPLAY_DAG_ID]).get(REPLAY_DAG_ID))
 
 
 def _replayable(access: Access, user: Any, policies: list[Policy]) -> list[str]:
@@ -354,6 +433,7 @@ def _overview_rows(access: Access, policies: list[Policy]) -> list[PolicyRow]:
         if figures is None:  # its database did not answer
             conn_id = policy.postgres_conn_id
             figures = f"connection {conn_id!r}: {read.unanswered[conn_id]}"
+        states = _run_states(access, figures) if isinstance(figures, PolicyFigures) else {}
         rows.append(
             PolicyRow(
                 policy=policy,
@@ -362,9 +442,25 @@ def _overview_rows(access: Access, policies: list[Policy]) -> list[PolicyRow]:
                 paused_by_variable=switch_pauses(switch, policy.name),
                 dag_paused=paused.get(policy.dag_id),
                 table_problems=figures if isinstance(figures, tuple) else (),
+                run_states=states,
             )
         )
     return rows
+
+
+def _run_states(access: Access, figures: PolicyFigures) -> dict[str, str]:
+    """Airflow's state of the runs a card shows (by run id): whether a run the ledger has
+    as planned is running or stopped. Unreadable, the card falls back on the run lease."""
+    runs = [r for r in (figures.last_run, figures.last_finished, figures.last_dry_run) if r]
+    states: dict[str, str] = {}
+    try:
+        for dag_id in sorted({run.dag_id for run in runs}):
+            states.update(
+                access.run_states(dag_id, [run.run_id for run in runs if run.dag_id == dag_id])
+            )
+    except Exception as unreadable:  # the page still shows everything else
+        log.warning("retention view: could not read the runs' states: %s", unreadable)
+    return states
 
 
 def _read_switch(access: Access) -> str | None:

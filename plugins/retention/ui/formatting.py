@@ -9,8 +9,11 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import quote
 
 DASH = "–"
+SHORT_ID = 21  # characters of a run id a card shows (``scheduled__2026-03-01``…)
+ACTIVE_AIRFLOW_STATES = {"queued", "running"}
 
 
 def number(value: float | None) -> str:
@@ -70,7 +73,35 @@ def status(code: int | None) -> str:
     return "no response" if code is None else str(code)
 
 
+def short_id(value: str, keep: int = SHORT_ID) -> str:
+    """A run id cut to fit a card (the page keeps the whole id in a title attribute)."""
+    return value if len(value) <= keep + 1 else f"{value[:keep]}…"
+
+
+def path_part(value: str) -> str:
+    """One segment of a URL path (a run id has ``:`` and ``+``), as the alerts' run links."""
+    return quote(value, safe="")
+
+
+def run_state(run: Any, airflow_state: str | None) -> str:
+    """What a run is doing now, for its card: its ledger status once reconcile wrote one
+    (``clean``, ``dirty``, ``dry_run``); before that (``planned`` in the ledger) Airflow's
+    state of the run, or the policy's run lease, says whether it is ``running``, or has
+    ``failed`` (stopped before reconcile); ``unfinished`` when neither knows (a run
+    Airflow does not know, such as one started from a shell, that holds no lease)."""
+    if run.status != "planned":
+        return str(run.status)
+    if airflow_state in ACTIVE_AIRFLOW_STATES or run.lease_holder == run.run_id:
+        return "running"
+    if airflow_state == "failed":
+        return "failed"
+    return "unfinished"
+
+
 FILTERS: dict[str, Callable[..., Any]] = {
+    "short_id": short_id,
+    "path_part": path_part,
+    "run_state": run_state,
     "status": status,
     "number": number,
     "rate": rate,

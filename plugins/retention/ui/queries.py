@@ -26,7 +26,7 @@ STATEMENT_MS = 5000  # a page view's statements: enough for index reads, short f
 
 @dataclass(frozen=True)
 class LastRun:
-    """The latest run of a policy, as ``retention.runs`` recorded it."""
+    """One run of a policy, as ``retention.runs`` recorded it."""
 
     run_id: str
     status: str  # planned (still running, or stopped before reconcile), clean, backlog, dirty…
@@ -41,6 +41,8 @@ class LastRun:
     rows_deleted_so_far: int = 0  # by its windows, counted in each batch: progress while it runs
     lease_holder: str | None = None  # the run holding the policy's run lease (None: free)
     lease_taken_at: dt.datetime | None = None
+    dag_id: str = ""  # the Airflow DAG that ran it (its run's page in the Airflow UI)
+    logical_date: dt.datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -59,7 +61,7 @@ class PolicyFigures:
     policy: str
     remote: bool
     notify: bool
-    last_run: LastRun | None
+    last_run: LastRun | None  # the latest real run by logical date: the current state
     cutoff_now: dt.datetime  # now − retain_days: what a run started now would delete
     oldest_eligible: dt.datetime | None  # the oldest row older than cutoff_now
     operations: dict[str, int] = field(default_factory=dict)  # pending, in_flight, dead
@@ -69,6 +71,10 @@ class PolicyFigures:
     rate_ceiling: float | None = None
     limiter_closed_until: dt.datetime | None = None
     minutes: list[Minute] = field(default_factory=list)
+    # the real run that finished last, when it is not ``last_run`` (a backfill of an old
+    # date, or ``last_run`` still running)
+    last_finished: LastRun | None = None
+    last_dry_run: LastRun | None = None  # the latest dry run: it deleted nothing
 
     @property
     def lag_seconds(self) -> float | None:
@@ -113,7 +119,7 @@ def policy_figures(conn: Connection, policy: Policy, now: dt.datetime) -> Policy
             lock_ms=policy.lock_timeout_ms,
             timezone=policy.timestamp_timezone,  # a timestamp column without a time zone
         )
-        run = conn.execute(query("run_recent"), {**params, "limit": 1}).fetchone()
+        runs = conn.execute(query("ui_runs"), params).fetchall()
         oldest = conn.execute(
             TargetTable.of(policy.table_spec).query("target_oldest_eligible"),
             {"cutoff": cutoff_now},
@@ -128,7 +134,11 @@ def policy_figures(conn: Connection, policy: Policy, now: dt.datetime) -> Policy
         policy=policy.name,
         remote=policy.remote is not None,
         notify=policy.notify is not None,
-        last_run=_last_run(run),
+        last_run=_last_run(next((r for r in runs if r["is_latest"]), None)),
+        last_finished=_last_run(
+            next((r for r in runs if r["is_last_finished"] and not r["is_latest"]), None)
+        ),
+        last_dry_run=_last_run(next((r for r in runs if r["is_latest_dry"]), None)),
         cutoff_now=cutoff_now,
         oldest_eligible=None
         if oldest_value is None
@@ -174,6 +184,8 @@ def _last_run(row: dict[str, Any] | None) -> LastRun | None:
         rows_deleted_so_far=int(row["rows_deleted_so_far"]),
         lease_holder=row["lease_holder"],
         lease_taken_at=row["lease_taken_at"],
+        dag_id=row["dag_id"],
+        logical_date=row["logical_date"],
     )
 
 
