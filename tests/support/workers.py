@@ -26,19 +26,31 @@ FIRST_WORKER = "gw0"
 # database through `.local/env` itself: they run on the first worker only.
 FIRST_WORKER_FILES = frozenset({"tests/integration/test_cli.py"})
 
-# Seconds a file takes (measured on 2 cores; rounded), for handing out the longest
-# files first so that both workers finish together. Files not listed are weighed
-# by their number of tests (see `estimated_seconds`); a stale figure only costs balance.
+# Seconds a file takes (`--durations=0` summed per file; two workers on 2 busy cores),
+# for handing out the longest files first so that both workers finish together. Files
+# not listed are weighed by their number of tests (see `estimated_seconds`); a stale
+# figure only costs balance, never a test.
 MEASURED_SECONDS = {
-    "tests/e2e/test_scheduler_pools.py": 150,
-    "tests/e2e/test_retention_ui.py": 60,
-    "tests/e2e/test_alerts_scheduler.py": 45,
-    "tests/e2e/test_replay_guard.py": 40,
-    "tests/integration/test_remote_limits.py": 35,
-    "tests/e2e/test_metrics_udp.py": 25,
-    "tests/e2e/test_scheduler_stop.py": 25,
-    "tests/dag/test_future_logical_date.py": 18,
-    "tests/dag/test_tiers_without_postgres.py": 16,
+    "tests/e2e/test_scheduler_pools.py": 240,
+    "tests/e2e/test_alerts_scheduler.py": 90,
+    "tests/e2e/test_metrics_udp.py": 56,
+    "tests/e2e/test_retention_ui.py": 53,
+    "tests/e2e/test_scheduler_stop.py": 49,
+    "tests/integration/test_remote_limits.py": 48,
+    "tests/e2e/test_replay_guard.py": 37,
+    "tests/dag/test_future_logical_date.py": 33,
+    "tests/e2e/test_remote_dag.py": 29,
+    "tests/integration/test_pg_restart.py": 27,
+    "tests/e2e/test_run_serialization.py": 26,
+    "tests/e2e/test_plugin_api.py": 26,
+    "tests/integration/test_remote_ledger.py": 23,
+    "tests/integration/test_health_pauses.py": 23,
+    "tests/integration/test_remote_edges.py": 23,
+    "tests/integration/test_ui_pages.py": 21,
+    "tests/dag/test_tiers_without_postgres.py": 18,
+    "tests/integration/test_events.py": 17,
+    "tests/e2e/test_dag_e2e.py": 15,
+    "tests/integration/test_cli.py": 13,
 }
 SECONDS_PER_TEST = {"tests/unit/": 0.05, "tests/dag/": 0.5, "tests/integration/": 1.0}
 E2E_SECONDS_PER_TEST = 4.0
