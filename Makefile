@@ -5,6 +5,8 @@ VENV := .venv
 BIN := $(CURDIR)/$(VENV)/bin
 STAMP := $(VENV)/.installed
 RUN := set -a && . ./.local/env && set +a && PATH="$(BIN):$$PATH" &&
+# pytest-xdist workers for `make test`, each with databases of its own (make test-env).
+TEST_WORKERS ?= 2
 # The tests' own Airflow home and metadata database (see scripts/devenv.py).
 TEST_RUN := $(RUN) export AIRFLOW_HOME="$$RETENTION_TEST_AIRFLOW_HOME" \
 	AIRFLOW__DATABASE__SQL_ALCHEMY_CONN="$$RETENTION_TEST_SQL_ALCHEMY_CONN" \
@@ -41,13 +43,19 @@ cli: $(STAMP)
 	@test -f .local/env || $(MAKE) --no-print-directory env
 	@PYTHONPATH=plugins $(BIN)/python -m retention.cli $(ARGS)
 
-# The tests' metadata database, migrated like the local one.
-test-env: env
+# The tests' databases and Airflow home, and a copy of them for each pytest worker but
+# the first (scripts/devenv.py --test-workers). Not `env`: the tests never use the demo's
+# metadata database or its settings.
+test-env: $(STAMP)
+	$(BIN)/python scripts/devenv.py
 	@$(TEST_RUN) airflow db migrate > .local/test-db-migrate.log 2>&1 || { tail -40 .local/test-db-migrate.log; exit 1; }
+	@$(BIN)/python scripts/devenv.py --test-workers $(TEST_WORKERS)
 
-# Every tier, unit tests first (pyproject's testpaths: unit, dag, integration, e2e).
+# Every tier (pyproject's testpaths: unit, dag, integration, e2e) on TEST_WORKERS
+# pytest-xdist workers, the longest files first (see tests/support/workers.py): most
+# tests wait on a scheduler or a subprocess, so two workers overlap waiting with work.
 test: test-env lint docs-build
-	@$(TEST_RUN) pytest
+	@$(TEST_RUN) pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 # Pure unit tests: no database, no Airflow home; seconds on a fresh clone.
 unit: $(STAMP)

@@ -105,6 +105,69 @@ def ensure_database(admin: dict[str, str], name: str) -> dict[str, str]:
     return {**admin, "dbname": name}
 
 
+def worker_database(name: str, worker: str) -> str:
+    """The copy of database ``name`` that pytest-xdist worker ``worker`` (``gw1``, …) uses.
+
+    Worker ``gw0`` (and a run without workers) uses ``name`` itself, the one
+    ``.local/env`` names; every other worker a copy of its own, because each
+    test session empties its target database when it starts (see
+    ``tests/support/fixtures.py``, which derives the same names).
+    """
+    return f"{name}_{worker}"
+
+
+def worker_home(home: Path, worker: str) -> Path:
+    """The Airflow home of pytest-xdist worker ``worker`` (``gw1``, …)."""
+    return home.with_name(f"{home.name}-{worker}")
+
+
+def alembic_version(params: dict[str, str]) -> str | None:
+    """The Airflow metadata schema's migration of a database; None before the first."""
+    with psycopg.connect(make_conninfo(**params), autocommit=True) as conn:
+        if conn.execute("SELECT to_regclass('alembic_version')").fetchone() == (None,):
+            return None
+        row = conn.execute("SELECT version_num FROM alembic_version").fetchone()
+    return row[0] if row else None
+
+
+def prepare_test_workers(admin: dict[str, str], count: int) -> None:
+    """Databases and Airflow homes for ``pytest -n count``'s workers ``gw1`` … (``make test-env``).
+
+    The target database is created empty (each session empties it anyway); the
+    metadata database is a ``CREATE DATABASE … TEMPLATE`` copy of the migrated test
+    metadata database (about a second, where migrating one takes many), made again
+    only when missing or when the original has been migrated further since. Each
+    worker's home gets the test home's ``airflow.cfg`` (its own paths).
+    """
+    names = database_names()
+    source = {**admin, "dbname": names["test_metadata"]}
+    migrated = alembic_version(source)
+    test_home = LOCAL / "test-airflow"
+    config = test_home / "airflow.cfg"
+    for index in range(1, count):
+        worker = f"gw{index}"
+        home = worker_home(test_home, worker)
+        home.mkdir(exist_ok=True)
+        if config.is_file():  # the same Fernet key: the copy's encrypted Variables stay readable
+            (home / "airflow.cfg").write_text(config.read_text().replace(str(test_home), str(home)))
+            (home / "airflow.cfg").chmod(0o600)
+        ensure_database(admin, worker_database(names["test"], worker))
+        copy = worker_database(names["test_metadata"], worker)
+        with psycopg.connect(make_conninfo(**admin), autocommit=True) as conn:
+            exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (copy,))
+            if exists.fetchone() and alembic_version({**admin, "dbname": copy}) == migrated:
+                continue
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(copy))
+            )
+            conn.execute(
+                sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+                    sql.Identifier(copy), sql.Identifier(names["test_metadata"])
+                )
+            )
+    print(f"devenv: databases and Airflow homes for {count} test worker(s)")
+
+
 def airflow_connection(params: dict[str, str]) -> str:
     """An Airflow connection in JSON form (handles socket directories as hosts)."""
     conn: dict[str, object] = {
@@ -156,6 +219,9 @@ def local_secret(name: str) -> str:
 def main() -> None:
     if sys.argv[1:] == ["--stop"]:
         stop_embedded()
+        return
+    if sys.argv[1:2] == ["--test-workers"]:
+        prepare_test_workers(find_server()[0], int(sys.argv[2]))
         return
     LOCAL.mkdir(exist_ok=True)
     admin, source = find_server()

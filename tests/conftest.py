@@ -2,4 +2,4 @@
 ``integration`` (real Postgres, real HTTP servers on loopback) and ``e2e``
 (``dag.test()`` and the real scheduler). Shared code lives in ``tests/support``."""
 
-pytest_plugins = ["tests.support.fixtures"]
+pytest_plugins = ["tests.support.workers", "tests.support.fixtures"]

@@ -25,6 +25,16 @@ from tests.support.remote import sandbox_sender
 from tests.support.tables import create_media_table, create_table, ids_left, old, plan
 
 
+@pytest.fixture(autouse=True)
+def default_sigterm() -> Iterator[None]:
+    """Each test starts with SIGTERM's default action, whatever ran before it in this process:
+    an in-process ``dag.test()`` (the e2e tier's, which a parallel run may put first) leaves
+    the Airflow task runner's handler installed, and these tests send a real SIGTERM."""
+    previous = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    yield
+    signal.signal(signal.SIGTERM, previous)
+
+
 @contextmanager
 def sigterm_when(condition: Callable[[], bool], timeout: float = 30.0) -> Iterator[list[float]]:
     """Send this process a real SIGTERM once ``condition()`` holds; yields [sent_at]."""

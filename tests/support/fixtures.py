@@ -24,8 +24,10 @@ from retention.db.connection import Connection, connect_dsn
 from retention.db.migrate import migrate
 from tests.support.env import load_local_env
 from tests.support.policies import HTTP_CONN_ID
+from tests.support.workers import use_worker_databases
 
 load_local_env()
+use_worker_databases()  # under `pytest -n`, worker gw1's own copies, and so on
 if "RETENTION_TEST_CONN" in os.environ:
     os.environ.setdefault("AIRFLOW_CONN_RETENTION_TEST", os.environ["RETENTION_TEST_CONN"])
 if "RETENTION_TEST_AIRFLOW_HOME" in os.environ:
