@@ -21,6 +21,7 @@ from retention.policy import Policy
 from retention.rows.target import TargetTable
 
 DEAD_LETTER_LIMIT = 200  # rows one dead-letter page lists
+HOUR = 60  # the minutes the overview's per-minute figures average over
 STATEMENT_MS = 5000  # a page view's statements: enough for index reads, short for a person
 
 
@@ -45,11 +46,12 @@ class LastRun:
 
 @dataclass(frozen=True)
 class Minute:
-    """One minute of the last hour: deletions and 429 answers."""
+    """One minute of the last 24 hours: deletions, 429 answers, and the queue's age then."""
 
     minute: dt.datetime
     deletions: int
     rate_limited: int
+    queue_age_seconds: float | None = None  # the oldest waiting operation's age (None: none)
 
 
 @dataclass(frozen=True)
@@ -68,7 +70,12 @@ class PolicyFigures:
     effective_rate: float | None = None  # calls/s the limiter allows now (0 while closed)
     rate_ceiling: float | None = None
     limiter_closed_until: dt.datetime | None = None
-    minutes: list[Minute] = field(default_factory=list)
+    day: list[Minute] = field(default_factory=list)  # the last 24 hours, oldest first
+
+    @property
+    def minutes(self) -> list[Minute]:
+        """The last hour (the current minute last), which the overview's figures count."""
+        return self.day[-HOUR:]
 
     @property
     def lag_seconds(self) -> float | None:
@@ -139,7 +146,15 @@ def policy_figures(conn: Connection, policy: Policy, now: dt.datetime) -> Policy
         effective_rate=_float(queue["effective_rate"]),
         rate_ceiling=_float(queue["rate_ceiling"]),
         limiter_closed_until=queue["closed_until"],
-        minutes=[Minute(m["minute"], int(m["deletions"]), int(m["rate_limited"])) for m in minutes],
+        day=[
+            Minute(
+                m["minute"],
+                int(m["deletions"]),
+                int(m["rate_limited"]),
+                _float(m["queue_age_seconds"]),
+            )
+            for m in minutes
+        ],
     )
 
 
@@ -184,6 +199,7 @@ class DeadLetterFilter:
     policy: str | None = None
     failure_class: str | None = None
     since: dt.datetime | None = None
+    discarded: bool = False  # list the dead operations reviewed and discarded instead
 
 
 def dead_letters(
@@ -192,12 +208,15 @@ def dead_letters(
     chosen: DeadLetterFilter,
     limit: int = DEAD_LETTER_LIMIT,
 ) -> list[dict[str, Any]]:
-    """Dead operations of ``policies`` (those the user may read) matching the filter."""
+    """Dead operations of ``policies`` (those the user may read) matching the filter: those
+    awaiting review, or (``chosen.discarded``) those reviewed and discarded, with who
+    discarded them, when and why."""
     return _filtered(conn, "ui_dead_letters", policies, chosen, limit)
 
 
 def dead_letter_classes(conn: Connection, policies: list[str]) -> list[dict[str, Any]]:
-    """(kind, policy, failure_class, n) of every dead operation and event of ``policies``."""
+    """(kind, policy, failure_class, n) of every dead operation and event of ``policies``;
+    kind ``discarded`` counts the dead operations reviewed and discarded."""
     return conn.execute(query("ui_dead_letter_classes"), {"policies": policies}).fetchall()
 
 
@@ -232,6 +251,7 @@ def _filtered(
             "policy": chosen.policy,
             "failure_class": chosen.failure_class,
             "since": chosen.since,
+            "discarded": chosen.discarded,
             "limit": limit,
         },
     ).fetchall()
