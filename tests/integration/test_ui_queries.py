@@ -186,3 +186,38 @@ def test_dead_events_are_listed_and_grouped_by_policy(
     ).fetchone()
     chosen = [event["event_id"], pending["event_id"]]
     assert dead_event_ids_by_policy(db, chosen, [name]) == {name: [event["event_id"]]}
+
+
+def test_the_last_24_hours_per_minute_with_the_queue_age_then(
+    db: Connection, test_dsn: str, unique_name: str, sandbox
+) -> None:
+    """Queue age at a minute is the age then of the oldest operation created by then and
+    not yet done or dead by then, rebuilt from the ledger (there is no history table)."""
+    seeded = seed_remote_ledger(db, test_dsn, remote_policy(unique_name, notify=NOTIFY), sandbox)
+    name = seeded.policy.name
+    # one more operation: created 10 hours ago, done 5 hours ago, so the oldest waiting
+    # one from 10 h ago until 5 h ago (the held ones were created 2 hours ago)
+    done = db.execute(
+        "SELECT operation_key FROM retention.operations WHERE policy = %s AND state = 'done' "
+        "ORDER BY operation_key LIMIT 1",
+        (name,),
+    ).fetchone()
+    db.execute(
+        "UPDATE retention.operations SET created_at = now() - interval '10 hours', "
+        "done_at = now() - interval '5 hours' WHERE operation_key = %s",
+        (done["operation_key"],),
+    )
+    figures = policy_figures(db, seeded.policy, now())
+    assert len(figures.day) == 24 * 60
+    assert figures.minutes == figures.day[-60:]
+    assert sum(m.deletions for m in figures.day) == seeded.done  # one moved 5 hours back
+    assert figures.deletions_last_hour == seeded.done - 1
+    assert sum(m.rate_limited for m in figures.day) == RECENT_429S + OLD_429S
+
+    def age_at(hours_ago: float) -> float | None:
+        return figures.day[-1 - int(hours_ago * 60)].queue_age_seconds
+
+    assert age_at(11) is None, "nothing waited 11 hours ago"
+    assert 3 * 3600 - 60 <= age_at(7) <= 3 * 3600 + 60  # the 10-hour-old one, 3 hours in
+    assert age_at(3) is None, "done 5 h ago; the held ones were created 2 h ago"
+    assert PENDING_AGE.total_seconds() - 60 <= age_at(0) <= PENDING_AGE.total_seconds()

@@ -6,6 +6,7 @@ import datetime as dt
 
 import pytest
 
+from retention.ui import formatting
 from retention.ui.formatting import DASH, duration, number, rate, sparkline, status, when
 
 
@@ -46,3 +47,17 @@ def test_bars_scale_to_the_largest_minute() -> None:
 
 def test_a_status_column_says_when_nothing_answered() -> None:
     assert (status(422), status(None)) == ("422", "no response")
+
+
+def test_a_trend_keeps_a_one_minute_spike_and_breaks_where_nothing_waited() -> None:
+    day = [0.0] * 1440
+    day[700] = 9.0
+    drawn = formatting.trend(day, width=240, height=32)
+    assert drawn.peak == 9.0
+    assert drawn.path.count("M") == 1
+    assert drawn.path.count("L") == 239
+    assert ",1.0" in drawn.path, "the spike reaches the top although 6 minutes share a column"
+    gaps = formatting.trend([1.0] * 10 + [None] * 10 + [2.0] * 10, width=30)
+    assert gaps.path.count("M") == 2, "no line across the minutes without a value"
+    assert formatting.trend([None, None]).path == ""
+    assert formatting.trend([]).peak is None
