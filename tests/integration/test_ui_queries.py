@@ -11,6 +11,7 @@ from retention.rows.deleter import delete_window
 from retention.runs.lease import release_run_lease, take_run_lease
 from retention.ui.queries import (
     DeadLetterFilter,
+    Minute,
     dead_event_ids_by_policy,
     dead_events,
     dead_keys_by_policy,
@@ -209,7 +210,9 @@ def test_the_last_24_hours_per_minute_with_the_queue_age_then(
     )
     figures = policy_figures(db, seeded.policy, now())
     assert len(figures.day) == 24 * 60
-    assert figures.minutes == figures.day[-60:]
+    assert figures.minutes == [
+        Minute(m.minute, m.deletions, m.rate_limited) for m in figures.day[-60:]
+    ], "the hour's figures are the day's last hour"
     assert sum(m.deletions for m in figures.day) == seeded.done  # one moved 5 hours back
     assert figures.deletions_last_hour == seeded.done - 1
     assert sum(m.rate_limited for m in figures.day) == RECENT_429S + OLD_429S
@@ -221,3 +224,25 @@ def test_the_last_24_hours_per_minute_with_the_queue_age_then(
     assert 3 * 3600 - 60 <= age_at(7) <= 3 * 3600 + 60  # the 10-hour-old one, 3 hours in
     assert age_at(3) is None, "done 5 h ago; the held ones were created 2 h ago"
     assert PENDING_AGE.total_seconds() - 60 <= age_at(0) <= PENDING_AGE.total_seconds()
+
+
+def test_24_hours_too_slow_to_read_lose_the_charts_not_the_figures(
+    db: Connection, unique_name: str, monkeypatch
+) -> None:
+    """A ledger too large to read a day of it within the statement timeout: the card
+    keeps its figures (the hour is read apart) and says why it has no charts."""
+    from retention.ui import queries
+
+    create_media_table(db, unique_name, 3)
+    real = queries.query
+
+    def slow_day(name: str, **parts):
+        return "SELECT pg_sleep(5)" if name == "ui_day_per_minute" else real(name, **parts)
+
+    monkeypatch.setattr(queries, "query", slow_day)
+    monkeypatch.setattr(queries, "STATEMENT_MS", 500)
+    figures = policy_figures(db, make_policy(unique_name), now())
+    assert figures.day == []
+    assert figures.day_error == "not read: canceling statement due to statement timeout"
+    assert len(figures.minutes) == 60
+    assert figures.oldest_eligible == CUTOFF - dt.timedelta(days=2)

@@ -13,6 +13,8 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
+import psycopg
+
 from retention.db.connection import Connection, set_local
 from retention.db.oldest import as_aware
 from retention.db.sqlfiles import query
@@ -21,7 +23,6 @@ from retention.policy import Policy
 from retention.rows.target import TargetTable
 
 DEAD_LETTER_LIMIT = 200  # rows one dead-letter page lists
-HOUR = 60  # the minutes the overview's per-minute figures average over
 STATEMENT_MS = 5000  # a page view's statements: enough for index reads, short for a person
 
 
@@ -70,12 +71,9 @@ class PolicyFigures:
     effective_rate: float | None = None  # calls/s the limiter allows now (0 while closed)
     rate_ceiling: float | None = None
     limiter_closed_until: dt.datetime | None = None
-    day: list[Minute] = field(default_factory=list)  # the last 24 hours, oldest first
-
-    @property
-    def minutes(self) -> list[Minute]:
-        """The last hour (the current minute last), which the overview's figures count."""
-        return self.day[-HOUR:]
+    minutes: list[Minute] = field(default_factory=list)  # the last hour
+    day: list[Minute] = field(default_factory=list)  # the last 24 hours, for the charts
+    day_error: str | None = None  # why the 24 hours could not be read (the rest could)
 
     @property
     def lag_seconds(self) -> float | None:
@@ -126,9 +124,9 @@ def policy_figures(conn: Connection, policy: Policy, now: dt.datetime) -> Policy
             {"cutoff": cutoff_now},
         ).fetchone()
         queue = conn.execute(query("ui_queue"), {**params, "scope": scope}).fetchone()
-        minutes = conn.execute(
-            query("ui_per_minute"), {**params, "remote": policy.remote is not None}
-        ).fetchall()
+        remote = {**params, "remote": policy.remote is not None}
+        minutes = conn.execute(query("ui_per_minute"), remote).fetchall()
+        day, day_error = _day(conn, remote)
     assert queue is not None
     oldest_value = oldest["oldest"] if oldest else None
     return PolicyFigures(
@@ -146,16 +144,26 @@ def policy_figures(conn: Connection, policy: Policy, now: dt.datetime) -> Policy
         effective_rate=_float(queue["effective_rate"]),
         rate_ceiling=_float(queue["rate_ceiling"]),
         limiter_closed_until=queue["closed_until"],
-        day=[
-            Minute(
-                m["minute"],
-                int(m["deletions"]),
-                int(m["rate_limited"]),
-                _float(m["queue_age_seconds"]),
-            )
-            for m in minutes
-        ],
+        minutes=[Minute(m["minute"], int(m["deletions"]), int(m["rate_limited"])) for m in minutes],
+        day=day,
+        day_error=day_error,
     )
+
+
+def _day(conn: Connection, params: dict[str, Any]) -> tuple[list[Minute], str | None]:
+    """The last 24 hours per minute, in a savepoint: a ledger too large to read them
+    within the statement timeout loses the charts, not the card's figures."""
+    try:
+        with conn.transaction():
+            rows = conn.execute(query("ui_day_per_minute"), params).fetchall()
+    except psycopg.errors.QueryCanceled as slow:
+        return [], f"not read: {slow.diag.message_primary}"
+    return [_minute(row) for row in rows], None
+
+
+def _minute(row: dict[str, Any]) -> Minute:
+    age = _float(row["queue_age_seconds"])
+    return Minute(row["minute"], int(row["deletions"]), int(row["rate_limited"]), age)
 
 
 def table_check(conn: Connection, policy: Policy) -> TableFit:
