@@ -118,3 +118,21 @@ def test_a_replay_is_the_recorded_way_back_and_a_new_death_is_a_new_dead_letter(
         (key,),
     ).fetchall()
     assert replays == [{"requested_by": "bob", "reason": "undo"}]
+
+
+def test_an_old_discard_is_purged_only_once_it_explains_nothing(
+    db: Connection, test_dsn: str, unique_name: str, sandbox
+) -> None:
+    from retention.evidence.audit import purge_audit
+
+    ledger = seeded(db, test_dsn, unique_name, sandbox, notify=False)
+    still_dead, replayed = ledger.dead_keys
+    discard(db, ledger, ledger.dead_keys)
+    replay_dead(db, policy=ledger.policy.name, operation_keys=[replayed], requested_by="bob")
+    later = dt.datetime.now(dt.UTC) + dt.timedelta(days=400)
+    purged = purge_audit(db, ledger.policy.name, audit_days=30, now=later)
+    assert purged["discards"] == 1
+    left = db.execute(
+        "SELECT operation_key FROM retention.discards WHERE policy = %s", (ledger.policy.name,)
+    ).fetchall()
+    assert left == [{"operation_key": still_dead}], "it still explains a dead operation"
