@@ -1,7 +1,13 @@
 -- Explain every row still older than the cutoff by the state of its operation:
--- pending / in_flight (backlog), dead (with a reason), done (should be gone),
--- or none at all (unexplained). Read-only; one pass over the eligible rows.
-SELECT coalesce(o.state, 'unexplained') AS state,
+-- pending / in_flight (backlog), dead (with a reason), discarded (dead, and a
+-- person recorded in retention.discards that it will not be replayed), done
+-- (should be gone), or none at all (unexplained). Read-only; one pass over the
+-- eligible rows.
+SELECT CASE WHEN o.state = 'dead' AND EXISTS (
+                SELECT 1 FROM retention.discards AS d
+                WHERE d.operation_key = o.operation_key AND d.dead_since = o.updated_at)
+            THEN 'discarded'
+            ELSE coalesce(o.state, 'unexplained') END AS state,
        count(*) AS n,
        min(eligible.ts) AS oldest
 FROM (

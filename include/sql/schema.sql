@@ -16,6 +16,7 @@
 --   0010_run_leases
 --   0011_alerts
 --   0012_partition_drop_identity
+--   0013_dead_letter_discards
 
 CREATE TABLE retention.alerts (
     policy      text NOT NULL,
@@ -48,6 +49,18 @@ CREATE TABLE retention.attempts (
     CONSTRAINT attempts_pkey PRIMARY KEY (operation_key, attempt_no)
 );
 CREATE INDEX attempts_policy_time ON retention.attempts USING btree (policy, finished_at);
+
+CREATE TABLE retention.discards (
+    discard_id    bigint NOT NULL GENERATED ALWAYS AS IDENTITY,
+    operation_key text NOT NULL,
+    policy        text NOT NULL,
+    discarded_by  text NOT NULL,
+    note          text,
+    dead_since    timestamp with time zone NOT NULL,
+    discarded_at  timestamp with time zone NOT NULL DEFAULT now(),
+    CONSTRAINT discards_pkey PRIMARY KEY (discard_id)
+);
+CREATE INDEX discards_operation ON retention.discards USING btree (operation_key, dead_since);
 
 CREATE TABLE retention.hint_receipts (
     webhook_id  text NOT NULL,

@@ -287,7 +287,10 @@ def check_overview(view: Any, seeded: SeededLedger, run: dict[str, Any]) -> None
     paused = figure(row, "paused")
     assert "paused by retention_pause" in paused
     assert "DAG paused" in paused
+    for chart in ("deletions", "rate_limited", "queue_age"):  # the last 24 hours, inline SVG
+        assert row.locator(f"[data-chart={chart}] svg path").count() == 1, chart
     rows = view.locator(f"section[data-policy={ROWS_POLICY}]")
+    assert rows.locator("[data-chart=deletions] svg path").count() == 1
     assert (figure(rows, "status"), figure(rows, "rows_deleted")) == ("clean", "30")
     assert (figure(rows, "rows_remaining"), figure(rows, "lag")) == ("0", "none")
     assert figure(rows, "deletions_last_hour") == "30"
@@ -317,12 +320,50 @@ def check_viewer(viewer: Any, served: Served) -> None:
     assert refused.status == 403, refused.text()
 
 
+def check_refresh_and_select_all(admin: Any, served: Served) -> None:
+    """Auto-refresh is on by default and reloads the page, but not while boxes are
+    ticked; turned off, it stays off across reloads (localStorage). The select-all box
+    ticks every operation, and unticks them."""
+    dead_keys = served.seeded.dead_keys
+    toggle = admin.locator("[data-refresh-toggle]")
+    assert toggle.is_checked(), "on by default"
+    with admin.expect_navigation():
+        assert admin.evaluate("window.retentionRefresh.tick()") == "reloading"
+    boxes = admin.locator("form[data-form=replay] input[name=operation_key]")
+    admin.locator("[data-select-all=operation_key]").check()
+    assert [boxes.nth(i).is_checked() for i in range(boxes.count())] == [True] * len(dead_keys)
+    assert admin.evaluate("window.retentionRefresh.tick()") == "paused"
+    assert "paused while a form is in use" in admin.locator("[data-refresh-state]").inner_text()
+    admin.locator("[data-select-all=operation_key]").uncheck()
+    assert not any(boxes.nth(i).is_checked() for i in range(boxes.count()))
+    toggle.uncheck()
+    assert admin.evaluate("localStorage.getItem('retention.autoRefresh')") == "off"
+    admin.reload()
+    assert not admin.locator("[data-refresh-toggle]").is_checked(), "remembered"
+    assert admin.evaluate("window.retentionRefresh.tick()") == "off"
+    admin.locator("[data-refresh-toggle]").check()
+
+
+def discard_as_admin(admin: Any, served: Served) -> None:
+    """Discarding the second dead operation records it and takes it off the list."""
+    kept, discarded = served.seeded.dead_keys
+    admin.locator(f"input[name=operation_key][value='{discarded}']").check()
+    admin.locator("form[data-form=replay] input[name=reason]").fill("object kept on purpose")
+    with admin.expect_navigation():
+        admin.locator("[data-action=discard]").click()
+    assert admin.locator("[data-discarded-now]").get_attribute("data-discarded-now") == "1"
+    shown = admin.locator("table[data-table=dead-letters] tbody tr[data-operation]")
+    assert shown.evaluate_all("rows => rows.map(r => r.dataset.operation)") == [kept]
+    admin.screenshot(path=str(SCREENSHOTS / "retention-dead-letters-discarded.png"))
+
+
 def replay_as_admin(admin: Any, served: Served) -> str:
     """A forged post is refused; ticking both dead operations and replaying starts a run."""
     dead_keys = served.seeded.dead_keys
     forged = replay_post(admin, served, dead_keys[0], "http://evil.example")
     assert forged.status == 403, forged.text()
     admin.goto(f"{served.url}/retention/ui/dead-letters?policy={REMOTE_POLICY}")
+    check_refresh_and_select_all(admin, served)
     for key in dead_keys:
         admin.locator(f"input[name=operation_key][value='{key}']").check()
     admin.locator("form[data-form=replay] input[name=reason]").fill("receiver fixed")
@@ -376,6 +417,7 @@ def test_the_retention_view_in_chromium(chromium: str, served: Served, db: Conne
             check_viewer(viewer, served)
             check_replay_paused(admin, viewer, served)
             run_id = replay_as_admin(admin, served)
+            discard_as_admin(admin, served)
             check_evidence(admin, seeded.dead_keys[0])
         finally:
             browser.close()

@@ -518,3 +518,138 @@ def test_a_replay_whose_database_does_not_answer_is_a_503(
     assert answer.status_code == 503
     assert "retention_test" in unescape(answer.text)
     assert pages.access.triggered == []
+
+
+def discard_post(client: TestClient, keys: list[str], note: str = "", **headers: str):
+    return client.post(
+        "/retention/ui/dead-letters/discard",
+        data={"operation_key": keys, "reason": note},
+        headers=headers or ORIGIN,
+    )
+
+
+def listed_operations(page_text: str) -> list[str]:
+    return sorted(re.findall(r'<tr data-operation="([0-9a-f]+)"', page_text))
+
+
+def test_discarding_records_who_and_why_and_takes_them_off_the_default_list(
+    pages: Pages, db: Connection
+) -> None:
+    """A discard is evidence (who, when, the note, which dead operation); the discarded
+    operation leaves the default list, is listed under "discarded" with its record, and
+    the only way back is a replay, itself recorded."""
+    kept, discarded = pages.seeded.dead_keys
+    client = pages.as_user("admin-token")
+    page = client.get("/retention/ui/dead-letters")
+    assert 'data-action="discard"' in page.text
+    answer = discard_post(client, [discarded, "f" * 64], "object kept on purpose")
+    assert answer.status_code == 303, answer.text
+    assert answer.headers["location"] == "/retention/ui/dead-letters?discarded_now=1"
+    (record,) = db.execute(
+        "SELECT d.policy, d.discarded_by, d.note, d.dead_since = o.updated_at AS same_death "
+        "FROM retention.discards AS d JOIN retention.operations AS o USING (operation_key) "
+        "WHERE d.operation_key = %s",
+        (discarded,),
+    ).fetchall()
+    assert record == {
+        "policy": pages.seeded.policy.name,
+        "discarded_by": "alice",
+        "note": "object kept on purpose",
+        "same_death": True,
+    }
+    state = db.execute(
+        "SELECT state FROM retention.operations WHERE operation_key = %s", (discarded,)
+    ).fetchone()
+    assert state == {"state": "dead"}, "a discard changes no operation"
+    shown = client.get(answer.headers["location"])
+    assert 'data-discarded-now="1"' in shown.text
+    assert listed_operations(shown.text) == [kept]
+    assert 'data-discarded-count="1"' in shown.text
+    listed = client.get("/retention/ui/dead-letters?discarded=1")
+    assert listed_operations(listed.text) == [discarded]
+    assert 'data-discarded-by="alice"' in listed.text
+    assert "object kept on purpose" in listed.text
+    assert 'data-action="discard"' not in listed.text, "no discarding what is discarded"
+    again = discard_post(client, [discarded])
+    assert again.headers["location"].endswith("discarded_now=0"), "recorded once"
+    # the way back: a replay of it (the stand-in records the run it would start)
+    replayed = client.post(
+        "/retention/ui/dead-letters/replay",
+        data={"scope": "selected", "operation_key": [discarded], "reason": "changed our mind"},
+        headers=ORIGIN,
+    )
+    assert replayed.status_code == 303, replayed.text
+    assert pages.access.triggered[0][1]["operation_keys"] == [discarded]
+
+
+@pytest.mark.parametrize(
+    ("token", "headers", "refusal"),
+    [
+        ("viewer-token", ORIGIN, "(discarding dead letters needs the replay's right)"),
+        ("admin-token", {"Origin": "http://evil.example"}, "This discard request did not come"),
+        ("admin-token", {}, "This discard request did not come"),
+    ],
+    ids=["viewer", "other-origin", "no-origin"],
+)
+def test_a_discard_needs_the_replay_right_and_this_server_as_origin(
+    pages: Pages, db: Connection, token: str, headers: dict[str, str], refusal: str
+) -> None:
+    client = pages.as_user(token)
+    answer = client.post(
+        "/retention/ui/dead-letters/discard",
+        data={"operation_key": pages.seeded.dead_keys},
+        headers=headers,
+    )
+    assert answer.status_code == 403
+    assert refusal in unescape(answer.text)
+    recorded = db.execute(
+        "SELECT count(*) AS n FROM retention.discards WHERE policy = %s",
+        (pages.seeded.policy.name,),
+    ).fetchone()
+    assert recorded == {"n": 0}
+
+
+def test_discarding_a_policy_needs_the_right_to_trigger_its_dag(
+    pages: Pages, db: Connection
+) -> None:
+    policy = pages.seeded.policy
+    pages.access.untriggerable_dags.add(policy.dag_id)
+    answer = discard_post(pages.as_user("admin-token"), pages.seeded.dead_keys)
+    assert answer.status_code == 403
+    assert f"discarding the dead letters of policy {policy.name!r}" in unescape(answer.text)
+    assert db.execute(
+        "SELECT count(*) AS n FROM retention.discards WHERE policy = %s", (policy.name,)
+    ).fetchone() == {"n": 0}
+    assert discard_post(pages.client, []).status_code in (400, 403)
+
+
+def test_the_pages_offer_select_all_and_auto_refresh(pages: Pages) -> None:
+    """The browser test clicks them; here: each page that lists something has them."""
+    client = pages.as_user("admin-token")
+    letters = client.get("/retention/ui/dead-letters").text
+    assert 'data-select-all="operation_key"' in letters
+    assert 'data-select-all="event_id"' in letters
+    assert "data-refresh-toggle" in letters
+    assert "data-refresh-toggle" in client.get("/retention/ui/").text
+    key = pages.seeded.dead_keys[0]
+    evidence = client.get(f"/retention/ui/operations/{key}").text
+    assert "data-refresh-toggle" not in evidence, "only the lists reload themselves"
+
+
+def test_the_overview_draws_the_last_24_hours(pages: Pages) -> None:
+    """Deletions, 429s and queue age per minute over 24 hours, as inline SVG lines."""
+    page = pages.as_user("viewer-token").get("/retention/ui/")
+    name = pages.seeded.policy.name
+    card = page.text[page.text.index(f'data-policy="{name}"') :]
+    card = card[: card.index("</section>")]
+    for chart in ("deletions", "rate_limited", "queue_age"):
+        drawn = card[card.index(f'data-chart="{chart}"') :]
+        drawn = drawn[: drawn.index("</figure>")]
+        assert "last 24 h" in drawn
+        (path,) = re.findall(r'<path d="([^"]+)"', drawn)
+        assert path.startswith("M"), chart
+    queue = card[card.index('data-chart="queue_age"') :]
+    # the pending operations were created two hours ago; a minute is read at its start
+    assert re.search(r"oldest (1 h 59|2 h 0) min", queue[: queue.index("</figure>")])
+    deletions = card[card.index('data-chart="deletions"') :]
+    assert f"peak {pages.seeded.done}/min" in deletions[: deletions.index("</figure>")]

@@ -11,6 +11,7 @@ from retention.rows.deleter import delete_window
 from retention.runs.lease import release_run_lease, take_run_lease
 from retention.ui.queries import (
     DeadLetterFilter,
+    Minute,
     dead_event_ids_by_policy,
     dead_events,
     dead_keys_by_policy,
@@ -186,3 +187,62 @@ def test_dead_events_are_listed_and_grouped_by_policy(
     ).fetchone()
     chosen = [event["event_id"], pending["event_id"]]
     assert dead_event_ids_by_policy(db, chosen, [name]) == {name: [event["event_id"]]}
+
+
+def test_the_last_24_hours_per_minute_with_the_queue_age_then(
+    db: Connection, test_dsn: str, unique_name: str, sandbox
+) -> None:
+    """Queue age at a minute is the age then of the oldest operation created by then and
+    not yet done or dead by then, rebuilt from the ledger (there is no history table)."""
+    seeded = seed_remote_ledger(db, test_dsn, remote_policy(unique_name, notify=NOTIFY), sandbox)
+    name = seeded.policy.name
+    # one more operation: created 10 hours ago, done 5 hours ago, so the oldest waiting
+    # one from 10 h ago until 5 h ago (the held ones were created 2 hours ago)
+    done = db.execute(
+        "SELECT operation_key FROM retention.operations WHERE policy = %s AND state = 'done' "
+        "ORDER BY operation_key LIMIT 1",
+        (name,),
+    ).fetchone()
+    db.execute(
+        "UPDATE retention.operations SET created_at = now() - interval '10 hours', "
+        "done_at = now() - interval '5 hours' WHERE operation_key = %s",
+        (done["operation_key"],),
+    )
+    figures = policy_figures(db, seeded.policy, now())
+    assert len(figures.day) == 24 * 60
+    assert figures.minutes == [
+        Minute(m.minute, m.deletions, m.rate_limited) for m in figures.day[-60:]
+    ], "the hour's figures are the day's last hour"
+    assert sum(m.deletions for m in figures.day) == seeded.done  # one moved 5 hours back
+    assert figures.deletions_last_hour == seeded.done - 1
+    assert sum(m.rate_limited for m in figures.day) == RECENT_429S + OLD_429S
+
+    def age_at(hours_ago: float) -> float | None:
+        return figures.day[-1 - int(hours_ago * 60)].queue_age_seconds
+
+    assert age_at(11) is None, "nothing waited 11 hours ago"
+    assert 3 * 3600 - 60 <= age_at(7) <= 3 * 3600 + 60  # the 10-hour-old one, 3 hours in
+    assert age_at(3) is None, "done 5 h ago; the held ones were created 2 h ago"
+    assert PENDING_AGE.total_seconds() - 60 <= age_at(0) <= PENDING_AGE.total_seconds()
+
+
+def test_24_hours_too_slow_to_read_lose_the_charts_not_the_figures(
+    db: Connection, unique_name: str, monkeypatch
+) -> None:
+    """A ledger too large to read a day of it within the statement timeout: the card
+    keeps its figures (the hour is read apart) and says why it has no charts."""
+    from retention.ui import queries
+
+    create_media_table(db, unique_name, 3)
+    real = queries.query
+
+    def slow_day(name: str, **parts):
+        return "SELECT pg_sleep(5)" if name == "ui_day_per_minute" else real(name, **parts)
+
+    monkeypatch.setattr(queries, "query", slow_day)
+    monkeypatch.setattr(queries, "STATEMENT_MS", 500)
+    figures = policy_figures(db, make_policy(unique_name), now())
+    assert figures.day == []
+    assert figures.day_error == "not read: canceling statement due to statement timeout"
+    assert len(figures.minutes) == 60
+    assert figures.oldest_eligible == CUTOFF - dt.timedelta(days=2)

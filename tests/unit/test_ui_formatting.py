@@ -6,6 +6,7 @@ import datetime as dt
 
 import pytest
 
+from retention.ui import formatting
 from retention.ui.formatting import (
     DASH,
     duration,
@@ -94,3 +95,17 @@ def test_run_ids_are_cut_to_fit_and_quoted_for_a_path() -> None:
         "manual__2026-03-01T00%3A00%3A00%2B00%3A00"
     )
     assert path_part("a/b") == "a%2Fb"
+
+
+def test_a_trend_keeps_a_one_minute_spike_and_breaks_where_nothing_waited() -> None:
+    day = [0.0] * 1440
+    day[700] = 9.0
+    drawn = formatting.trend(day, width=240, height=32)
+    assert drawn.peak == 9.0
+    assert drawn.path.count("M") == 1
+    assert drawn.path.count("L") == 239
+    assert ",1.0" in drawn.path, "the spike reaches the top although 6 minutes share a column"
+    gaps = formatting.trend([1.0] * 10 + [None] * 10 + [2.0] * 10, width=30)
+    assert gaps.path.count("M") == 2, "no line across the minutes without a value"
+    assert formatting.trend([None, None]).path == ""
+    assert formatting.trend([]).peak is None

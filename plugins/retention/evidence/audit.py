@@ -3,7 +3,8 @@
 Evidence of a deletion (the done operation, its attempts and its event) is
 purged once it was confirmed more than ``audit_days`` ago, never before; the
 window ledger and run summaries go once planned more than ``audit_days`` ago.
-Live work (pending, in-flight and dead operations) is never purged. Each batch
+Live work (pending, in-flight and dead operations) is never purged, nor the
+discard record that explains a dead operation. Each batch
 is one short transaction, so purging never holds locks for long.
 """
 
@@ -41,7 +42,11 @@ def purge_audit(
             purged.update({k: int(v) for k, v in row.items()})
             if not any(row.values()):
                 break
-    for name, kind in (("purge_hint_receipts", "hint_receipts"), ("purge_replays", "replays")):
+    for name, kind in (
+        ("purge_hint_receipts", "hint_receipts"),
+        ("purge_replays", "replays"),
+        ("purge_discards", "discards"),  # only those that explain nothing any more
+    ):
         for _ in range(max_batches):
             gone = conn.execute(query(name), params).rowcount
             purged[kind] += gone

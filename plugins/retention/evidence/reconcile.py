@@ -542,7 +542,16 @@ def explain_remote(
     with bounded(conn, policy.timeouts, reads=True, timezone=policy.timestamp_timezone):
         rows = conn.execute(target.query("ops_reconcile"), params).fetchall()
     by_state = {row["state"]: int(row["n"]) for row in rows}
-    oldest = min((as_aware(row["oldest"], policy.timestamp_timezone) for row in rows), default=None)
+    # A discarded dead operation is explained by the person who recorded why it stays
+    # (retention.discards); nobody works on it, so it is no overdue backlog either.
+    oldest = min(
+        (
+            as_aware(row["oldest"], policy.timestamp_timezone)
+            for row in rows
+            if row["state"] != "discarded"
+        ),
+        default=None,
+    )
     overdue = None
     if oldest is not None:
         became_eligible = oldest + dt.timedelta(days=policy.retain_days)

@@ -16,6 +16,10 @@
   Airflow's DAG model as ``PATCH /dags/{dag_id}`` does (403 for users who may not
   edit that DAG, and for a request from another origin). Every page that starts
   a run says when the DAG is paused, with this button for users who may.
+- ``POST /retention/ui/dead-letters/discard``: records the ticked dead operations as
+  reviewed and discarded (``retention.discards``: who, when, the note typed), with
+  the replay's right and guard (:mod:`retention.evidence.discard` says what a
+  discard changes, and how it is undone: by a recorded replay).
 - ``GET  /retention/ui/operations/{key}``: one operation's evidence record
   (what ``python -m retention.cli explain KEY`` prints), found and refused (404,
   503) exactly as the JSON API does it: :func:`retention.airflow.lookup.find_operation`.
@@ -62,6 +66,7 @@ from retention.airflow.lookup import (
 from retention.alerts.messages import RUNBOOK, RUNBOOK_PAGE
 from retention.db.connection import Connection
 from retention.db.gate import PAUSE_VARIABLE, switch_pauses
+from retention.evidence.discard import discard_dead
 from retention.policy import Policy, PolicySet, load_policies
 from retention.policy.model import DAG_ID_PREFIX
 from retention.ui import formatting
@@ -270,8 +275,36 @@ def ui_router(access: Access | None = None) -> APIRouter:
                 "limit": DEAD_LETTER_LIMIT,
                 "user": access.user_name(user),
                 "started": request.query_params.getlist("started"),
+                "discarded_now": request.query_params.get("discarded_now"),
             },
         )
+
+    _dead_letter_actions(router, access, readable, user_of_request)
+
+    @router.get("/operations/{key}", response_class=HTMLResponse, name="operation")
+    async def operation(request: Request, key: str, user: Any = user_of_request) -> Response:
+        def may_read(dag_id: str) -> bool:
+            return access.may_read(user, dag_id)
+
+        policies = load_policies().policies
+        try:
+            record = await run_in_threadpool(find_operation, key, policies, may_read)
+        except LookupRefused as refused:  # the JSON API's answer, as a page
+            raise ViewError(refused.status, refused.message) from None
+        return pages.TemplateResponse(
+            request, "operation.html", {"record": record, "user": access.user_name(user)}
+        )
+
+    return router
+
+
+def _dead_letter_actions(
+    router: APIRouter,
+    access: Access,
+    readable: Callable[[Any], list[Policy]],
+    user_of_request: Any,
+) -> None:
+    """The dead-letter page's three posts: replay, discard, and unpausing the replay DAG."""
 
     @router.post("/dead-letters/replay", name="replay")
     async def replay(request: Request, user: Any = user_of_request) -> Response:
@@ -307,21 +340,23 @@ def ui_router(access: Access | None = None) -> APIRouter:
         shown = urlencode([("unpaused", REPLAY_DAG_ID)])
         return RedirectResponse(f"{request.url_for('dead_letters').path}?{shown}", status_code=303)
 
-    @router.get("/operations/{key}", response_class=HTMLResponse, name="operation")
-    async def operation(request: Request, key: str, user: Any = user_of_request) -> Response:
-        def may_read(dag_id: str) -> bool:
-            return access.may_read(user, dag_id)
-
-        policies = load_policies().policies
-        try:
-            record = await run_in_threadpool(find_operation, key, policies, may_read)
-        except LookupRefused as refused:  # the JSON API's answer, as a page
-            raise ViewError(refused.status, refused.message) from None
-        return pages.TemplateResponse(
-            request, "operation.html", {"record": record, "user": access.user_name(user)}
+    @router.post("/dead-letters/discard", name="discard")
+    async def discard(request: Request, user: Any = user_of_request) -> Response:
+        """Discarding needs what replaying needs (the same guard, the same rights): it
+        decides the fate of the same dead letters, the other way."""
+        if forbidden := _replay_forbidden(request, access, user, DISCARD):
+            raise ViewError(403, forbidden)
+        form = await request.form()
+        policies = [p for p in readable(user) if p.remote]
+        confs = await run_in_threadpool(
+            _ticked_confs, form, policies, TICKED_OPERATIONS, "", DISCARD
         )
-
-    return router
+        _refuse_unreplayable(confs, policies, _replayable(access, user, policies), DISCARD)
+        recorded = await run_in_threadpool(
+            _record_discards, confs, policies, access.user_name(user), form.get("reason")
+        )
+        shown = urlencode([("discarded_now", recorded)])
+        return RedirectResponse(f"{request.url_for('dead_letters').path}?{shown}", status_code=303)
 
 
 def _policy_problems(access: Access, user: Any, policy_set: PolicySet) -> str:
@@ -338,12 +373,21 @@ def _policy_problems(access: Access, user: Any, policy_set: PolicySet) -> str:
     )
 
 
-def _replay_forbidden(request: Request, access: Access, user: Any) -> str | None:
-    """Why this replay request is refused before its form is read, or None."""
+REPLAY, DISCARD = "replay", "discard"  # the dead-letter page's two actions
+
+
+def _replay_forbidden(
+    request: Request, access: Access, user: Any, action: str = REPLAY
+) -> str | None:
+    """Why this replay (or discard) request is refused before its form is read, or None."""
     if not _same_origin(request):
-        return CROSS_ORIGIN
+        return (
+            f"This {action} request did not come from this Airflow's own pages (its Origin "
+            "header names another site, or none); open the dead-letter page and use its button."
+        )
     if not access.may_trigger(user, REPLAY_DAG_ID):
-        return f"You may not trigger the DAG {REPLAY_DAG_ID!r}; ask an admin."
+        needs = "" if action == REPLAY else " (discarding dead letters needs the replay's right)"
+        return f"You may not trigger the DAG {REPLAY_DAG_ID!r}{needs}; ask an admin."
     return None
 
 
@@ -380,17 +424,18 @@ def _replayable(access: Access, user: Any, policies: list[Policy]) -> list[str]:
 
 
 def _refuse_unreplayable(
-    confs: list[dict[str, Any]], policies: list[Policy], replayable: list[str]
+    confs: list[dict[str, Any]], policies: list[Policy], replayable: list[str], action: str = REPLAY
 ) -> None:
     """Refuse (403) the whole selection when a policy of it is not ``replayable``: start
-    none of its runs rather than some."""
+    none of its runs (record none of its discards) rather than some."""
+    doing = "replaying" if action == REPLAY else "discarding"
     asked = {conf["policy"] for conf in confs}
     refused = [p for p in policies if p.name in asked and p.name not in replayable]
     if refused:
         raise ViewError(
             403,
             " ".join(
-                f"You may not trigger the DAG {p.dag_id!r}, and replaying the dead letters of "
+                f"You may not trigger the DAG {p.dag_id!r}, and {doing} the dead letters of "
                 f"policy {p.name!r} needs that right (besides the right to trigger "
                 f"{REPLAY_DAG_ID!r}); ask an admin."
                 for p in refused
@@ -491,7 +536,8 @@ def _filter(params: Any, policies: list[Policy]) -> DeadLetterFilter:
                 400, f"since: {since_text!r} is not a date or time such as 2026-03-01T12:00"
             ) from None
         since = since if since.tzinfo else since.replace(tzinfo=dt.UTC)
-    return DeadLetterFilter(policy, params.get("failure_class") or None, since)
+    discarded = params.get("discarded") in ("1", "on", "true")
+    return DeadLetterFilter(policy, params.get("failure_class") or None, since, discarded)
 
 
 @dataclass(frozen=True)
@@ -556,14 +602,38 @@ def _replay_confs(form: Any, policies: list[Policy], user_name: str) -> list[dic
             TickedKind("events", "event_id", EVENT_ID, "event_ids", dead_event_ids_by_policy),
             reason,
         )
-    return _ticked_confs(
-        form,
-        policies,
-        TickedKind(
-            "operations", "operation_key", OPERATION_KEY, "operation_keys", dead_keys_by_policy
-        ),
-        reason,
-    )
+    return _ticked_confs(form, policies, TICKED_OPERATIONS, reason)
+
+
+def _record_discards(
+    confs: list[dict[str, Any]], policies: list[Policy], user_name: str, note: Any
+) -> int:
+    """Record the discards of ``confs`` (ticked dead operations, by policy) in each
+    policy's database; how many were recorded (an operation discarded already, or
+    replayed meanwhile, is not). A database that does not answer is a 503 naming it."""
+    keys = {conf["policy"]: conf["operation_keys"] for conf in confs}
+    chosen = [p for p in policies if p.name in keys]
+
+    def record(conn: Connection, members: list[Policy]) -> int:
+        names = [p.name for p in members]
+        return len(
+            discard_dead(
+                conn,
+                operation_keys=[k for name in names for k in keys[name]],
+                policies=names,
+                discarded_by=user_name,
+                note=str(note) if note else None,
+            )
+        )
+
+    done = read_each_database(chosen, record, what="retention view discard")
+    if done.unanswered:
+        raise ViewError(
+            503,
+            f"recorded {sum(done.answers.values())} discard(s), but not those of: "
+            + "; ".join(done.problems()),
+        )
+    return sum(done.answers.values())
 
 
 @dataclass(frozen=True)
@@ -577,17 +647,23 @@ class TickedKind:
     dead_by_policy: Callable[[Any, list[str], list[str]], dict[str, list[str]]]
 
 
+TICKED_OPERATIONS = TickedKind(
+    "operations", "operation_key", OPERATION_KEY, "operation_keys", dead_keys_by_policy
+)
+
+
 def _ticked_confs(
-    form: Any, policies: list[Policy], ticked: TickedKind, reason: str
+    form: Any, policies: list[Policy], ticked: TickedKind, reason: str, action: str = REPLAY
 ) -> list[dict[str, Any]]:
     """One replay conf per policy for the ticked boxes that are still dead letters of
-    policies the user may read."""
+    policies the user may read (a discard uses its policy and keys)."""
     chosen = sorted({v for v in form.getlist(ticked.field) if ticked.pattern.fullmatch(v)})
+    by_filter = ticked.kind == "operations" and action == REPLAY
     if not chosen:
-        hint = " (or replay by filter)" if ticked.kind == "operations" else ""
-        raise ViewError(400, f"tick the dead {ticked.kind} to replay{hint}")
+        hint = " (or replay by filter)" if by_filter else ""
+        raise ViewError(400, f"tick the dead {ticked.kind} to {action}{hint}")
     if len(chosen) > MAX_REPLAY_KEYS:
-        hint = "; replay by filter" if ticked.kind == "operations" else ""
+        hint = "; replay by filter" if by_filter else ""
         raise ViewError(400, f"at most {MAX_REPLAY_KEYS} {ticked.kind} at once{hint}")
     read = read_each_database(
         policies,

@@ -7,7 +7,8 @@ browser test reads the same text back to compare it with the database.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
@@ -67,6 +68,42 @@ def sparkline(values: list[int], width: int = 120, height: int = 24) -> list[dic
     return bars
 
 
+@dataclass(frozen=True)
+class Trend:
+    """A line chart of one figure, drawn server-side as an inline SVG path."""
+
+    path: str  # the ``d`` of the line, in a ``width`` × ``height`` viewBox ('' when empty)
+    peak: float | None  # the largest value (None: no value at all)
+    width: int
+    height: int
+
+
+def trend(values: Sequence[float | None], width: int = 240, height: int = 32) -> Trend:
+    """``values`` (one per minute, oldest first) as a line ``width`` units wide, scaled to
+    the largest. Minutes are grouped into ``width`` columns, each drawn at its largest
+    value, so a one-minute spike stays visible; a column without any value (no queue)
+    breaks the line."""
+    known = [v for v in values if v is not None]
+    if not known:
+        return Trend("", None, width, height)
+    top = max(known) or 1.0
+    columns = min(width, len(values))
+    step = width / max(1, columns - 1)
+    parts: list[str] = []
+    pen_down = False
+    for column in range(columns):
+        chunk = values[column * len(values) // columns : (column + 1) * len(values) // columns]
+        present = [v for v in chunk if v is not None]
+        if not present:
+            pen_down = False
+            continue
+        x = column * step
+        y = height - 1 - (height - 2) * max(present) / top
+        parts.append(f"{'L' if pen_down else 'M'}{x:.1f},{y:.1f}")
+        pen_down = True
+    return Trend("".join(parts), max(known), width, height)
+
+
 def status(code: int | None) -> str:
     """An attempt's answer in a status column: the code, or ``no response`` (a timeout
     or a refused connection has none)."""
@@ -108,4 +145,5 @@ FILTERS: dict[str, Callable[..., Any]] = {
     "duration": duration,
     "when": when,
     "sparkline": sparkline,
+    "trend": trend,
 }

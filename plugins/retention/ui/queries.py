@@ -13,6 +13,8 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
+import psycopg
+
 from retention.db.connection import Connection, set_local
 from retention.db.oldest import as_aware
 from retention.db.sqlfiles import query
@@ -47,11 +49,12 @@ class LastRun:
 
 @dataclass(frozen=True)
 class Minute:
-    """One minute of the last hour: deletions and 429 answers."""
+    """One minute of the last 24 hours: deletions, 429 answers, and the queue's age then."""
 
     minute: dt.datetime
     deletions: int
     rate_limited: int
+    queue_age_seconds: float | None = None  # the oldest waiting operation's age (None: none)
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,8 @@ class PolicyFigures:
     # date, or ``last_run`` still running)
     last_finished: LastRun | None = None
     last_dry_run: LastRun | None = None  # the latest dry run: it deleted nothing
+    day: list[Minute] = field(default_factory=list)  # the last 24 hours, for the charts
+    day_error: str | None = None  # why the 24 hours could not be read (the rest could)
 
     @property
     def lag_seconds(self) -> float | None:
@@ -125,9 +130,9 @@ def policy_figures(conn: Connection, policy: Policy, now: dt.datetime) -> Policy
             {"cutoff": cutoff_now},
         ).fetchone()
         queue = conn.execute(query("ui_queue"), {**params, "scope": scope}).fetchone()
-        minutes = conn.execute(
-            query("ui_per_minute"), {**params, "remote": policy.remote is not None}
-        ).fetchall()
+        remote = {**params, "remote": policy.remote is not None}
+        minutes = conn.execute(query("ui_per_minute"), remote).fetchall()
+        day, day_error = _day(conn, remote)
     assert queue is not None
     oldest_value = oldest["oldest"] if oldest else None
     return PolicyFigures(
@@ -150,7 +155,25 @@ def policy_figures(conn: Connection, policy: Policy, now: dt.datetime) -> Policy
         rate_ceiling=_float(queue["rate_ceiling"]),
         limiter_closed_until=queue["closed_until"],
         minutes=[Minute(m["minute"], int(m["deletions"]), int(m["rate_limited"])) for m in minutes],
+        day=day,
+        day_error=day_error,
     )
+
+
+def _day(conn: Connection, params: dict[str, Any]) -> tuple[list[Minute], str | None]:
+    """The last 24 hours per minute, in a savepoint: a ledger too large to read them
+    within the statement timeout loses the charts, not the card's figures."""
+    try:
+        with conn.transaction():
+            rows = conn.execute(query("ui_day_per_minute"), params).fetchall()
+    except psycopg.errors.QueryCanceled as slow:
+        return [], f"not read: {slow.diag.message_primary}"
+    return [_minute(row) for row in rows], None
+
+
+def _minute(row: dict[str, Any]) -> Minute:
+    age = _float(row["queue_age_seconds"])
+    return Minute(row["minute"], int(row["deletions"]), int(row["rate_limited"]), age)
 
 
 def table_check(conn: Connection, policy: Policy) -> TableFit:
@@ -196,6 +219,7 @@ class DeadLetterFilter:
     policy: str | None = None
     failure_class: str | None = None
     since: dt.datetime | None = None
+    discarded: bool = False  # list the dead operations reviewed and discarded instead
 
 
 def dead_letters(
@@ -204,12 +228,15 @@ def dead_letters(
     chosen: DeadLetterFilter,
     limit: int = DEAD_LETTER_LIMIT,
 ) -> list[dict[str, Any]]:
-    """Dead operations of ``policies`` (those the user may read) matching the filter."""
+    """Dead operations of ``policies`` (those the user may read) matching the filter: those
+    awaiting review, or (``chosen.discarded``) those reviewed and discarded, with who
+    discarded them, when and why."""
     return _filtered(conn, "ui_dead_letters", policies, chosen, limit)
 
 
 def dead_letter_classes(conn: Connection, policies: list[str]) -> list[dict[str, Any]]:
-    """(kind, policy, failure_class, n) of every dead operation and event of ``policies``."""
+    """(kind, policy, failure_class, n) of every dead operation and event of ``policies``;
+    kind ``discarded`` counts the dead operations reviewed and discarded."""
     return conn.execute(query("ui_dead_letter_classes"), {"policies": policies}).fetchall()
 
 
@@ -244,6 +271,7 @@ def _filtered(
             "policy": chosen.policy,
             "failure_class": chosen.failure_class,
             "since": chosen.since,
+            "discarded": chosen.discarded,
             "limit": limit,
         },
     ).fetchall()
