@@ -109,3 +109,26 @@ def test_the_fewest_windows_keep_every_slot_busy() -> None:
 
     policy = make_policy("p", pool_slots=2)
     assert [fewest_windows(policy, s) for s in (None, -1, 0, 1, 4, 7)] == [1, 1, 1, 1, 2, 3]
+
+
+@pytest.mark.parametrize(
+    ("conn", "base_url"),
+    [
+        ({"host": "api.internal", "port": 8080, "schema": "https"}, "https://api.internal:8080"),
+        ({"host": "api.internal"}, "http://api.internal"),
+        ({"host": "https://airflow.example.com/airflow/"}, "https://airflow.example.com/airflow"),
+    ],
+)
+def test_the_connection_names_the_api_server_and_its_user(
+    conn: dict[str, Any], base_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from retention.airflow import pools
+
+    asked: list[tuple[str, ...]] = []
+    monkeypatch.setattr(pools, "api_pool_slots", lambda *args: asked.append(args) or 5)
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_RETENTION_AIRFLOW_API",
+        json.dumps({"conn_type": "http", "login": "planner", "password": "secret", **conn}),
+    )
+    assert pools.read_pool_slots("media_api") == 5
+    assert asked == [(base_url, "planner", "secret", "media_api")]
