@@ -5,8 +5,9 @@ text that the DAG docs in the UI and the README's DAG section both show (the
 README adds its operator's details). Both numbered lists are rendered from it,
 so they cannot disagree; ``python -m retention.cli schema --write`` (``make
 schema``) rewrites the README's list between its markers, and a test fails when
-the README's list is not the rendered one. :func:`policy_doc` adds what one
-policy runs with: its settings, its pools and its warnings.
+the README's list is not the rendered one. :func:`policy_doc` puts the policy
+first (its settings, its pools and its warnings): an operator opening the DAG
+asks what it deletes and whose it is before how the tasks do it.
 """
 
 from __future__ import annotations
