@@ -1,8 +1,8 @@
 """Pools and the shared rate limit hold under the real scheduler, on LocalExecutor and on
 CeleryExecutor with two workers.
 
-Starts the api-server, the dag-processor and the scheduler as separate
-processes, as a deployment runs them (and, for Celery, two ``airflow celery
+Starts the api-server (one for both executors), the dag-processor and the scheduler
+as separate processes, as a deployment runs them (and, for Celery, two ``airflow celery
 worker`` processes on a Redis broker), and counts at the sandbox API itself:
 
 - pools: a remote policy's DAG with four windows against a slow sandbox; with
@@ -48,6 +48,7 @@ from tests.support.airflow_services import (
     publish_policy,
     sandbox_connection,
     scheduler_environment,
+    service_environment,
     tail,
     task_log,
     trigger_run,
@@ -81,9 +82,29 @@ class Services:
     workers: list[str] = field(default_factory=list)  # Celery workers' names
 
 
+PLANNER = "retention_planner"  # the viewer as whom plan_windows reads the pool's slots
+
+
+@pytest.fixture(scope="module")
+def api(tmp_path_factory, test_dsn) -> Iterator[dict[str, str]]:
+    """One api-server for both executors: the execution API of their tasks, and the REST
+    API that ``plan_windows`` reads pools from. Yields the settings that point every other
+    process at it."""
+    logs = tmp_path_factory.mktemp("api-server")
+    users, password = api_user(logs, PLANNER, "viewer")
+    secret = {"AIRFLOW__API_AUTH__JWT_SECRET": "retention-scheduler-test-secret"}
+    with api_server(service_environment(**secret, **users), logs, apps="core,execution") as url:
+        yield {
+            **secret,
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{url}/execution/",
+            "AIRFLOW_CONN_RETENTION_AIRFLOW_API": api_connection(url, PLANNER, password),
+        }
+
+
 @pytest.fixture(scope="module", params=["LocalExecutor", "CeleryExecutor"], ids=["local", "celery"])
-def airflow_services(request, tmp_path_factory, test_dsn) -> Iterator[Services]:
-    """api-server + dag-processor + scheduler (+ two Celery workers), shared by this module."""
+def airflow_services(request, tmp_path_factory, api) -> Iterator[Services]:
+    """dag-processor + scheduler (+ two Celery workers), shared by this module's tests of
+    one executor, on the module's api-server."""
     executor: str = request.param
     settings = {"AIRFLOW__CORE__EXECUTOR": "LocalExecutor"}
     if executor == "CeleryExecutor":
@@ -97,8 +118,6 @@ def airflow_services(request, tmp_path_factory, test_dsn) -> Iterator[Services]:
     logs = tmp_path_factory.mktemp(executor)
     policies = logs / "policies.yaml"
     policies.write_text("policies: {}\n")
-    # plan_windows reads the pool's slots through the REST API as this viewer
-    users, password = api_user(logs, "retention_planner", "viewer")
     with ExitStack() as stack:
         sandbox = SandboxServer(0).start()
         stack.callback(sandbox.stop)
@@ -106,17 +125,11 @@ def airflow_services(request, tmp_path_factory, test_dsn) -> Iterator[Services]:
             policies,
             logs,
             **{f"AIRFLOW_CONN_{HTTP_CONN_ID.upper()}": sandbox_connection(sandbox)},
-            AIRFLOW__API_AUTH__JWT_SECRET="retention-scheduler-test-secret",
-            **users,
+            **api,
             **settings,
         )
         if executor == "CeleryExecutor":
             stack.callback(forget_broker_keys, env)  # last, once every process has stopped
-        url = stack.enter_context(api_server(env, logs, apps="core,execution"))
-        env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"] = f"{url}/execution/"
-        env["AIRFLOW_CONN_RETENTION_AIRFLOW_API"] = api_connection(
-            url, "retention_planner", password
-        )
         stack.enter_context(airflow_process("dag-processor", ["dag-processor"], env, logs))
         stack.enter_context(airflow_process("scheduler", ["scheduler"], env, logs))
         workers: list[str] = []
