@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -20,6 +21,7 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import requests
 import yaml
@@ -150,6 +152,46 @@ def scheduler_environment(policies: Path, logs: Path, **extra: str) -> dict[str,
         AIRFLOW__LOGGING__BASE_LOG_FOLDER=str(logs / "logs"),
         **extra,
     )
+
+
+def api_user(logs: Path, name: str, role: str) -> tuple[dict[str, str], str]:
+    """SimpleAuthManager settings for the api-server with one user, ``name`` of ``role``,
+    whose password (returned with the settings) is written beforehand to a file in
+    ``logs``: the api-server keeps a password it finds there."""
+    password = secrets.token_urlsafe(16)
+    passwords = logs / "simple_auth_manager_passwords.json"
+    passwords.write_text(json.dumps({name: password}))
+    settings = {
+        "AIRFLOW__CORE__AUTH_MANAGER": (
+            "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
+        ),
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{name}:{role}",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
+    }
+    return settings, password
+
+
+def api_connection(url: str, login: str, password: str) -> str:
+    """The ``AIRFLOW_CONN_*`` value (JSON) of an HTTP connection to the api-server at
+    ``url``, as ``login``: how tasks reach Airflow's REST API."""
+    parts = urlsplit(url)
+    return json.dumps(
+        {
+            "conn_type": "http",
+            "host": parts.hostname,
+            "port": parts.port,
+            "schema": parts.scheme,
+            "login": login,
+            "password": password,
+        }
+    )
+
+
+def task_log(logs: Path, dag_id: str, run_id: str, task_id: str) -> str:
+    """Every attempt's log of an unmapped task of one run (the scheduler test's log folder)."""
+    folder = logs / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}" / f"task_id={task_id}"
+    return "\n".join(path.read_text() for path in sorted(folder.glob("attempt=*.log")))
 
 
 def publish_policy(policies: Path, logs: Path, name: str, fields: dict[str, Any]) -> str:

@@ -1,15 +1,16 @@
 """Pools and the shared rate limit hold under the real scheduler, on LocalExecutor and on
 CeleryExecutor with two workers.
 
-Starts the api-server, the dag-processor and the scheduler as separate
-processes, as a deployment runs them (and, for Celery, two ``airflow celery
+Starts the api-server (one for both executors), the dag-processor and the scheduler
+as separate processes, as a deployment runs them (and, for Celery, two ``airflow celery
 worker`` processes on a Redis broker), and counts at the sandbox API itself:
 
 - pools: a remote policy's DAG with four windows against a slow sandbox; with
-  two pool slots the sandbox never sees more than two requests at once; with
-  four slots (LocalExecutor) the same DAG shows more than two at once, so the cap
-  is the pool's doing. The scheduler enforces pools, so the cap holds across
-  workers.
+  two pool slots the sandbox never sees more than two requests at once; with the
+  pool edited to six slots (LocalExecutor) the next run plans six windows, read
+  from Airflow's pools when it plans, and shows more than two requests at once,
+  so the cap is the pool's doing. The scheduler enforces pools, so the cap holds
+  across workers.
 - the shared limiter: eight windows, four at a time (two on each Celery
   worker), stay within ``rate × interval + burst`` in every interval, because
   every caller takes its tokens from the same row in Postgres; the Celery variant
@@ -35,7 +36,9 @@ import pytest
 
 from devtools.airflow_services import (
     airflow_process,
+    api_connection,
     api_server,
+    api_user,
     broker_unreachable,
     celery_broker_url,
     celery_environment,
@@ -45,7 +48,9 @@ from devtools.airflow_services import (
     publish_policy,
     sandbox_connection,
     scheduler_environment,
+    service_environment,
     tail,
+    task_log,
     trigger_run,
     wait_for_run_end,
     worker_name,
@@ -59,7 +64,8 @@ pytestmark = pytest.mark.scheduler
 
 RUN_SECONDS = 300
 OBJECTS_PER_WINDOW = 6  # 6 s of calls a window: windows starting seconds apart still overlap
-WINDOWS = 4  # two rounds with two slots, one round of four with four
+WINDOWS = 4  # two rounds with two slots
+MORE_SLOTS = 6  # the pool edited between runs: the next run plans one window a slot
 POOL_LATENCY_MS = 1000
 CELERY_WORKERS = 2
 CELERY_CONCURRENCY = 2
@@ -76,9 +82,29 @@ class Services:
     workers: list[str] = field(default_factory=list)  # Celery workers' names
 
 
+PLANNER = "retention_planner"  # the viewer as whom plan_windows reads the pool's slots
+
+
+@pytest.fixture(scope="module")
+def api(tmp_path_factory, test_dsn) -> Iterator[dict[str, str]]:
+    """One api-server for both executors: the execution API of their tasks, and the REST
+    API that ``plan_windows`` reads pools from. Yields the settings that point every other
+    process at it."""
+    logs = tmp_path_factory.mktemp("api-server")
+    users, password = api_user(logs, PLANNER, "viewer")
+    secret = {"AIRFLOW__API_AUTH__JWT_SECRET": "retention-scheduler-test-secret"}
+    with api_server(service_environment(**secret, **users), logs, apps="core,execution") as url:
+        yield {
+            **secret,
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{url}/execution/",
+            "AIRFLOW_CONN_RETENTION_AIRFLOW_API": api_connection(url, PLANNER, password),
+        }
+
+
 @pytest.fixture(scope="module", params=["LocalExecutor", "CeleryExecutor"], ids=["local", "celery"])
-def airflow_services(request, tmp_path_factory, test_dsn) -> Iterator[Services]:
-    """api-server + dag-processor + scheduler (+ two Celery workers), shared by this module."""
+def airflow_services(request, tmp_path_factory, api) -> Iterator[Services]:
+    """dag-processor + scheduler (+ two Celery workers), shared by this module's tests of
+    one executor, on the module's api-server."""
     executor: str = request.param
     settings = {"AIRFLOW__CORE__EXECUTOR": "LocalExecutor"}
     if executor == "CeleryExecutor":
@@ -99,13 +125,11 @@ def airflow_services(request, tmp_path_factory, test_dsn) -> Iterator[Services]:
             policies,
             logs,
             **{f"AIRFLOW_CONN_{HTTP_CONN_ID.upper()}": sandbox_connection(sandbox)},
-            AIRFLOW__API_AUTH__JWT_SECRET="retention-scheduler-test-secret",
+            **api,
             **settings,
         )
         if executor == "CeleryExecutor":
             stack.callback(forget_broker_keys, env)  # last, once every process has stopped
-        url = stack.enter_context(api_server(env, logs, apps="execution"))
-        env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"] = f"{url}/execution/"
         stack.enter_context(airflow_process("dag-processor", ["dag-processor"], env, logs))
         stack.enter_context(airflow_process("scheduler", ["scheduler"], env, logs))
         workers: list[str] = []
@@ -211,10 +235,14 @@ def test_pool_slots_cap_concurrent_callers_under_the_scheduler(
     publish(services, unique_name, fields)
     today = dt.datetime.now(dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
 
-    run_with_slots(db, unique_name, pool, 2, 1, today - dt.timedelta(days=2), services.logs)
+    dag_id = f"retention__{unique_name}"
+    first = run_with_slots(db, unique_name, pool, 2, 1, today - dt.timedelta(days=2), services.logs)
     two = sandbox.state.stats()
     assert len(two["effects"]) == OBJECTS_PER_WINDOW * WINDOWS
     assert two["peak_in_flight"] <= 2, "two pool slots: never more than two callers at once"
+    assert len(window_tasks(dag_id, first)) == WINDOWS
+    planned = task_log(services.logs, dag_id, first, "plan_windows")
+    assert f"pool {pool}: 2 slots (from Airflow's pools)" in planned, planned[-3000:]
 
     if services.executor == "CeleryExecutor":
         # The control below shows that the pool, not the executor, is what caps: the
@@ -223,10 +251,15 @@ def test_pool_slots_cap_concurrent_callers_under_the_scheduler(
         # limiter test below.
         return
     sandbox.state.reset(latency_ms=POOL_LATENCY_MS)
-    run_with_slots(db, unique_name, pool, 4, 1001, today - dt.timedelta(days=1), services.logs)
-    four = sandbox.state.stats()
-    assert len(four["effects"]) == OBJECTS_PER_WINDOW * WINDOWS
-    assert four["peak_in_flight"] > 2, "with four slots the same run has more callers at once"
+    # The pool edited between runs (as in the UI): the next plan follows it, although the
+    # DAG was parsed when the pool had two slots and no settings file declares it.
+    again = run_with_slots(
+        db, unique_name, pool, MORE_SLOTS, 1001, today - dt.timedelta(days=1), services.logs
+    )
+    more = sandbox.state.stats()
+    assert len(more["effects"]) == OBJECTS_PER_WINDOW * WINDOWS
+    assert len(window_tasks(dag_id, again)) == MORE_SLOTS, "one window a slot of the edited pool"
+    assert more["peak_in_flight"] > 2, "with more slots the same DAG has more callers at once"
 
 
 RATE, BURST = 20, 5

@@ -5,8 +5,9 @@ text that the DAG docs in the UI and ``docs/runs.md`` both show (the page adds
 its operator's details). Both numbered lists are rendered from it, so they
 cannot disagree; ``python -m retention.cli schema --write`` (``make schema``)
 rewrites the page's list between its markers, and a test fails when the page's
-list is not the rendered one. :func:`policy_doc` adds what one
-policy runs with: its settings, its pools and its warnings.
+list is not the rendered one. :func:`policy_doc` puts the policy first (its
+settings, its pools and its warnings): an operator opening the DAG asks what it
+deletes and whose it is before how the tasks do it.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import textwrap
 from dataclasses import dataclass
 
 from retention.airflow.alerts import alerts_doc
+from retention.airflow.pools import AIRFLOW_API_CONN_ID
 from retention.policy.model import Policy
 from retention.policy.schema import between_markers
 
@@ -121,7 +123,9 @@ STEPS: tuple[Step, ...] = (
             "cutoff, first_id, last_id, expected_rows}`, each first key snapped to a real key "
             "with one index probe; an estimate only makes windows uneven, never wrong. Before "
             "there is any history the rate is 20,000 rows/s. There are at least as many "
-            "windows as the window pool has slots in `airflow_settings.yaml`, and never more "
+            "windows as the window pool has slots when the run plans (Airflow's pools, read "
+            "through the connection `retention_airflow_api`; else `airflow_settings.yaml`; "
+            "the log says which), and never more "
             "than `[core] max_map_length` (neighbouring windows are merged to fit). By default "
             "windows are key ranges across tenants (the tenant column only labels and "
             "filters); `window_per_tenant: true` plans each tenant's rows on its own (tenants "
@@ -202,9 +206,10 @@ STEPS: tuple[Step, ...] = (
     ),
 )
 
-DAG_DOC_INTRO = """### Retention policy DAG
+DAG_DOC_INTRO = """#### How the DAG runs, task by task
 
-Enforces one retention policy from `include/retention_policies.yaml` on a Postgres table."""
+Each run enforces the policy above, from `include/retention_policies.yaml`, on its Postgres
+table."""
 
 DAG_DOC_OUTRO = """Policies with a `remote:` section delete each row's object through the
 rate-limited API first, through the `retention.operations` ledger: `drain_operations` works
@@ -268,27 +273,47 @@ def with_doc_steps(page: str) -> str:
     return between_markers(page, DOC_STEPS_START, DOC_STEPS_END, doc_steps())
 
 
-DAG_DOC = f"\n{DAG_DOC_INTRO}\n\n{dag_steps()}\n\n{DAG_DOC_OUTRO}\n"
-"""The DAG docs every policy shares: what the DAG does, step by step."""
+DAG_DOC = f"{DAG_DOC_INTRO}\n\n{dag_steps()}\n\n{DAG_DOC_OUTRO}\n"
+"""How the DAG runs, step by step: the same for every policy, after the policy's own section."""
 
 
 def policy_doc(policy: Policy, warnings: list[str]) -> str:
-    """The DAG docs: the shared description, the policy's settings, its pools, its warnings."""
-    rows = settings_rows(policy)
+    """The DAG docs: the policy first (what it deletes and when, who owns it, what caps it,
+    who hears of it, its warnings), then how the DAG runs it, task by task."""
+    described = f"{policy.description}\n\n" if policy.description else ""
     warned = "".join(f"\n\n> **Warning:** {w}" for w in warnings)
     return (
-        f"{DAG_DOC}\n#### Policy `{policy.name}`\n\n{policy.description}\n\n"
-        "| field | value |\n|---|---|\n" + "\n".join(rows) + f"\n\n{pools_doc(policy)}{warned}\n"
+        f"\n### Retention policy `{policy.name}`\n\n{described}"
+        "| field | value |\n|---|---|\n"
+        + "\n".join(settings_rows(policy))
+        + f"\n\n{pools_doc(policy)}{warned}\n\n{DAG_DOC}"
     )
 
 
 def settings_rows(policy: Policy) -> list[str]:
-    """The ``| field | value |`` rows: what this policy runs with, as the DAG runs it."""
+    """The ``| field | value |`` rows: what this policy runs with, as the DAG runs it.
+
+    What an operator asks first leads (the table and its retention, whose it is, what
+    caps it, who hears of it); how the work is cut, paced and retried follows.
+    """
     tenant = f"`{policy.tenant_column}`" if policy.tenant_column else "none"
+    days = policy.retain_days
     rows = [
         f"| table | `{policy.table}` (key `{policy.key_column}`, "
         f"timestamp `{policy.timestamp_column}`, tenant {tenant}) |",
-        f"| retain_days | {policy.retain_days} |",
+        f"| retain_days | {days} |",
+        f"| cutoff | rows older than `anchor − {days} days` are deleted; the anchor is the "
+        "run's `data_interval_end`, else its `logical_date`, else `run_after`; a cutoff "
+        f"later than `now − {days} days` fails the run |",
+        f"| owner | {policy.owner} |",
+    ]
+    if policy.remote is None:
+        rows.append(f"| pool | `{policy.pool}` × {policy.pool_slots} slot(s) per window |")
+    else:
+        rows += remote_rows(policy)
+    alerts = alerts_doc(policy.alerts) if policy.alerts is not None else "none (no `alerts:`)"
+    rows += [
+        f"| alerts | {alerts} |",
         f"| connection | `{policy.postgres_conn_id}` |",
         "| window size | "
         + (
@@ -299,14 +324,11 @@ def settings_rows(policy: Policy) -> list[str]:
         + " |",
         f"| batches | start at {policy.batch_rows} rows, sized to {policy.target_batch_ms:g} ms "
         f"within [{policy.min_batch_rows}, {policy.max_batch_rows}] |",
-        f"| owner | {policy.owner} |",
     ]
     if policy.max_lag_hours is not None:
         rows.append(f"| max_lag_hours | {policy.max_lag_hours:g} (reconcile fails past it) |")
-    if policy.remote is None:
-        rows.append(f"| pool | `{policy.pool}` × {policy.pool_slots} slot(s) per window |")
-    else:
-        rows += remote_rows(policy)
+    if policy.remote is not None:
+        rows += remote_call_rows(policy)
     if policy.notify is not None:
         notify = policy.notify
         rows.append(
@@ -314,21 +336,14 @@ def settings_rows(policy: Policy) -> list[str]:
             f"`deliver_events` in pool `{notify.pool}`; max attempts {notify.max_attempts}, "
             f"timeout {notify.timeout_seconds:g} s, lease {notify.lease:g} s |"
         )
-    if policy.alerts is not None:
-        rows.append(f"| alerts | {alerts_doc(policy.alerts)} |")
     return rows
 
 
 def remote_rows(policy: Policy) -> list[str]:
-    """The settings rows of a remote policy: its pool, API, rate, calls, retries and 404s."""
+    """The leading rows of a remote policy: its pool, its API and its rate limit."""
     remote = policy.remote
     assert remote is not None
     version = f"`{remote.version_column}`" if remote.version_column else "the row's timestamp"
-    not_found = (
-        f"confirms the deletion (after a 2xx; breaker at {remote.not_found_breaker})"
-        if remote.not_found_is_deleted
-        else "is a rejection (dead for review)"
-    )
     return [
         f"| pool | `{remote.pool}` (remote.pool) × {policy.pool_slots} slot(s): "
         "`delete_window` and `drain_operations` |",
@@ -337,6 +352,19 @@ def remote_rows(policy: Policy) -> list[str]:
         f"| rate limit | {remote.rate_per_second:g}/s, burst {remote.burst}, "
         f"scope `{remote.scope}` (back to full rate {remote.recovery_seconds:g} s "
         "after a 429) |",
+    ]
+
+
+def remote_call_rows(policy: Policy) -> list[str]:
+    """The rows of how a remote policy's calls are made, retried and judged."""
+    remote = policy.remote
+    assert remote is not None
+    not_found = (
+        f"confirms the deletion (after a 2xx; breaker at {remote.not_found_breaker})"
+        if remote.not_found_is_deleted
+        else "is a rejection (dead for review)"
+    )
+    return [
         f"| calls | claim batch {remote.claim_batch}, max attempts {remote.max_attempts}, "
         f"lease {remote.lease:g} s, request timeout {remote.request_timeout_seconds:g} s, "
         f"task budget {remote.task_budget_seconds:g} s |",
@@ -348,15 +376,27 @@ def remote_rows(policy: Policy) -> list[str]:
 
 
 def pools_doc(policy: Policy) -> str:
-    """Which pool caps what: a row policy's windows, or a remote policy's API callers."""
+    """Which pool caps what (a row policy's windows, or a remote policy's API callers), and
+    how its slots size the plan."""
     if policy.remote is None:
-        return (
+        caps = (
             "**Pools.** `delete_window` runs in the policy's `pool`; its slots cap how many "
             "windows delete at once, across every policy sharing it."
         )
+    else:
+        caps = (
+            "**Pools.** A remote policy's windows call the API, so `delete_window` and "
+            "`drain_operations` run in `remote.pool`, whose slots cap concurrent callers "
+            "across every policy sharing it; the request rate is capped separately by the "
+            "limiter scope. The policy's `pool` field is not used."
+        )
+    windows = (
+        "as many windows as the pool has slots"
+        if policy.pool_slots == 1
+        else f"one window per {policy.pool_slots} slots the pool has"
+    )
     return (
-        "**Pools.** A remote policy's windows call the API, so `delete_window` and "
-        "`drain_operations` run in `remote.pool`, whose slots cap concurrent callers across "
-        "every policy sharing it; the request rate is capped separately by the limiter "
-        "scope. The policy's `pool` field is not used."
+        f"{caps} A run plans at least {windows} when `plan_windows` runs, as Airflow's pools "
+        f"say (read through the REST API as the connection `{AIRFLOW_API_CONN_ID}`), else as "
+        "`airflow_settings.yaml` says; its log says which."
     )

@@ -14,6 +14,7 @@ file's import error), while the other policies still load.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import os
 from typing import Any
 
@@ -23,6 +24,7 @@ from airflow.sdk.configuration import conf
 from retention.airflow.alerts import with_alerts
 from retention.airflow.dag_docs import policy_doc
 from retention.airflow.non_retryable import non_retryable
+from retention.airflow.pools import pool_slots_now
 from retention.airflow.steps import (
     DeliveryIncomplete,
     RunLeaseHeld,
@@ -47,6 +49,8 @@ from retention.policy.params import run_params, run_settings
 from retention.rows.cutoff import CutoffError
 from retention.runs.lease import RunState
 
+log = logging.getLogger(__name__)
+
 RUN_LEASE_POKE_SECONDS = 60.0
 """How often a run waiting for the policy's run lease looks again (rescheduled, no slot held);
 ``$RETENTION_RUN_LEASE_POKE_SECONDS`` when the DAG is parsed overrides it."""
@@ -67,8 +71,8 @@ def build_dag(
 
     ``siblings`` are all the policies of the file: the audit purge keeps their
     evidence and purges that of policies no longer there.  ``pool_slots`` (from
-    ``airflow_settings.yaml``) sets the fewest windows a plan makes, so that a
-    large enough run keeps every slot of the window pool busy.
+    ``airflow_settings.yaml``) stand in for the window pool's slots when a run
+    cannot read them from Airflow's pools (see ``retention.airflow.pools``).
     """
     current = siblings or [policy]
     named = {p.name for p in current} | set(also_named or ())
@@ -80,7 +84,7 @@ def build_dag(
         cutoff >> purge_audit_task(policy, current, named)
         lease = run_lease_sensor(policy)
         cutoff >> lease
-        plan = plan_windows_task(policy, cutoff, fewest_windows(policy, pool_slots or {}))
+        plan = plan_windows_task(policy, cutoff, (pool_slots or {}).get(window_pool(policy)))
         lease >> plan
         if policy.remote is None:  # remote rows each need their own API call
             lease >> drop_partitions_task(policy, cutoff) >> plan
@@ -122,9 +126,9 @@ def window_pool(policy: Policy) -> str:
     return policy.remote.pool if policy.remote else policy.pool
 
 
-def fewest_windows(policy: Policy, pool_slots: dict[str, int]) -> int:
+def fewest_windows(policy: Policy, slots: int | None) -> int:
     """Enough windows to keep every slot of the window pool busy (at least one)."""
-    return max(1, pool_slots.get(window_pool(policy), 0) // policy.pool_slots)
+    return max(1, (slots or 0) // policy.pool_slots)
 
 
 def dag_run_state(context: Any, dag_id: str) -> RunState:
@@ -211,13 +215,16 @@ def drop_partitions_task(policy: Policy, cutoff: XComArg) -> XComArg:
     return drop_partitions(cutoff)
 
 
-def plan_windows_task(policy: Policy, cutoff: XComArg, min_windows: int) -> XComArg:
-    """``plan_windows``: the run's immutable windows, recorded before any delete."""
+def plan_windows_task(policy: Policy, cutoff: XComArg, declared_slots: int | None) -> XComArg:
+    """``plan_windows``: the run's immutable windows, recorded before any delete, at least
+    as many as the window pool has slots now (``declared_slots``: the settings file's)."""
 
     @task
     @non_retryable(CutoffError, TableMismatch)
     def plan_windows(cutoff: dict[str, Any]) -> list[dict[str, Any]]:
         context = get_current_context()
+        pool = pool_slots_now(window_pool(policy), declared_slots)
+        log.info("policy %s: %s", policy.name, pool)
         return plan_windows_step(
             policy,
             run_id=context["run_id"],
@@ -225,7 +232,7 @@ def plan_windows_task(policy: Policy, cutoff: XComArg, min_windows: int) -> XCom
             cutoff=cutoff,
             settings=run_settings(policy, context["params"]),
             max_windows=conf.getint("core", "max_map_length"),
-            min_windows=min_windows,
+            min_windows=fewest_windows(policy, pool.slots),
         )
 
     return plan_windows(cutoff)

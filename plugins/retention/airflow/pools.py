@@ -1,0 +1,124 @@
+"""How many slots the window pool has when a run plans, so that a pool edited in the UI
+between runs changes how many windows the next run plans.
+
+A task in Airflow 3 has no metadata database, and the Task SDK's execution API has
+no pool call, so ``plan_windows`` reads the pool as any client of the public REST
+API does: a token from ``POST /auth/token``, then ``GET /api/v2/pools/{pool}``. The
+api-server's address and a user who may read pools (a viewer will do) are the
+connection ``retention_airflow_api``. When that fails, the slots that
+``airflow_settings.yaml`` declared when the DAG was parsed stand in, and without
+those the plan follows the rows alone. The run never fails for it: the slots only
+size the plan, and the scheduler enforces the pool whatever the plan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from urllib.parse import quote
+
+import requests
+
+AIRFLOW_API_CONN_ID = "retention_airflow_api"
+TIMEOUT_SECONDS = (3.0, 10.0)  # to connect, to answer: an api-server that is down costs 3 s
+SETTINGS_FILE = "airflow_settings.yaml"
+
+
+class PoolUnreadable(RuntimeError):
+    """Airflow's pools did not say how many slots the pool has; the message says why."""
+
+
+@dataclass(frozen=True)
+class PoolSlots:
+    """A pool's slots as the plan uses them, and where they came from."""
+
+    pool: str
+    slots: int | None  # None: nobody said
+    unreadable: str | None = None  # why Airflow's pools were not read (None: they were)
+
+    def __str__(self) -> str:
+        if self.unreadable is None:
+            return f"pool {self.pool}: {self.slots} slots (from Airflow's pools)"
+        why = f"Airflow's pools were not readable: {self.unreadable}"
+        if self.slots is None:
+            return (
+                f"pool {self.pool}: slots unknown ({why}; {SETTINGS_FILE} does not declare "
+                "it): the rows alone size the plan"
+            )
+        return f"pool {self.pool}: {self.slots} slots (from {SETTINGS_FILE}: {why})"
+
+
+def pool_slots_now(
+    pool: str, declared: int | None, read: Callable[[str], int] | None = None
+) -> PoolSlots:
+    """The pool's slots from Airflow's pools (``read``), else the ``declared`` ones."""
+    try:
+        return PoolSlots(pool, (read or read_pool_slots)(pool))
+    except Exception as error:  # only the plan's size depends on it: never fail the run
+        reason = (
+            str(error) if isinstance(error, PoolUnreadable) else f"{type(error).__name__}: {error}"
+        )
+        return PoolSlots(pool, declared, unreadable=reason)
+
+
+def read_pool_slots(pool: str) -> int:
+    """The pool's slots, through the REST API the connection ``retention_airflow_api`` names."""
+    from airflow.sdk import BaseHook
+    from airflow.sdk.exceptions import AirflowNotFoundException
+
+    try:
+        conn = BaseHook.get_connection(AIRFLOW_API_CONN_ID)
+    except AirflowNotFoundException:
+        raise PoolUnreadable(
+            f"no connection {AIRFLOW_API_CONN_ID!r} (the api-server's URL, and a user who "
+            "may read pools)"
+        ) from None
+    if not conn.host:
+        raise PoolUnreadable(f"connection {AIRFLOW_API_CONN_ID!r} has no host")
+    host = conn.host if "://" in conn.host else f"{conn.schema or 'http'}://{conn.host}"
+    base = f"{host}:{conn.port}" if conn.port else host
+    return api_pool_slots(base.rstrip("/"), conn.login or "", conn.password or "", pool)
+
+
+def api_pool_slots(
+    base_url: str, login: str, password: str, pool: str, session: requests.Session | None = None
+) -> int:
+    """``slots`` of ``GET /api/v2/pools/{pool}``, with a token for ``login`` (-1: unlimited)."""
+    http = session or requests.Session()
+    token = _answer(
+        http.post(
+            f"{base_url}/auth/token",
+            json={"username": login, "password": password},
+            timeout=TIMEOUT_SECONDS,
+            allow_redirects=False,
+        ),
+        f"POST /auth/token as {login!r}",
+    ).get("access_token")
+    if not isinstance(token, str):
+        raise PoolUnreadable("POST /auth/token answered without an access_token")
+    path = f"/api/v2/pools/{quote(pool, safe='')}"
+    slots = _answer(
+        http.get(
+            f"{base_url}{path}",
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=TIMEOUT_SECONDS,
+            allow_redirects=False,
+        ),
+        f"GET {path}",
+    ).get("slots")
+    if type(slots) is not int:
+        raise PoolUnreadable(f"GET {path} answered slots={slots!r}, not a whole number")
+    return slots
+
+
+def _answer(response: requests.Response, what: str) -> dict:
+    """The JSON object of a 2xx answer; anything else is a ``PoolUnreadable`` naming it."""
+    if not 200 <= response.status_code < 300:
+        raise PoolUnreadable(f"{what} answered {response.status_code}: {response.text[:200]}")
+    try:
+        body = response.json()
+    except ValueError:
+        raise PoolUnreadable(f"{what} answered {response.status_code} without JSON") from None
+    if not isinstance(body, dict):
+        raise PoolUnreadable(f"{what} answered {type(body).__name__}, not a JSON object")
+    return body
