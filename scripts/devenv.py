@@ -216,6 +216,41 @@ def local_secret(name: str) -> str:
     return path.read_text().strip()
 
 
+POOL_READER = "retention_pools"
+
+
+def pool_reader(airflow_home: Path) -> dict[str, str]:
+    """A viewer of the local Airflow whose password this checkout knows, as the connection
+    ``retention_airflow_api``: ``plan_windows`` reads the window pool's slots through it, so
+    a pool edited in the UI sizes the next plan under ``make airflow`` too.
+
+    The simple auth manager keeps the passwords it finds in its file and only generates
+    the missing ones, so the reader's is written there first. Users set in
+    ``AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS`` when ``make env`` runs are kept.
+    """
+    users = os.environ.get("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS", "admin:admin")
+    if POOL_READER not in {user.split(":")[0] for user in users.split(",")}:
+        users = f"{users},{POOL_READER}:viewer"
+    passwords_file = airflow_home / "simple_auth_manager_passwords.json.generated"
+    passwords = json.loads(passwords_file.read_text() or "{}") if passwords_file.exists() else {}
+    if POOL_READER not in passwords:
+        passwords[POOL_READER] = base64.urlsafe_b64encode(os.urandom(18)).decode()
+        passwords_file.write_text(json.dumps(passwords) + "\n")
+        passwords_file.chmod(0o600)
+    api = {
+        "conn_type": "http",
+        "host": "localhost",
+        "port": int(os.environ.get("AIRFLOW__API__PORT", "8080")),
+        "schema": "http",
+        "login": POOL_READER,
+        "password": passwords[POOL_READER],
+    }
+    return {
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": users,
+        "AIRFLOW_CONN_RETENTION_AIRFLOW_API": json.dumps(api),
+    }
+
+
 def main() -> None:
     if sys.argv[1:] == ["--stop"]:
         stop_embedded()
@@ -272,6 +307,7 @@ def main() -> None:
         "RETENTION_TEST_REQUIRE_DB": "1",
         "RETENTION_TEST_SQL_ALCHEMY_CONN": sqlalchemy_url(dbs["test_metadata"]),
         "PYTHONPATH": f"{ROOT / 'plugins'}:{ROOT}",
+        **pool_reader(airflow_home),
     }
     lines = [f"{key}={shlex.quote(value)}" for key, value in env.items()]
     (LOCAL / "env").write_text("\n".join(lines) + "\n")
