@@ -7,6 +7,13 @@
 -- for operations the scan enqueued, only while the row is older than its
 -- window's cutoff (the caller sets TimeZone to timestamp_timezone), and, when the policy
 -- notifies, its retention.deleted event in the outbox (transactional outbox).
+-- An object with derivatives (remote.derivatives) has one operation per resource;
+-- its row is deleted, and its event written, only by the finish that confirms the
+-- last of them (ready below): a confirmed resource whose siblings are not all
+-- confirmed leaves the row, and a dead one keeps it. The caller holds each
+-- finished object's advisory lock (ops_lock_objects.sql) from before this
+-- statement's snapshot, so two workers confirming an object's last two resources
+-- at once cannot both miss the other's confirmation.
 -- A window's pass counts the batch in its window ledger (window_batch_done.sql)
 -- in the same transaction, so the window's figures never disagree with the table.
 -- The lease-owner guard makes a stale worker's writes no-ops: those keys do not
@@ -49,29 +56,78 @@ WITH input AS (
               i.i_outcome AS op_outcome, i.i_duration_ms AS op_duration_ms,
               o.object_id AS op_object_id, o.tenant AS op_tenant,
               o.policy_revision AS op_revision, o.attempt_count AS op_attempts,
+              coalesce(o.parent_key, o.operation_key) AS op_object_key,
               (SELECT w.cutoff FROM retention.windows AS w
                WHERE w.window_key = o.window_key) AS op_cutoff
+), ready AS (
+    -- One confirmed operation per object whose every resource is now confirmed
+    -- (before, or by this batch). Without derivatives each done operation is ready.
+    SELECT DISTINCT ON (op.op_object_key) op.*
+    FROM op
+    WHERE op.op_state = 'done'
+      AND NOT EXISTS (
+          SELECT 1
+          FROM (SELECT s.operation_key, s.state FROM retention.operations AS s
+                WHERE s.operation_key = op.op_object_key
+                UNION ALL
+                SELECT s.operation_key, s.state FROM retention.operations AS s
+                WHERE s.parent_key = op.op_object_key) AS sibling
+          WHERE sibling.state <> 'done'
+            AND sibling.operation_key NOT IN (
+                SELECT d.op_key FROM op AS d WHERE d.op_state = 'done'))
+    ORDER BY op.op_object_key, op.op_key
+), resource AS (
+    -- Every remote resource of each ready object, with its confirmation.
+    SELECT ready.op_object_key AS object_key, s.operation_key, s.resource,
+           s.parent_key IS NULL AS is_object,
+           coalesce(b.op_status, s.last_status_code) AS status_code,
+           coalesce(b.op_attempts, s.attempt_count) AS attempts,
+           CASE WHEN b.op_key IS NULL THEN s.done_at ELSE now() END AS confirmed_at
+    FROM ready
+    CROSS JOIN LATERAL (
+        SELECT o.operation_key, o.resource, o.parent_key, o.last_status_code,
+               o.attempt_count, o.done_at
+        FROM retention.operations AS o WHERE o.operation_key = ready.op_object_key
+        UNION ALL
+        SELECT o.operation_key, o.resource, o.parent_key, o.last_status_code,
+               o.attempt_count, o.done_at
+        FROM retention.operations AS o WHERE o.parent_key = ready.op_object_key
+    ) AS s
+    LEFT JOIN op AS b ON b.op_key = s.operation_key
 ), event AS (
     INSERT INTO retention.outbox (event_id, policy, operation_key, event_type, payload)
-    SELECT 'evt_' || left(encode(sha256(convert_to('retention.deleted|' || op.op_key, 'UTF8')),
-                                 'hex'), 32),
-           %(policy)s, op.op_key, 'retention.deleted',
+    -- One event per object, keyed by the object's own operation key.
+    SELECT 'evt_' || left(encode(sha256(convert_to('retention.deleted|' || ready.op_object_key,
+                                                   'UTF8')), 'hex'), 32),
+           %(policy)s, ready.op_object_key, 'retention.deleted',
            jsonb_build_object(
                'type', 'retention.deleted',
                'timestamp', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
                'data', jsonb_build_object(
                    'policy', %(policy)s::text,
-                   'policy_revision', op.op_revision,
-                   'operation_key', op.op_key,
-                   'object_id', op.op_object_id,
-                   'tenant', op.op_tenant,
-                   'version', op.op_version,
-                   'status_code', op.op_status,
-                   'attempts', op.op_attempts
+                   'policy_revision', ready.op_revision,
+                   'operation_key', ready.op_object_key,
+                   'object_id', ready.op_object_id,
+                   'tenant', ready.op_tenant,
+                   'version', ready.op_version,
+                   'status_code', main.status_code,
+                   'attempts', main.attempts,
+                   'resources', jsonb_build_object('remote', (
+                       SELECT jsonb_agg(jsonb_build_object(
+                                  'name', r.resource,
+                                  'operation_key', r.operation_key,
+                                  'status_code', r.status_code,
+                                  'attempts', r.attempts,
+                                  'confirmed_at', to_char(r.confirmed_at AT TIME ZONE 'UTC',
+                                                          'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'))
+                              ORDER BY NOT r.is_object, r.resource)
+                       FROM resource AS r
+                       WHERE r.object_key = ready.op_object_key))
                )
            )::text
-    FROM op
-    WHERE op.op_state = 'done' AND %(notify)s
+    FROM ready
+    JOIN resource AS main ON main.object_key = ready.op_object_key AND main.is_object
+    WHERE %(notify)s
     ON CONFLICT (event_id) DO NOTHING
 ), attempt AS (
     INSERT INTO retention.attempts (
@@ -87,19 +143,20 @@ WITH input AS (
 ), gone AS (
     -- Only the row the operation was made for: same version, object and tenant,
     -- and (for operations the scan enqueued) still older than its window's cutoff.
+    -- Of objects whose every resource is confirmed (ready) only.
     DELETE FROM {table}
-    USING op
-    WHERE op.op_state = 'done'
-      AND {key} = op.op_row_key
-      AND {version_expr} = op.op_version
-      AND {object_id}::text = op.op_object_id
-      AND {tenant_text} IS NOT DISTINCT FROM op.op_tenant
-      AND (op.op_cutoff IS NULL OR {ts} < op.op_cutoff)
+    USING ready
+    WHERE {key} = ready.op_row_key
+      AND {version_expr} = ready.op_version
+      AND {object_id}::text = ready.op_object_id
+      AND {tenant_text} IS NOT DISTINCT FROM ready.op_tenant
+      AND (ready.op_cutoff IS NULL OR {ts} < ready.op_cutoff)
     RETURNING {key} AS gone_row_key
 )
 SELECT op.op_key,
-       (op.op_row_key IN (SELECT gone.gone_row_key FROM gone))::int AS rows_deleted,
-       (op.op_state = 'done'
+       (op.op_key IN (SELECT ready.op_key FROM ready)
+        AND op.op_row_key IN (SELECT gone.gone_row_key FROM gone))::int AS rows_deleted,
+       (op.op_key IN (SELECT ready.op_key FROM ready)
         AND op.op_row_key NOT IN (SELECT gone.gone_row_key FROM gone)
         AND EXISTS (SELECT 1 FROM {table} WHERE {key} = op.op_row_key)) AS row_left_alone
 FROM op

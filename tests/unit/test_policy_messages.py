@@ -143,7 +143,8 @@ IDENTIFIER = "is not a plain SQL identifier (letters, digits, underscores; at mo
             "rate_per_second, burst, pool, method, version_column, idempotency_header, "
             "limiter_scope, max_attempts, request_timeout_seconds, claim_batch, "
             "task_budget_seconds, lease_seconds, recovery_seconds, auth_failure_limit, "
-            "backoff_base_seconds, backoff_max_seconds, not_found_is_deleted, not_found_breaker",
+            "backoff_base_seconds, backoff_max_seconds, not_found_is_deleted, not_found_breaker, "
+                "derivatives",
         ),
         (
             {"batch_rows": 2000, "window_rows": 1000},

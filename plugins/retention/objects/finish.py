@@ -7,6 +7,13 @@ the window's tally (``window_batch_done.sql``) commits in the same
 transaction. Any kind of remote object (an HTTP API, an object store, a
 folder) records through this, whatever its transport.
 
+An object with derivatives (``remote.derivatives``) has one operation per
+resource, and its row goes only with the confirmation of the last of them:
+:func:`all_resources_confirmed` is the rule, and ``ops_finish.sql`` applies it
+in the same statement (its ``ready`` step) under each object's advisory lock
+(``ops_lock_objects.sql``), so two workers confirming the last two resources of
+one object at once cannot both leave the row.
+
 A row that cannot be deleted never stalls its batch: if the batch's statement
 fails, each outcome is recorded on its own, and a confirmed deletion whose
 local delete fails goes dead (a foreign key, a trigger: it will fail again) or
@@ -54,6 +61,21 @@ TRANSIENT_DELETE_ERRORS: tuple[type[psycopg.Error], ...] = (
     psycopg.errors.QueryCanceled,
     psycopg.errors.OperationalError,
 )
+
+
+def all_resources_confirmed(states: dict[str, str]) -> bool:
+    """Whether an object's row may go: every resource of it (the object itself and
+    each derivative, by name) is confirmed (``done``). A pending one is waited for;
+    a dead one keeps the row until it is replayed and confirmed."""
+    return bool(states) and all(state == State.DONE for state in states.values())
+
+
+def objects_to_lock(policy: Policy, attempts: list[Attempt]) -> list[str]:
+    """The objects a batch may finish, sorted (the lock order): none without derivatives,
+    where each operation is its object's only resource and no lock is needed."""
+    if policy.remote is None or not policy.remote.derivatives:
+        return []
+    return sorted({a.job.object_key for a in attempts if a.finish.state == State.DONE})
 
 
 @cache
@@ -190,6 +212,8 @@ class AtomicFinish:
             synchronous_commit=False,
             timezone=self.policy.timestamp_timezone,
         ):
+            if objects := objects_to_lock(self.policy, attempts):
+                conn.execute(query("ops_lock_objects"), {"keys": objects}, prepare=True)
             rows = conn.execute(
                 _finish_statement(self.policy),
                 {

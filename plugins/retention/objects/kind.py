@@ -173,10 +173,19 @@ class OperationsKind(ObjectKind):
     def __init__(self, policy: Policy, sender: HttpSender) -> None:
         super().__init__(policy)
         self.sender = sender
-        self.table = (
-            OPERATION_ANSWERS if self.remote.not_found_is_deleted else OPERATION_ANSWERS_STRICT
-        )
-        self.endpoint_verified: bool | None = None  # a 2xx seen (this task, or the last day)
+        # Each resource's endpoint, method and answer table (its own not_found_is_deleted).
+        self.calls = {
+            resource: (
+                endpoint,
+                method,
+                OPERATION_ANSWERS if not_found_is_deleted else OPERATION_ANSWERS_STRICT,
+            )
+            for resource in self.remote.resources
+            for endpoint, method, not_found_is_deleted in [self.remote.call_of(resource)]
+        }
+        # Per resource: a 2xx seen (this task, or the last day); a derivative's endpoint
+        # is proven by its own answers, not by the object's.
+        self.endpoint_verified: dict[str, bool] = {}
         self.held_404s = 0
         self.auth_streak = 0
         self.confirmed = 0  # confirmations this kind has seen (proof the credentials work)
@@ -186,7 +195,11 @@ class OperationsKind(ObjectKind):
 
     def refuse(self, op: Operation) -> tuple[str, str] | None:
         """A missing tenant the endpoint needs, or a path that leaves the endpoint's shape."""
-        if "{tenant_id}" in self.remote.endpoint and op.tenant is None:
+        if op.resource not in self.calls:
+            return "unknown_resource", (
+                f"the policy has no resource {op.resource!r} any more (remote.derivatives)"
+            )
+        if "{tenant_id}" in self.calls[op.resource][0] and op.tenant is None:
             return "missing_tenant", "the endpoint needs {tenant_id} but the row has no tenant"
         path, why = safe_endpoint(self.remote, op)
         return ("invalid_object_id", why) if path is None else None
@@ -197,7 +210,7 @@ class OperationsKind(ObjectKind):
         if path is None:  # screen() refuses these; never send one by another route
             raise ValueError(f"operation {job.key}: {why}")
         return self.sender.send(
-            self.remote.method,
+            self.calls[job.resource][1],
             path,
             headers={self.remote.idempotency_header: job.operation_key},
         )
@@ -206,25 +219,32 @@ class OperationsKind(ObjectKind):
         """Call the endpoint and classify the answer with the policy's table."""
         result = self.send(job)
         now = dt.datetime.now(dt.UTC)
-        c = classify(result.status, result.headers, result.error, now, self.table)
-        return self._refine(conn, known(c))
+        c = classify(result.status, result.headers, result.error, now, self.calls[job.resource][2])
+        return self._refine(conn, known(c), job.resource)
 
-    def _refine(self, conn: Connection, c: OperationClassification) -> OperationClassification:
+    def _refine(
+        self, conn: Connection, c: OperationClassification, resource: str
+    ) -> OperationClassification:
         """Add what the ledger knows: is a 404 trustworthy, are the credentials proven?
 
         A 404 counts as a deletion only once the endpoint has answered 2xx (in
         this task, or for this policy within the last day); before that it is
         held back, because a wrong template or host answers 404 to everything.
+        Each resource's endpoint is judged by its own answers: a derivative's wrong
+        template is not proven right by the object's 2xx.
         """
         if c.outcome is Outcome.CONFIRMED:
             self.confirmed += 1
         if c.status is not None and 200 <= c.status < 300:
-            self.endpoint_verified = True
+            self.endpoint_verified[resource] = True
         if c.status == 404 and c.outcome is Outcome.CONFIRMED and self.remote.not_found_breaker:
-            if self.endpoint_verified is None:
-                row = conn.execute(query("attempt_recent_success"), {"policy": self.policy.name})
-                self.endpoint_verified = bool(row.fetchone()["verified"])  # type: ignore[index]
-            if not self.endpoint_verified:
+            if resource not in self.endpoint_verified:
+                row = conn.execute(
+                    query("attempt_recent_success"),
+                    {"policy": self.policy.name, "resource": resource},
+                )
+                self.endpoint_verified[resource] = bool(row.fetchone()["verified"])  # type: ignore[index]
+            if not self.endpoint_verified[resource]:
                 return replace(c, endpoint_unverified=True)
         if c.outcome is not Outcome.AUTH:
             return c
