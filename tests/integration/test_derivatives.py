@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -18,8 +20,12 @@ from retention.db.connection import Connection, connect_dsn
 from retention.evidence.explain import explain, render
 from retention.evidence.lookup import find_operations
 from retention.evidence.replay import replay_dead
-from retention.objects.keys import derivative_key
+from retention.objects.finish import AtomicFinish
+from retention.objects.keys import Operation, derivative_key
 from retention.objects.kind import OperationsKind
+from retention.queue.classify import Outcome
+from retention.queue.leased import OPERATIONS, Finish, LeasedQueue, State
+from retention.queue.worker import Attempt
 from tests.support.policies import remote_policy
 from tests.support.remote import deliver, enqueue_all, work
 from tests.support.tables import count, create_media_table
@@ -273,3 +279,47 @@ def test_the_event_lists_every_remote_resource_once_all_are_confirmed(
         assert all(r["status_code"] == 204 for r in remote)
     thumbnails = {r["name"]: r for r in by_object["obj-1"]["resources"]["remote"]}["thumbnails"]
     assert thumbnails["attempts"] == 2, "the 503 and the confirmation"
+
+
+def test_two_finishes_confirming_an_objects_last_resources_at_once_delete_its_row(
+    db, unique_name, test_dsn
+) -> None:
+    """The object's confirmation and its derivative's are recorded by two workers at the
+    same moment: the later finish must see the earlier one's confirmation (it waits for
+    the object's lock), so the row does not stay behind with every resource confirmed."""
+    create_media_table(db, unique_name, 1)
+    policy = derivative_policy(unique_name)
+    enqueue_all(db, policy)
+    keys = resources(db, policy, "obj-1")
+    queue = LeasedQueue(OPERATIONS, policy.name, policy.remote.lease)
+    conn_a, conn_b = connect_dsn(test_dsn), connect_dsn(test_dsn)
+    try:
+        claimed = {
+            owner: Operation.from_row(queue.claim(conn, owner, 1)[0])
+            for owner, conn in (("worker-a", conn_a), ("worker-b", conn_b))
+        }
+        assert {op.resource for op in claimed.values()} == {"object", "thumbnails"}
+
+        def confirmed(op: Operation) -> Attempt:
+            now = time.time()
+            return Attempt(
+                op, Finish(state=State.DONE, outcome=Outcome.CONFIRMED, status=204), now, now
+            )
+
+        with conn_a.transaction():  # worker a's finish, not committed yet
+            AtomicFinish(policy).record(conn_a, "worker-a", [confirmed(claimed["worker-a"])], None)
+            later = threading.Thread(
+                target=AtomicFinish(policy).record,
+                args=(conn_b, "worker-b", [confirmed(claimed["worker-b"])], None),
+            )
+            later.start()
+            later.join(0.5)
+            assert later.is_alive(), "the later finish waits for the object's lock"
+        later.join(10)
+    finally:
+        conn_a.close()
+        conn_b.close()
+    states = {r["state"] for r in resources(db, policy, "obj-1").values()}
+    assert states == {"done"}
+    assert keys["object"]["operation_key"] in {op.key for op in claimed.values()}
+    assert rows_left(db, unique_name) == [], "one of the two finishes deleted the row"
