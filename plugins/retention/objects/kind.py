@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections import Counter
 from dataclasses import replace
 from typing import Any
 
@@ -27,7 +28,7 @@ from retention.objects.decide import (
 )
 from retention.objects.finish import AtomicFinish
 from retention.objects.keys import Operation, safe_endpoint
-from retention.policy.model import Policy, RemoteSpec
+from retention.policy.model import MAIN_RESOURCE, Policy, RemoteSpec
 from retention.queue.classify import (
     OPERATION_ANSWERS,
     OPERATION_ANSWERS_STRICT,
@@ -186,7 +187,7 @@ class OperationsKind(ObjectKind):
         # Per resource: a 2xx seen (this task, or the last day); a derivative's endpoint
         # is proven by its own answers, not by the object's.
         self.endpoint_verified: dict[str, bool] = {}
-        self.held_404s = 0
+        self.held_404s: Counter[str] = Counter()  # per resource
         self.auth_streak = 0
         self.confirmed = 0  # confirmations this kind has seen (proof the credentials work)
 
@@ -257,14 +258,15 @@ class OperationsKind(ObjectKind):
     def after(self, conn: Connection, job: Operation, c: Classification) -> Stop | None:
         """Stop on a credential problem (a 401/403 streak) or a suspect endpoint (only 404s)."""
         if known(c).endpoint_unverified:
-            self.held_404s += 1
+            self.held_404s[job.resource] += 1
             limit = self.remote.not_found_breaker
-            if self.held_404s >= limit:
+            if self.held_404s[job.resource] >= limit:
+                endpoint, method, _ = self.calls[job.resource]
                 return Stop(
                     "not_found_breaker",
                     EndpointSuspect(
                         f"policy {self.policy.name!r}: {limit} answers of "
-                        f"{self.remote.method} {self.remote.endpoint} on connection "
+                        f"{method} {endpoint}{_derivative(job.resource)} on connection "
                         f"{self.remote.http_conn_id!r} were 404, and the API has not answered "
                         "2xx in this task or the last day: the endpoint template or connection "
                         "is probably wrong. Nothing was deleted on these answers; the "
@@ -287,6 +289,12 @@ class OperationsKind(ObjectKind):
                 "object; the operations stay pending. Fix the connection and rerun."
             ),
         )
+
+
+def _derivative(resource: str) -> str:
+    """`` (derivative 'thumbnails')`` after a derivative's endpoint in a message; nothing
+    after the object's own."""
+    return "" if resource == MAIN_RESOURCE else f" (derivative {resource!r})"
 
 
 def _changed(op: Operation, row: dict[str, Any]) -> str | None:
