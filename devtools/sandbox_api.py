@@ -18,7 +18,9 @@ Derivatives: a path ending in one of ``derivatives`` (default ``thumbnails`` and
 ``transcodes``), such as ``/v1/assets/obj-7/thumbnails``, or naming one before the
 id (``/v1/transcodes/obj-7``), deletes the derivative ``obj-7/thumbnails`` (or
 ``obj-7/transcodes``): a resource of its own, with its own effects, and its own
-faults, named the same way (``fail_5xx={"obj-7/thumbnails": 1}``).
+faults, named the same way (``fail_5xx={"obj-7/thumbnails": 1}``);
+``not_found_derivatives`` (names of derivatives that answer 404 to everything,
+as a derivative's wrong endpoint template would).
 
 Admin endpoints (JSON): ``GET /_sandbox/stats``, ``POST /_sandbox/config``,
 ``POST /_sandbox/reset``.  Stats include every request's time and status, the
@@ -49,6 +51,7 @@ DEFAULTS: dict[str, Any] = {
     "redirect": {},
     "not_found_all": False,
     "derivatives": ["thumbnails", "transcodes"],
+    "not_found_derivatives": [],
 }
 
 
@@ -206,7 +209,8 @@ class Handler(BaseHTTPRequestHandler):
             if object_id in config["reject"]:
                 record["status"] = 422
                 return 422, {}, False
-            if config["not_found_all"]:
+            resource = object_id.rpartition("/")[2] if "/" in object_id else None
+            if config["not_found_all"] or resource in config["not_found_derivatives"]:
                 record["status"] = 404
                 return 404, {}, False
             if object_id in config["redirect"]:

@@ -22,7 +22,7 @@ from retention.evidence.lookup import find_operations
 from retention.evidence.replay import replay_dead
 from retention.objects.finish import AtomicFinish
 from retention.objects.keys import Operation, derivative_key
-from retention.objects.kind import OperationsKind
+from retention.objects.kind import EndpointSuspect, OperationsKind
 from retention.queue.classify import Outcome
 from retention.queue.leased import OPERATIONS, Finish, LeasedQueue, State
 from retention.queue.worker import Attempt
@@ -323,3 +323,40 @@ def test_two_finishes_confirming_an_objects_last_resources_at_once_delete_its_ro
     assert states == {"done"}
     assert keys["object"]["operation_key"] in {op.key for op in claimed.values()}
     assert rows_left(db, unique_name) == [], "one of the two finishes deleted the row"
+
+
+def test_a_derivatives_404s_are_judged_by_its_own_endpoint_not_the_objects(
+    db, unique_name, sandbox, test_dsn
+) -> None:
+    """The objects answer 204, their thumbnails only 404 (a wrong template): the object's
+    2xx does not make the thumbnails' 404s count; the breaker stops the task naming the
+    derivative, and no row goes."""
+    create_media_table(db, unique_name, 3)
+    sandbox.state.configure(not_found_derivatives=["thumbnails"])
+    policy = derivative_policy(unique_name, not_found_breaker=3)
+    enqueue_all(db, policy)
+    with pytest.raises(EndpointSuspect) as tripped:
+        work(test_dsn, policy, sandbox)
+    assert "/v1/assets/{object_id}/thumbnails (derivative 'thumbnails')" in str(tripped.value)
+    assert rows_left(db, unique_name) == [1, 2, 3]
+    for object_id in ("obj-1", "obj-2", "obj-3"):
+        ops = resources(db, policy, object_id)
+        assert ops["object"]["state"] == "done"
+        assert ops["thumbnails"]["state"] == "pending", "held back, nothing deleted on it"
+
+
+def test_a_derivative_may_refuse_404_when_the_object_accepts_it(
+    db, unique_name, sandbox, test_dsn
+) -> None:
+    """``not_found_is_deleted: false`` on one derivative: its 404 is a rejection (dead,
+    the row stays), while the object's own 404 still confirms."""
+    create_media_table(db, unique_name, 1)
+    sandbox.state.configure(not_found_derivatives=["thumbnails"])
+    strict = {**THUMBNAILS, "not_found_is_deleted": False}
+    policy = derivative_policy(unique_name, derivatives=[strict])
+    enqueue_all(db, policy)
+    work(test_dsn, policy, sandbox)
+    ops = resources(db, policy, "obj-1")
+    assert (ops["thumbnails"]["state"], ops["thumbnails"]["failure_class"]) == ("dead", "http_404")
+    assert ops["object"]["state"] == "done"
+    assert rows_left(db, unique_name) == [1]
