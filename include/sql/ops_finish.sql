@@ -126,7 +126,7 @@ WITH input AS (
                )
            )::text
     FROM ready
-    JOIN resource AS main ON main.object_key = ready.op_object_key AND main.is_object
+    LEFT JOIN resource AS main ON main.object_key = ready.op_object_key AND main.is_object
     WHERE %(notify)s
     ON CONFLICT (event_id) DO NOTHING
 ), attempt AS (

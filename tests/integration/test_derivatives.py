@@ -17,9 +17,10 @@ from svix.webhooks import Webhook as SvixWebhook
 
 from devtools.receiver import Receiver, new_secret
 from retention.db.connection import Connection, connect_dsn
+from retention.evidence.audit import purge_audit
 from retention.evidence.explain import explain, render
 from retention.evidence.lookup import find_operations
-from retention.evidence.replay import replay_dead
+from retention.evidence.replay import dead_operations, replay_dead
 from retention.objects.finish import AtomicFinish
 from retention.objects.keys import Operation, derivative_key
 from retention.objects.kind import EndpointSuspect, OperationsKind
@@ -140,6 +141,8 @@ def test_a_dead_derivative_keeps_the_row_explain_names_it_and_replay_finishes_it
     assert (ops["thumbnails"]["state"], ops["thumbnails"]["failure_class"]) == ("dead", "http_403")
     assert calls(sandbox)["obj-2/thumbnails"] == 3, "dead on the third refusal"
     assert rows_left(db, unique_name) == [2], "a dead derivative keeps its row"
+    (dead,) = dead_operations(db, policy=policy.name)
+    assert (dead["object_id"], dead["resource"]) == ("obj-2", "thumbnails")
 
     (match,) = find_operations(db, "2", policy=policy.name)  # the row key names the object
     record = explain(db, match["operation_key"])
@@ -360,3 +363,24 @@ def test_a_derivative_may_refuse_404_when_the_object_accepts_it(
     assert (ops["thumbnails"]["state"], ops["thumbnails"]["failure_class"]) == ("dead", "http_404")
     assert ops["object"]["state"] == "done"
     assert rows_left(db, unique_name) == [1]
+
+
+def test_the_audit_purge_keeps_an_objects_evidence_while_its_row_waits(
+    db, unique_name, sandbox, test_dsn
+) -> None:
+    """Past the audit horizon, an object whose derivative is still live (its row still
+    there) keeps its confirmed operations; a finished object's go, all of them."""
+    create_media_table(db, unique_name, 2)
+    sandbox.state.configure(fail_5xx={"obj-1/thumbnails": 1})
+    policy = derivative_policy(unique_name)
+    enqueue_all(db, policy)
+    work(test_dsn, policy, sandbox)
+    db.execute(
+        "UPDATE retention.operations SET done_at = now() - interval '400 days' "
+        "WHERE policy = %s AND state = 'done'",
+        (policy.name,),
+    )
+    purged = purge_audit(db, policy.name, audit_days=30)
+    assert purged["operations"] == 2, "obj-2's object and thumbnails"
+    assert set(resources(db, policy, "obj-1")) == {"object", "thumbnails"}
+    assert resources(db, policy, "obj-2") == {}
