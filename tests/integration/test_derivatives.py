@@ -3,6 +3,7 @@ resource of it is confirmed, against the real Postgres and the sandbox API on lo
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import multiprocessing
 import os
@@ -15,11 +16,13 @@ from typing import Any
 import pytest
 from svix.webhooks import Webhook as SvixWebhook
 
+from devtools.plans import CUTOFF
 from devtools.receiver import Receiver, new_secret
 from retention.db.connection import Connection, connect_dsn
 from retention.evidence.audit import purge_audit
 from retention.evidence.explain import explain, render
 from retention.evidence.lookup import find_operations
+from retention.evidence.reconcile import explain_remote
 from retention.evidence.replay import dead_operations, replay_dead
 from retention.objects.finish import AtomicFinish
 from retention.objects.keys import Operation, derivative_key
@@ -116,6 +119,9 @@ def test_a_derivative_answering_503_keeps_the_row_until_it_is_confirmed(
     assert ops["object"]["state"] == "done", "the object itself was confirmed"
     assert (ops["thumbnails"]["state"], ops["thumbnails"]["last_status_code"]) == ("pending", 503)
     assert rows_left(db, unique_name) == [1], "the row waits for its thumbnails"
+    since = dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)
+    waiting = explain_remote(db, policy, CUTOFF, since)["eligible_rows_by_state"]
+    assert waiting == {"pending": 1}, "a row waiting on a pending derivative is backlog"
     record = explain(db, ops["object"]["operation_key"])
     assert record["row"] == {"all_resources_confirmed": False, "waiting_on": ["thumbnails"]}
     make_due(db, policy)
@@ -141,6 +147,10 @@ def test_a_dead_derivative_keeps_the_row_explain_names_it_and_replay_finishes_it
     assert (ops["thumbnails"]["state"], ops["thumbnails"]["failure_class"]) == ("dead", "http_403")
     assert calls(sandbox)["obj-2/thumbnails"] == 3, "dead on the third refusal"
     assert rows_left(db, unique_name) == [2], "a dead derivative keeps its row"
+    since = dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)
+    remote = explain_remote(db, policy, CUTOFF, since)
+    assert remote["eligible_rows_by_state"] == {"dead": 1}, "the row is counted as its dead one"
+    assert remote["unexplained_rows"] == 0
     (dead,) = dead_operations(db, policy=policy.name)
     assert (dead["object_id"], dead["resource"]) == ("obj-2", "thumbnails")
 
