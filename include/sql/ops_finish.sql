@@ -9,11 +9,11 @@
 -- notifies, its retention.deleted event in the outbox (transactional outbox).
 -- An object with derivatives (remote.derivatives) has one operation per resource;
 -- its row is deleted, and its event written, only by the finish that confirms the
--- last of them (ready below): a confirmed resource whose siblings are not all
--- confirmed leaves the row, and a dead one keeps it. The caller holds each
--- finished object's advisory lock (ops_lock_objects.sql) from before this
--- statement's snapshot, so two workers confirming an object's last two resources
--- at once cannot both miss the other's confirmation.
+-- last of them: the object_ready part is ops_finish_ready_resources.sql for such a
+-- policy, else ops_finish_ready_object.sql (each done operation is its object's
+-- only resource). Either defines judged (each recorded operation, op_ready when it
+-- finishes its object), ready (those that do) and resource (each ready object's
+-- remote resources, for its event).
 -- A window's pass counts the batch in its window ledger (window_batch_done.sql)
 -- in the same transaction, so the window's figures never disagree with the table.
 -- The lease-owner guard makes a stale worker's writes no-ops: those keys do not
@@ -59,42 +59,7 @@ WITH input AS (
               coalesce(o.parent_key, o.operation_key) AS op_object_key,
               (SELECT w.cutoff FROM retention.windows AS w
                WHERE w.window_key = o.window_key) AS op_cutoff
-), ready AS (
-    -- One confirmed operation per object whose every resource is now confirmed
-    -- (before, or by this batch). Without derivatives each done operation is ready.
-    SELECT DISTINCT ON (op.op_object_key) op.*
-    FROM op
-    WHERE op.op_state = 'done'
-      AND NOT EXISTS (
-          SELECT 1
-          FROM (SELECT s.operation_key, s.state FROM retention.operations AS s
-                WHERE s.operation_key = op.op_object_key
-                UNION ALL
-                SELECT s.operation_key, s.state FROM retention.operations AS s
-                WHERE s.parent_key = op.op_object_key) AS sibling
-          WHERE sibling.state <> 'done'
-            AND sibling.operation_key NOT IN (
-                SELECT d.op_key FROM op AS d WHERE d.op_state = 'done'))
-    ORDER BY op.op_object_key, op.op_key
-), resource AS (
-    -- Every remote resource of each ready object, with its confirmation.
-    SELECT ready.op_object_key AS object_key, s.operation_key, s.resource,
-           s.parent_key IS NULL AS is_object,
-           coalesce(b.op_status, s.last_status_code) AS status_code,
-           coalesce(b.op_attempts, s.attempt_count) AS attempts,
-           CASE WHEN b.op_key IS NULL THEN s.done_at ELSE now() END AS confirmed_at
-    FROM ready
-    CROSS JOIN LATERAL (
-        SELECT o.operation_key, o.resource, o.parent_key, o.last_status_code,
-               o.attempt_count, o.done_at
-        FROM retention.operations AS o WHERE o.operation_key = ready.op_object_key
-        UNION ALL
-        SELECT o.operation_key, o.resource, o.parent_key, o.last_status_code,
-               o.attempt_count, o.done_at
-        FROM retention.operations AS o WHERE o.parent_key = ready.op_object_key
-    ) AS s
-    LEFT JOIN op AS b ON b.op_key = s.operation_key
-), event AS (
+), {object_ready}, event AS (
     INSERT INTO retention.outbox (event_id, policy, operation_key, event_type, payload)
     -- One event per object, keyed by the object's own operation key.
     SELECT 'evt_' || left(encode(sha256(convert_to('retention.deleted|' || ready.op_object_key,
@@ -153,10 +118,10 @@ WITH input AS (
       AND (ready.op_cutoff IS NULL OR {ts} < ready.op_cutoff)
     RETURNING {key} AS gone_row_key
 )
-SELECT op.op_key,
-       (op.op_key IN (SELECT ready.op_key FROM ready)
-        AND op.op_row_key IN (SELECT gone.gone_row_key FROM gone))::int AS rows_deleted,
-       (op.op_key IN (SELECT ready.op_key FROM ready)
-        AND op.op_row_key NOT IN (SELECT gone.gone_row_key FROM gone)
-        AND EXISTS (SELECT 1 FROM {table} WHERE {key} = op.op_row_key)) AS row_left_alone
-FROM op
+SELECT judged.op_key,
+       (judged.op_ready
+        AND judged.op_row_key IN (SELECT gone.gone_row_key FROM gone))::int AS rows_deleted,
+       (judged.op_ready
+        AND judged.op_row_key NOT IN (SELECT gone.gone_row_key FROM gone)
+        AND EXISTS (SELECT 1 FROM {table} WHERE {key} = judged.op_row_key)) AS row_left_alone
+FROM judged

@@ -10,7 +10,7 @@ folder) records through this, whatever its transport.
 An object with derivatives (``remote.derivatives``) has one operation per
 resource, and its row goes only with the confirmation of the last of them:
 :func:`all_resources_confirmed` is the rule, and ``ops_finish.sql`` applies it
-in the same statement (its ``ready`` step) under each object's advisory lock
+in the same statement (``ops_finish_ready_resources.sql``) under each object's advisory lock
 (``ops_lock_objects.sql``), so two workers confirming the last two resources of
 one object at once cannot both leave the row.
 
@@ -34,7 +34,7 @@ import psycopg
 from psycopg import sql
 
 from retention.db.connection import Connection, bounded
-from retention.db.sqlfiles import query
+from retention.db.sqlfiles import query, sql_text
 from retention.objects.keys import LOCAL_DELETE_PENDING
 from retention.policy.model import Policy
 from retention.queue.classify import Outcome
@@ -80,7 +80,14 @@ def objects_to_lock(policy: Policy, attempts: list[Attempt]) -> list[str]:
 
 @cache
 def _finish_statement(policy: Policy) -> sql.Composed:
-    return TargetTable.of(policy.table_spec, policy.remote).query("ops_finish")
+    """``ops_finish.sql`` with the rule of when an operation finishes its object: a policy
+    without derivatives keeps the statement it had (no read of the object's other
+    resources, so its ledger rate does not fall)."""
+    coupled = policy.remote is not None and bool(policy.remote.derivatives)
+    rule = "ops_finish_ready_resources" if coupled else "ops_finish_ready_object"
+    return TargetTable.of(policy.table_spec, policy.remote).query(
+        "ops_finish", object_ready=sql.SQL(sql_text(rule))
+    )
 
 
 class AtomicFinish:
