@@ -19,6 +19,7 @@ from svix.webhooks import Webhook as SvixWebhook
 from devtools.plans import CUTOFF
 from devtools.receiver import Receiver, new_secret
 from retention.db.connection import Connection, connect_dsn
+from retention.events.hints import Hint, apply
 from retention.evidence.audit import purge_audit
 from retention.evidence.explain import explain, render
 from retention.evidence.lookup import find_operations
@@ -394,3 +395,20 @@ def test_the_audit_purge_keeps_an_objects_evidence_while_its_row_waits(
     assert purged["operations"] == 2, "obj-2's object and thumbnails"
     assert set(resources(db, policy, "obj-1")) == {"object", "thumbnails"}
     assert resources(db, policy, "obj-2") == {}
+
+
+def test_a_hinted_object_gets_its_derivatives_due_with_it(
+    db, unique_name, sandbox, test_dsn
+) -> None:
+    """A signed hint makes an object due: its derivatives are enqueued in the same
+    transaction, due at the same time, and a pass deletes every resource, then the row."""
+    create_media_table(db, unique_name, 2)
+    policy = derivative_policy(unique_name)
+    applied = apply(db, Hint(webhook_id="msg_1", policy=policy, objects=[("obj-1", None)]))
+    ops = resources(db, policy, "obj-1")
+    assert set(ops) == {"object", "thumbnails"}
+    assert applied["operations"] == [ops["object"]["operation_key"]]
+    assert {op["state"] for op in ops.values()} == {"pending"}
+    work(test_dsn, policy, sandbox)
+    assert calls(sandbox) == Counter({"obj-1": 1, "obj-1/thumbnails": 1})
+    assert rows_left(db, unique_name) == [2]
