@@ -14,6 +14,14 @@
   ``redirect`` (object id -> URL answered with 307 and that Location),
   ``not_found_all`` (every delete answers 404, as a wrong endpoint template would).
 
+Derivatives: a path ending in one of ``derivatives`` (default ``thumbnails`` and
+``transcodes``), such as ``/v1/assets/obj-7/thumbnails``, or naming one before the
+id (``/v1/transcodes/obj-7``), deletes the derivative ``obj-7/thumbnails`` (or
+``obj-7/transcodes``): a resource of its own, with its own effects, and its own
+faults, named the same way (``fail_5xx={"obj-7/thumbnails": 1}``);
+``not_found_derivatives`` (names of derivatives that answer 404 to everything,
+as a derivative's wrong endpoint template would).
+
 Admin endpoints (JSON): ``GET /_sandbox/stats``, ``POST /_sandbox/config``,
 ``POST /_sandbox/reset``.  Stats include every request's time and status, the
 number of effects per object, repeats, 429s and the peak of concurrent requests.
@@ -42,6 +50,8 @@ DEFAULTS: dict[str, Any] = {
     "deny_all": False,
     "redirect": {},
     "not_found_all": False,
+    "derivatives": ["thumbnails", "transcodes"],
+    "not_found_derivatives": [],
 }
 
 
@@ -141,7 +151,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_DELETE(self) -> None:
         state = self.server.state
-        object_id = self.path.rstrip("/").rsplit("/", 1)[-1]
+        object_id = self.target(self.path)
         key = self.headers.get("Idempotency-Key")
         with state.lock:
             state.in_flight += 1
@@ -159,6 +169,17 @@ class Handler(BaseHTTPRequestHandler):
             self.connection.shutdown(2)
             return
         self._json(status, {"object": object_id, "status": status}, headers)
+
+    def target(self, path: str) -> str:
+        """What a path deletes: its last segment (an object id), or ``<object id>/<name>``
+        when a segment names a derivative (``/v1/assets/obj-7/thumbnails``,
+        ``/v1/transcodes/obj-7``)."""
+        segments = path.rstrip("/").split("/")
+        names = self.server.state.config["derivatives"]
+        if len(segments) > 2 and segments[-1] in names:
+            return f"{segments[-2]}/{segments[-1]}"
+        named = [segment for segment in segments[:-1] if segment in names]
+        return f"{segments[-1]}/{named[-1]}" if named else segments[-1]
 
     def _decide(
         self, object_id: str, key: str | None, path: str
@@ -188,7 +209,8 @@ class Handler(BaseHTTPRequestHandler):
             if object_id in config["reject"]:
                 record["status"] = 422
                 return 422, {}, False
-            if config["not_found_all"]:
+            resource = object_id.rpartition("/")[2] if "/" in object_id else None
+            if config["not_found_all"] or resource in config["not_found_derivatives"]:
                 record["status"] = 404
                 return 404, {}, False
             if object_id in config["redirect"]:

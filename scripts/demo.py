@@ -2,7 +2,8 @@
 
 1. ``retention__event_logs``: a 1M-row event log (90 days, 20 tenants) loses
    everything older than 30 days, in short batched transactions.
-2. ``retention__media_assets``: 400 media rows (28 days) whose objects live in
+2. ``retention__media_assets``: 400 media rows (28 days) whose objects, and each
+   object's thumbnails (a derivative: its own operation), live in
    the sandbox deletion API on loopback; everything older than 14 days is
    deleted remotely (rate-limited, idempotent, through the operation ledger),
    then locally, and each deletion is announced by a signed ``retention.deleted``
@@ -60,6 +61,20 @@ def run_dag(dag_id: str, logical_date: dt.datetime) -> dict:
         print(log_path.read_text()[-4000:])
         sys.exit(f"demo: {dag_id} failed (exit {done.returncode}); see {log_path}")
     return row["summary"]
+
+
+def resource_states(conn, policy: str) -> str:
+    """``object: 200 done; thumbnails: 199 done, 1 pending``: each remote resource's
+    operations of the policy by state, as the ledger holds them."""
+    rows = conn.execute(
+        "SELECT resource, state, count(*) AS n FROM retention.operations WHERE policy = %s "
+        "GROUP BY resource, state ORDER BY resource <> 'object', resource, state",
+        (policy,),
+    ).fetchall()
+    states: dict[str, list[str]] = {}
+    for row in rows:
+        states.setdefault(row["resource"], []).append(f"{row['n']:,} {row['state']}")
+    return "; ".join(f"{name}: {', '.join(parts)}" for name, parts in states.items()) or "none"
 
 
 def reset_media_ledger(conn) -> None:
@@ -125,13 +140,17 @@ def main() -> None:
         sandbox.stop()
         receiver.stop()
     saved = save_summaries({"event_logs": rows, "media_assets": media})
+    with connect_dsn(os.environ["RETENTION_DEMO_DSN"]) as conn:
+        by_resource = resource_states(conn, "media_assets")
     effects = stats["effects"]
     events = media.get("events") or {}
     duplicates = sum(effects.values()) - len(effects)
     print(
         f"media_assets: {media['rows_deleted']:,} objects and rows deleted, "
         f"{media['rows_remaining']} remaining older than {media['cutoff']}: {media['status']}\n"
-        f"sandbox API: {len(stats['requests'])} requests, {len(effects)} objects deleted, "
+        f"media_assets resources (the ledger): {by_resource}\n"
+        f"sandbox API: {len(stats['requests'])} requests, {len(effects)} objects and "
+        "thumbnails deleted, "
         f"{duplicates} duplicate remote effects, {stats['repeats']} idempotent repeats, "
         f"{stats['throttled']} answered 429\n"
         f"event receiver: {receiver.summary()}\n"

@@ -1,5 +1,6 @@
 -- Everything durable about one operation: the operation, the window and run that
--- made it eligible, and its retention.deleted event. Read-only.
+-- made it eligible, and its retention.deleted event (its object's, for a
+-- derivative's operation: one event per object). Read-only.
 SELECT o.*,
        w.run_id AS window_run_id, w.cutoff AS window_cutoff, w.first_id, w.last_id,
        r.logical_date AS run_logical_date, r.anchor_source AS run_anchor_source,
@@ -10,5 +11,5 @@ SELECT o.*,
 FROM retention.operations AS o
 LEFT JOIN retention.windows AS w ON w.window_key = o.window_key
 LEFT JOIN retention.runs AS r ON r.policy = w.policy AND r.run_id = w.run_id
-LEFT JOIN retention.outbox AS e ON e.operation_key = o.operation_key
+LEFT JOIN retention.outbox AS e ON e.operation_key = coalesce(o.parent_key, o.operation_key)
 WHERE o.operation_key = %(key)s

@@ -1,7 +1,8 @@
 -- Make hinted objects' deletions pending, due at due_at (or now), under the same
 -- operation keys the scheduled scan derives. An operation already pending only
 -- becomes due sooner; done, dead and in-flight ones are left alone. Only rows older
--- than the latest cutoff allowed now (now − retain_days) are enqueued.
+-- than the latest cutoff allowed now (now − retain_days) are enqueued. The keys it
+-- returns get their derivatives from ops_enqueue_derivatives.sql.
 -- Upserts rows of retention.operations; reads the table without locks.
 INSERT INTO retention.operations (
     operation_key, policy, policy_revision, table_name, row_key, object_id, tenant,

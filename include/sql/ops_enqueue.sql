@@ -2,7 +2,9 @@
 -- operation_key = sha256(policy|revision|table|row key|version), so re-enqueueing
 -- is a no-op and a restored-then-expired object gets a new key. An operation a
 -- hint made pending for later joins the window and becomes due now. Rows without
--- an object id are not enqueued (reconcile reports them as unexplained).
+-- an object id are not enqueued (reconcile reports them as unexplained). Returns
+-- the keys it inserted or made due, whose derivatives ops_enqueue_derivatives.sql
+-- records beside them (when the policy has any).
 -- Inserts into retention.operations only; reads the target table without locks.
 INSERT INTO retention.operations (
     operation_key, policy, policy_revision, table_name, row_key, object_id, tenant,
@@ -24,3 +26,4 @@ SET not_before = least(retention.operations.not_before, excluded.not_before),
 WHERE retention.operations.state = 'pending'
   AND (retention.operations.window_key IS NULL
        OR retention.operations.not_before > excluded.not_before)
+RETURNING operation_key

@@ -7,6 +7,13 @@
 -- for operations the scan enqueued, only while the row is older than its
 -- window's cutoff (the caller sets TimeZone to timestamp_timezone), and, when the policy
 -- notifies, its retention.deleted event in the outbox (transactional outbox).
+-- An object with derivatives (remote.derivatives) has one operation per resource;
+-- its row is deleted, and its event written, only by the finish that confirms the
+-- last of them: the object_ready part is ops_finish_ready_resources.sql for such a
+-- policy, else ops_finish_ready_object.sql (each done operation is its object's
+-- only resource). Either defines judged (each recorded operation, op_ready when it
+-- finishes its object), ready (those that do) and resource (each ready object's
+-- remote resources, for its event).
 -- A window's pass counts the batch in its window ledger (window_batch_done.sql)
 -- in the same transaction, so the window's figures never disagree with the table.
 -- The lease-owner guard makes a stale worker's writes no-ops: those keys do not
@@ -49,29 +56,43 @@ WITH input AS (
               i.i_outcome AS op_outcome, i.i_duration_ms AS op_duration_ms,
               o.object_id AS op_object_id, o.tenant AS op_tenant,
               o.policy_revision AS op_revision, o.attempt_count AS op_attempts,
+              coalesce(o.parent_key, o.operation_key) AS op_object_key,
               (SELECT w.cutoff FROM retention.windows AS w
                WHERE w.window_key = o.window_key) AS op_cutoff
-), event AS (
+), {object_ready}, event AS (
     INSERT INTO retention.outbox (event_id, policy, operation_key, event_type, payload)
-    SELECT 'evt_' || left(encode(sha256(convert_to('retention.deleted|' || op.op_key, 'UTF8')),
-                                 'hex'), 32),
-           %(policy)s, op.op_key, 'retention.deleted',
+    -- One event per object, keyed by the object's own operation key.
+    SELECT 'evt_' || left(encode(sha256(convert_to('retention.deleted|' || ready.op_object_key,
+                                                   'UTF8')), 'hex'), 32),
+           %(policy)s, ready.op_object_key, 'retention.deleted',
            jsonb_build_object(
                'type', 'retention.deleted',
                'timestamp', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
                'data', jsonb_build_object(
                    'policy', %(policy)s::text,
-                   'policy_revision', op.op_revision,
-                   'operation_key', op.op_key,
-                   'object_id', op.op_object_id,
-                   'tenant', op.op_tenant,
-                   'version', op.op_version,
-                   'status_code', op.op_status,
-                   'attempts', op.op_attempts
+                   'policy_revision', ready.op_revision,
+                   'operation_key', ready.op_object_key,
+                   'object_id', ready.op_object_id,
+                   'tenant', ready.op_tenant,
+                   'version', ready.op_version,
+                   'status_code', main.status_code,
+                   'attempts', main.attempts,
+                   'resources', jsonb_build_object('remote', (
+                       SELECT jsonb_agg(jsonb_build_object(
+                                  'name', r.resource,
+                                  'operation_key', r.operation_key,
+                                  'status_code', r.status_code,
+                                  'attempts', r.attempts,
+                                  'confirmed_at', to_char(r.confirmed_at AT TIME ZONE 'UTC',
+                                                          'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'))
+                              ORDER BY NOT r.is_object, r.resource)
+                       FROM resource AS r
+                       WHERE r.object_key = ready.op_object_key))
                )
            )::text
-    FROM op
-    WHERE op.op_state = 'done' AND %(notify)s
+    FROM ready
+    LEFT JOIN resource AS main ON main.object_key = ready.op_object_key AND main.is_object
+    WHERE %(notify)s
     ON CONFLICT (event_id) DO NOTHING
 ), attempt AS (
     INSERT INTO retention.attempts (
@@ -87,19 +108,20 @@ WITH input AS (
 ), gone AS (
     -- Only the row the operation was made for: same version, object and tenant,
     -- and (for operations the scan enqueued) still older than its window's cutoff.
+    -- Of objects whose every resource is confirmed (ready) only.
     DELETE FROM {table}
-    USING op
-    WHERE op.op_state = 'done'
-      AND {key} = op.op_row_key
-      AND {version_expr} = op.op_version
-      AND {object_id}::text = op.op_object_id
-      AND {tenant_text} IS NOT DISTINCT FROM op.op_tenant
-      AND (op.op_cutoff IS NULL OR {ts} < op.op_cutoff)
+    USING ready
+    WHERE {key} = ready.op_row_key
+      AND {version_expr} = ready.op_version
+      AND {object_id}::text = ready.op_object_id
+      AND {tenant_text} IS NOT DISTINCT FROM ready.op_tenant
+      AND (ready.op_cutoff IS NULL OR {ts} < ready.op_cutoff)
     RETURNING {key} AS gone_row_key
 )
-SELECT op.op_key,
-       (op.op_row_key IN (SELECT gone.gone_row_key FROM gone))::int AS rows_deleted,
-       (op.op_state = 'done'
-        AND op.op_row_key NOT IN (SELECT gone.gone_row_key FROM gone)
-        AND EXISTS (SELECT 1 FROM {table} WHERE {key} = op.op_row_key)) AS row_left_alone
-FROM op
+SELECT judged.op_key,
+       (judged.op_ready
+        AND judged.op_row_key IN (SELECT gone.gone_row_key FROM gone))::int AS rows_deleted,
+       (judged.op_ready
+        AND judged.op_row_key NOT IN (SELECT gone.gone_row_key FROM gone)
+        AND EXISTS (SELECT 1 FROM {table} WHERE {key} = judged.op_row_key)) AS row_left_alone
+FROM judged

@@ -17,6 +17,7 @@
 --   0011_alerts
 --   0012_partition_drop_identity
 --   0013_dead_letter_discards
+--   0014_operation_resources
 
 CREATE TABLE retention.alerts (
     policy      text NOT NULL,
@@ -103,12 +104,15 @@ CREATE TABLE retention.operations (
     created_at         timestamp with time zone NOT NULL DEFAULT now(),
     updated_at         timestamp with time zone NOT NULL DEFAULT now(),
     done_at            timestamp with time zone,
+    resource           text NOT NULL DEFAULT 'object'::text,
+    parent_key         text,
     CONSTRAINT operations_pkey PRIMARY KEY (operation_key),
     CONSTRAINT operations_state_check CHECK (state = ANY (ARRAY['pending'::text, 'in_flight'::text, 'done'::text, 'dead'::text]))
 );
 CREATE INDEX operations_dead ON retention.operations USING btree (policy, failure_class) WHERE (state = 'dead'::text);
 CREATE INDEX operations_done ON retention.operations USING btree (policy, done_at) WHERE (state = 'done'::text);
 CREATE INDEX operations_leased ON retention.operations USING btree (policy, lease_expires_at) WHERE (state = 'in_flight'::text);
+CREATE UNIQUE INDEX operations_object_resource ON retention.operations USING btree (parent_key, resource) WHERE (parent_key IS NOT NULL);
 CREATE INDEX operations_pending ON retention.operations USING btree (policy, not_before) WHERE (state = 'pending'::text);
 CREATE INDEX operations_policy ON retention.operations USING btree (policy);
 CREATE INDEX operations_window ON retention.operations USING btree (window_key);
@@ -314,7 +318,9 @@ CREATE VIEW retention.dead_operations AS
     operations.claim_count,
     operations.window_key,
     operations.created_at,
-    operations.updated_at AS dead_since
+    operations.updated_at AS dead_since,
+    operations.resource,
+    operations.parent_key
    FROM retention.operations
   WHERE operations.state = 'dead'::text;
 

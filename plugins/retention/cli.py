@@ -190,7 +190,8 @@ def _explain(args: argparse.Namespace) -> int:
         for row in shown:
             print(
                 f"{row['operation_key']}  {row['policy']}  object={row['object_id']} "
-                f"row={row['row_key']}  {row['state']}"
+                + ("" if row["resource"] == "object" else f"resource={row['resource']} ")
+                + f"row={row['row_key']}  {row['state']}"
                 + (f" ({row['failure_class']})" if row["failure_class"] else "")
                 + f"  updated {row['updated_at']:%Y-%m-%d %H:%M}"
             )
@@ -241,7 +242,9 @@ def _dead_letters(args: argparse.Namespace) -> int:
     for row in rows:
         print(
             f"{row['operation_key']}  {row['policy']}  object={row['object_id']} "
-            f"tenant={row['tenant']}  {row['failure_class']} ({answer(row['last_status_code'])}) "
+            + ("" if row["resource"] == "object" else f"resource={row['resource']} ")
+            + f"tenant={row['tenant']}  {row['failure_class']} "
+            f"({answer(row['last_status_code'])}) "
             f"after {row['attempt_count']} attempts, "
             f"dead since {row['dead_since']:%Y-%m-%d %H:%M}: {row['reason']}"
         )

@@ -23,7 +23,7 @@ import pytest
 from retention.airflow.dag_factory import build_dag
 from retention.paths import DEFAULT_POLICIES_PATH
 from retention.policy import load_policies
-from retention.policy.model import Policy
+from retention.policy.model import DerivativeSpec, Policy
 from tests.support.env import ROOT
 from tests.support.policies import REQUIRED_REMOTE, make_policy
 
@@ -150,6 +150,9 @@ REMOTE_SETTINGS: dict[str, Any] = {
     "auth_failure_limit": 2,
     "not_found_is_deleted": False,
     "not_found_breaker": 5,
+    "derivatives": (
+        DerivativeSpec(name="posters", endpoint="/v1/posters/{object_id}", method="POST"),
+    ),
 }
 # The notify settings the docs show, and those they leave to docs/remote.md.
 NOTIFY_SETTINGS: dict[str, Any] = {

@@ -39,6 +39,7 @@ from retention.db.connection import Connection, connect_dsn
 from retention.db.migrate import migrate
 from retention.db.table_check import TableMismatch
 from retention.events.outbox import NotifyConfigError
+from retention.evidence.explain import explain
 from retention.objects.deleter import work_operations
 from retention.objects.keys import operation_key
 from retention.objects.kind import EndpointSuspect, OperationsKind
@@ -513,6 +514,42 @@ def every_answer_404(row: Row, bench: Bench) -> list[str]:
     with pytest.raises(EndpointSuspect) as tripped:
         work_pass(bench.dsn, policy, bench.sandbox)
     return [str(tripped.value)]
+
+
+@INTEGRATION.of(
+    "a derivative (`remote.derivatives`) that answers 403 three times while other calls succeed"
+)
+def derivative_refused(row: Row, bench: Bench) -> list[str]:
+    """Three passes, each due at once: the third refusal, with other calls confirmed, is dead."""
+    create_media_table(bench.db, bench.name, 2)
+    bench.sandbox.state.configure(hold=["obj-1/thumbnails"])
+    thumbnails = {"name": "thumbnails", "endpoint": "/v1/assets/{object_id}/thumbnails"}
+    policy = remote_policy(bench.name, derivatives=[thumbnails])
+    enqueue_all(bench.db, policy)
+    for _ in range(3):
+        work_pass(bench.dsn, policy, bench.sandbox)
+        bench.db.execute(
+            "UPDATE retention.operations SET not_before = now() "
+            "WHERE policy = %s AND state = 'pending'",
+            (policy.name,),
+        )
+    by_resource = {
+        op["resource"]: op
+        for op in bench.db.execute(
+            "SELECT * FROM retention.operations WHERE policy = %s AND object_id = 'obj-1'",
+            (policy.name,),
+        )
+    }
+    left = bench.db.execute(sql.SQL("SELECT count(*) AS n FROM {}").format(table(bench)))
+    assert left.fetchone()["n"] == 1, "the row stays"  # type: ignore[index]
+    dead = by_resource["thumbnails"]
+    record = explain(bench.db, by_resource["object"]["operation_key"])
+    return [
+        dead["state"],
+        dead["failure_class"],
+        by_resource["object"]["state"],
+        record["next"]["detail"],
+    ]
 
 
 @INTEGRATION.of("connection refused for every call")

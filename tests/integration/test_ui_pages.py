@@ -653,3 +653,54 @@ def test_the_overview_draws_the_last_24_hours(pages: Pages) -> None:
     assert re.search(r"oldest (1 h 59|2 h 0) min", queue[: queue.index("</figure>")])
     deletions = card[card.index('data-chart="deletions"') :]
     assert f"peak {pages.seeded.done}/min" in deletions[: deletions.index("</figure>")]
+
+
+def test_the_api_and_the_evidence_page_show_each_resource_of_an_object(
+    db: Connection,
+    test_dsn: str,
+    unique_name: str,
+    sandbox,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An object whose thumbnails answered 503: its record, as JSON and as the page, lists
+    the object confirmed and the thumbnails pending, and says the row waits on them."""
+    from tests.support.policies import remote_fields
+    from tests.support.remote import enqueue_all, work
+    from tests.support.tables import create_media_table
+
+    thumbnails = {"name": "thumbnails", "endpoint": "/v1/assets/{object_id}/thumbnails"}
+    remote = remote_fields(
+        unique_name, derivatives=[thumbnails], backoff_base_seconds=60, backoff_max_seconds=60
+    )
+    fields = policy_fields(
+        unique_name, window_rows=10_000, batch_rows=500, window_per_tenant=False, remote=remote
+    )
+    policy = make_policy(unique_name, **{k: v for k, v in fields.items() if k != "name"})
+    create_media_table(db, unique_name, 1)
+    sandbox.state.configure(fail_5xx={"obj-1/thumbnails": 1})
+    enqueue_all(db, policy)
+    work(test_dsn, policy, sandbox)
+    key = db.execute(
+        "SELECT operation_key FROM retention.operations WHERE policy = %s AND resource = 'object'",
+        (policy.name,),
+    ).fetchone()["operation_key"]  # type: ignore[index]
+    policies = tmp_path / "policies.yaml"
+    policies.write_text(yaml.safe_dump({"policies": {unique_name: fields}}))
+    monkeypatch.setenv("RETENTION_POLICIES", str(policies))
+    access = StandInAccess(users=USERS, paused={policy.dag_id: False}, switch="all")
+    root = FastAPI()
+    root.mount(
+        "/retention",
+        create_app(airflow_auth=False, authorize=access.may_read, ui_access=access),
+    )
+    with TestClient(root, base_url=BASE, follow_redirects=False) as client:
+        client.cookies.set("_token", "viewer-token")
+        record = client.get(f"/retention/operations/{key}").json()
+        page = unescape(client.get(f"/retention/ui/operations/{key}").text)
+    states = {r["name"]: r["state"] for r in record["resources"]}
+    assert states == {"object": "done", "thumbnails": "pending"}
+    assert record["row"] == {"all_resources_confirmed": False, "waiting_on": ["thumbnails"]}
+    assert "Resources of the object" in page
+    assert "it waits on thumbnails" in page
+    assert re.search(r"<td>thumbnails</td><td><span class=\"status\">pending</span>", page)

@@ -66,6 +66,10 @@ WRITTEN_AS_YAML = (
     "`remote.method: GET`",
     "`remote.endpoint: /v1/{object}/{who}`",
     "`remote.endpoint: /v1/assets/{{object_id}}` (renders a literal path)",
+    '`remote.derivatives: [{name: object, endpoint: "/v1/assets/{object_id}/x"}]`',
+    '`remote.derivatives: [{name: thumbs, endpoint: "/t/{object_id}"}, '
+    '{name: thumbs, endpoint: "/u/{object_id}"}]`',
+    '`remote.derivatives: [{name: thumbs, endpoint: "/t/{id}"}]`',
     '`remote.idempotency_header: "Idem Key"`',
     "`batch_rows: 2000` with `window_rows: 1000`",
     "`alerts: {}`",

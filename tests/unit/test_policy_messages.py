@@ -137,13 +137,47 @@ IDENTIFIER = "is not a plain SQL identifier (letters, digits, underscores; at mo
             "'Idem Key' is not an HTTP header name (letters, digits, '-')",
         ),
         (
+            {
+                "remote": {
+                    **REMOTE,
+                    "derivatives": [{"name": "object", "endpoint": "/v1/assets/{object_id}/x"}],
+                }
+            },
+            "remote.derivatives",
+            "'object' names the object itself (remote.endpoint); give the derivative another name",
+        ),
+        (
+            {
+                "remote": {
+                    **REMOTE,
+                    "derivatives": [
+                        {"name": "thumbs", "endpoint": "/t/{object_id}"},
+                        {"name": "thumbs", "endpoint": "/u/{object_id}", "method": "post"},
+                    ],
+                }
+            },
+            "remote.derivatives",
+            "each derivative needs its own name; ['thumbs'] appear twice",
+        ),
+        (
+            {"remote": {**REMOTE, "derivatives": [{"name": "thumbs", "endpoint": "/t/{id}"}]}},
+            "remote.derivatives.0.endpoint",
+            "unknown placeholder(s) ['id']; use {object_id} and {tenant_id}",
+        ),
+        (
+            {"remote": {**REMOTE, "derivatives": [{"name": "thumbs"}]}},
+            "remote.derivatives.0.endpoint",
+            "required field is missing",
+        ),
+        (
             {"remote": {**REMOTE, "colour": 1}},
             "remote.colour",
             "unknown field; known fields are http_conn_id, endpoint, object_id_column, "
             "rate_per_second, burst, pool, method, version_column, idempotency_header, "
             "limiter_scope, max_attempts, request_timeout_seconds, claim_batch, "
             "task_budget_seconds, lease_seconds, recovery_seconds, auth_failure_limit, "
-            "backoff_base_seconds, backoff_max_seconds, not_found_is_deleted, not_found_breaker",
+            "backoff_base_seconds, backoff_max_seconds, not_found_is_deleted, not_found_breaker, "
+            "derivatives",
         ),
         (
             {"batch_rows": 2000, "window_rows": 1000},

@@ -20,6 +20,7 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from retention.db.connection import Connection, bounded
 from retention.db.sqlfiles import query
+from retention.objects.enqueue import enqueue_derivatives
 from retention.policy.model import Policy
 from retention.rows.cutoff import latest_cutoff
 from retention.rows.target import TargetTable
@@ -157,6 +158,7 @@ def apply(conn: Connection, hint: Hint) -> dict[str, Any]:
         if receipt is None:
             return {"duplicate": True, "webhook_id": hint.webhook_id, "operations": []}
         rows = conn.execute(target.query("hint_enqueue"), params).fetchall()
+        enqueue_derivatives(conn, policy.remote, [r["operation_key"] for r in rows])
     return {
         "duplicate": False,
         "webhook_id": hint.webhook_id,

@@ -2,7 +2,9 @@
 
 Answers six questions: which object and version was selected; why it was
 eligible; whether the deletion was confirmed and when; which event announced
-it; how many attempts it took; and what happens next.
+it; how many attempts it took; and what happens next. An object with
+derivatives (``remote.derivatives``) has one operation per resource; the record
+of any of them lists every resource's state, and names those its row waits on.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any
 
 from retention.db.connection import Connection
 from retention.db.sqlfiles import query
+from retention.objects.finish import all_resources_confirmed
 
 
 class UnknownOperation(LookupError):
@@ -39,8 +42,12 @@ def explain(conn: Connection, key: str) -> dict[str, Any]:
     history = conn.execute(query("explain_attempts"), {"key": key}).fetchall()
     attempts = [h for h in history if h["kind"] == "attempt"]
     replays = [h for h in history if h["kind"] == "replay"]
+    object_key = op["parent_key"] or key
+    resources = conn.execute(query("explain_resources"), {"object_key": object_key}).fetchall()
     return {
         "operation_key": key,
+        "resource": op["resource"],
+        "object_key": object_key,
         "selected": {
             "policy": op["policy"],
             "policy_revision": op["policy_revision"],
@@ -89,8 +96,40 @@ def explain(conn: Connection, key: str) -> dict[str, Any]:
             {"replay_id": r["n"], "at": _iso(r["at"]), "by": r["who"], "reason": r["reason"]}
             for r in replays
         ],
-        "next": _next_step(op),
+        "resources": [
+            {
+                "name": r["resource"],
+                "operation_key": r["operation_key"],
+                "state": r["state"],
+                "confirmed_at": _iso(r["done_at"]),
+                "last_status_code": r["last_status_code"],
+                "failure_class": r["failure_class"],
+                "reason": r["reason"],
+                "attempts": r["attempt_count"],
+            }
+            for r in resources
+        ],
+        "row": _row(resources),
+        "next": _next_step(op, resources),
     }
+
+
+def _row(resources: list[dict[str, Any]]) -> dict[str, Any]:
+    """Whether the row may go (every resource of its object confirmed), and which
+    resources it waits on."""
+    states = {r["resource"]: r["state"] for r in resources}
+    waiting = [name for name, state in states.items() if state != "done"]
+    return {"all_resources_confirmed": all_resources_confirmed(states), "waiting_on": waiting}
+
+
+def _blocked(resources: list[dict[str, Any]]) -> str:
+    """``thumbnails dead (http_403: …)``: the resources the row waits on, for people."""
+    return "; ".join(
+        f"{r['resource']} {r['state']}"
+        + (f" ({r['failure_class']}: {r['reason']})" if r["state"] == "dead" else "")
+        for r in resources
+        if r["state"] != "done"
+    )
 
 
 def _eligibility(op: dict[str, Any]) -> dict[str, Any]:
@@ -111,8 +150,19 @@ def _eligibility(op: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _next_step(op: dict[str, Any]) -> dict[str, Any]:
+def _next_step(op: dict[str, Any], resources: list[dict[str, Any]]) -> dict[str, Any]:
     state = op["state"]
+    if state == "done" and not all_resources_confirmed(
+        {r["resource"]: r["state"] for r in resources}
+    ):
+        dead = any(r["state"] == "dead" for r in resources)
+        return {
+            "action": "human review" if dead else "waiting for the other resources",
+            "at": None,
+            "detail": f"{op['resource']} is deleted remotely; the row stays until every "
+            f"resource of the object is confirmed: {_blocked(resources)}"
+            + (". Fix the cause, then replay it with the retention__replay DAG." if dead else ""),
+        }
     if state == "pending":
         return {
             "action": "automatic retry",
@@ -136,7 +186,9 @@ def _next_step(op: dict[str, Any]) -> dict[str, Any]:
     return {
         "action": "none",
         "at": None,
-        "detail": "deleted remotely and locally; kept as evidence",
+        "detail": "deleted remotely and locally; kept as evidence"
+        if len(resources) < 2
+        else "every resource deleted remotely, and the row locally; kept as evidence",
     }
 
 
@@ -151,7 +203,12 @@ def render(record: dict[str, Any]) -> str:
     )
     event = record["event"]
     lines = [
-        f"operation {record['operation_key']}",
+        f"operation {record['operation_key']}"
+        + (
+            f" ({record['resource']} of object {record['object_key']})"
+            if record["resource"] != "object"
+            else ""
+        ),
         f"  selected:   object {s['object_id']} (tenant {s['tenant']}), version {s['version']}, "
         f"row {s['row_key']} of {s['table']}, policy {s['policy']} rev {s['policy_revision']}",
         f"  eligible:   {e['reason']}",
@@ -177,6 +234,24 @@ def render(record: dict[str, Any]) -> str:
         f"({answer(h['status_code'])}) {h['duration_ms']} ms"
         for h in a["history"]
     ]
+    if len(record["resources"]) > 1:  # the object and its derivatives
+        row = record["row"]
+        lines.append(
+            "  resources:  "
+            + (
+                "all confirmed"
+                if row["all_resources_confirmed"]
+                else "the row waits on " + ", ".join(row["waiting_on"])
+            )
+        )
+        lines += [
+            f"    {r['name']}: {r['state']}"
+            + (f" at {r['confirmed_at']}" if r["confirmed_at"] else "")
+            + (f" ({answer(r['last_status_code'])})" if r["attempts"] else "")
+            + (f", {r['failure_class']}: {r['reason']}" if r["state"] == "dead" else "")
+            + f", key {r['operation_key']}"
+            for r in record["resources"]
+        ]
     lines += [f"  replayed:   {r['at']} by {r['by']}: {r['reason']}" for r in record["replays"]]
     lines.append(
         f"  next:       {n['action']}" + (f" at {n['at']}" if n["at"] else "") + f"; {n['detail']}"

@@ -1,7 +1,9 @@
 """A window's remote deletions into the ledger: one pending operation per eligible row.
 
 The upsert is keyed by the operation key (``retention.objects.keys``), so
-enqueueing a window again adds nothing for rows it already holds.
+enqueueing a window again adds nothing for rows it already holds. A policy with
+``remote.derivatives`` gets one more operation per derivative of each object, in
+the same transaction as the object's own, so no object is ever half enqueued.
 """
 
 from __future__ import annotations
@@ -9,7 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from retention.db.connection import Connection, bounded
-from retention.policy.model import Policy
+from retention.db.sqlfiles import query
+from retention.policy.model import Policy, RemoteSpec
 from retention.rows.target import TargetTable
 from retention.rows.windows import Window
 
@@ -36,7 +39,23 @@ def enqueue_window(conn: Connection, policy: Policy, window: Window, batch_rows:
             row = conn.execute(bound, params).fetchone()
             if row is None or not row["keys"]:
                 return inserted
-            inserted += conn.execute(insert, {**params, "upto": row["upto"]}).rowcount
+            made = conn.execute(insert, {**params, "upto": row["upto"]})
+            inserted += made.rowcount
+            if policy.remote is not None and policy.remote.derivatives:
+                keys = [r["operation_key"] for r in made.fetchall()]
+                enqueue_derivatives(conn, policy.remote, keys)
         if row["keys"] < batch_rows:
             return inserted
         after = row["upto"]
+
+
+def enqueue_derivatives(conn: Connection, remote: RemoteSpec | None, object_keys: list[str]) -> int:
+    """One operation per derivative of each object operation named (no-op without
+    derivatives); returns the operations inserted or made due. Runs in the caller's
+    transaction, the one that enqueued the objects."""
+    if remote is None or not remote.derivatives or not object_keys:
+        return 0
+    return conn.execute(
+        query("ops_enqueue_derivatives"),
+        {"keys": object_keys, "resources": [d.name for d in remote.derivatives]},
+    ).rowcount

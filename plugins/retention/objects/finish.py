@@ -7,6 +7,13 @@ the window's tally (``window_batch_done.sql``) commits in the same
 transaction. Any kind of remote object (an HTTP API, an object store, a
 folder) records through this, whatever its transport.
 
+An object with derivatives (``remote.derivatives``) has one operation per
+resource, and its row goes only with the confirmation of the last of them:
+:func:`all_resources_confirmed` is the rule, and ``ops_finish.sql`` applies it
+in the same statement (``ops_finish_ready_resources.sql``) under each object's advisory lock
+(``ops_lock_objects.sql``), so two workers confirming the last two resources of
+one object at once cannot both leave the row.
+
 A row that cannot be deleted never stalls its batch: if the batch's statement
 fails, each outcome is recorded on its own, and a confirmed deletion whose
 local delete fails goes dead (a foreign key, a trigger: it will fail again) or
@@ -27,7 +34,7 @@ import psycopg
 from psycopg import sql
 
 from retention.db.connection import Connection, bounded
-from retention.db.sqlfiles import query
+from retention.db.sqlfiles import query, sql_text
 from retention.objects.keys import LOCAL_DELETE_PENDING
 from retention.policy.model import Policy
 from retention.queue.classify import Outcome
@@ -56,9 +63,31 @@ TRANSIENT_DELETE_ERRORS: tuple[type[psycopg.Error], ...] = (
 )
 
 
+def all_resources_confirmed(states: dict[str, str]) -> bool:
+    """Whether an object's row may go: every resource of it (the object itself and
+    each derivative, by name) is confirmed (``done``). A pending one is waited for;
+    a dead one keeps the row until it is replayed and confirmed."""
+    return bool(states) and all(state == State.DONE for state in states.values())
+
+
+def objects_to_lock(policy: Policy, attempts: list[Attempt]) -> list[str]:
+    """The objects a batch may finish, sorted (the lock order): none without derivatives,
+    where each operation is its object's only resource and no lock is needed."""
+    if policy.remote is None or not policy.remote.derivatives:
+        return []
+    return sorted({a.job.object_key for a in attempts if a.finish.state == State.DONE})
+
+
 @cache
 def _finish_statement(policy: Policy) -> sql.Composed:
-    return TargetTable.of(policy.table_spec, policy.remote).query("ops_finish")
+    """``ops_finish.sql`` with the rule of when an operation finishes its object: a policy
+    without derivatives keeps the statement it had (no read of the object's other
+    resources, so its ledger rate does not fall)."""
+    coupled = policy.remote is not None and bool(policy.remote.derivatives)
+    rule = "ops_finish_ready_resources" if coupled else "ops_finish_ready_object"
+    return TargetTable.of(policy.table_spec, policy.remote).query(
+        "ops_finish", object_ready=sql.SQL(sql_text(rule))
+    )
 
 
 class AtomicFinish:
@@ -190,6 +219,8 @@ class AtomicFinish:
             synchronous_commit=False,
             timezone=self.policy.timestamp_timezone,
         ):
+            if objects := objects_to_lock(self.policy, attempts):
+                conn.execute(query("ops_lock_objects"), {"keys": objects}, prepare=True)
             rows = conn.execute(
                 _finish_statement(self.policy),
                 {

@@ -2,10 +2,14 @@
 
 An operation is keyed by ``sha256(policy | revision | table | row key |
 version)``, the same key the ledger's SQL derives, so re-enqueueing a window
-never makes a second operation for a row. Before any transport uses an object
-id or a tenant as a path segment, :func:`bad_path_value` says whether it can be
-one; :func:`safe_endpoint` renders an HTTP endpoint only when the result keeps
-the template's shape. Pure: no database, no network.
+never makes a second operation for a row. That is the key of the object itself;
+each derivative of the object (``remote.derivatives``) is its own operation,
+keyed ``sha256(object key | resource name)``, so the object's key, and every
+ledger and event keyed by it, stays what it was before derivatives existed.
+Before any transport uses an object id or a tenant as a path segment,
+:func:`bad_path_value` says whether it can be one; :func:`safe_endpoint` renders
+a resource's HTTP endpoint only when the result keeps the template's shape.
+Pure: no database, no network.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from functools import cache
 from typing import Any
 from urllib.parse import quote
 
-from retention.policy.model import RemoteSpec
+from retention.policy.model import MAIN_RESOURCE, RemoteSpec
 
 LOCAL_DELETE_PENDING = "local_delete_pending"  # failure_class: confirmed, row delete left
 MAX_ID_BYTES = 1024
@@ -28,6 +32,11 @@ def operation_key(policy: str, revision: int, table: str, row_key: int, version:
     """The same key the ledger's SQL derives (``TargetTable.operation_key_expr``)."""
     text = "|".join((policy, str(revision), table, str(row_key), version))
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def derivative_key(object_key: str, resource: str) -> str:
+    """The key of one derivative of an object, as ``ops_enqueue_derivatives.sql`` derives it."""
+    return hashlib.sha256(f"{object_key}|{resource}".encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -45,15 +54,24 @@ class Operation:
     auth_failure_count: int
     failure_class: str | None = None
     last_status_code: int | None = None
+    resource: str = MAIN_RESOURCE
+    parent_key: str | None = None
 
     @property
     def key(self) -> str:
         return self.operation_key
 
     @property
+    def object_key(self) -> str:
+        """The key of the object this operation deletes a resource of."""
+        return self.parent_key or self.operation_key
+
+    @property
     def described(self) -> str:
-        """``object 'obj-7', row 7, key 3f1c…`` (the whole key): what log lines name."""
-        return f"object {self.object_id!r}, row {self.row_key}, key {self.operation_key}"
+        """``object 'obj-7', row 7, key 3f1c…`` (the whole key): what log lines name; a
+        derivative's lines name it first (``thumbnails of object 'obj-7', …``)."""
+        what = "" if self.resource == MAIN_RESOURCE else f"{self.resource} of "
+        return f"{what}object {self.object_id!r}, row {self.row_key}, key {self.operation_key}"
 
     @property
     def local_delete_pending(self) -> bool:
@@ -83,9 +101,9 @@ def bad_path_value(value: str | None) -> str | None:
     return None
 
 
-def endpoint_for(remote: RemoteSpec, object_id: str, tenant: str | None) -> str:
-    """The policy's endpoint with ``{object_id}`` and ``{tenant_id}`` URL-encoded."""
-    return remote.endpoint.format(
+def endpoint_for(endpoint: str, object_id: str, tenant: str | None) -> str:
+    """An endpoint template with ``{object_id}`` and ``{tenant_id}`` URL-encoded."""
+    return endpoint.format(
         object_id=quote(str(object_id), safe=""), tenant_id=quote(str(tenant or ""), safe="")
     )
 
@@ -97,16 +115,17 @@ def _endpoint_shape(endpoint: str) -> tuple[str, int]:
 
 
 def safe_endpoint(remote: RemoteSpec, op: Operation) -> tuple[str | None, str]:
-    """The endpoint of one operation, or None and why it must not be called."""
+    """The endpoint of one operation (of its resource), or None and why it must not be called."""
+    endpoint = remote.call_of(op.resource)[0]
     checks = [("object id", op.object_id)]
-    if "{tenant_id}" in remote.endpoint:
+    if "{tenant_id}" in endpoint:
         checks.append(("tenant", op.tenant))
     for what, value in checks:
         problem = bad_path_value(value)
         if problem:
             return None, f"the {what} {problem}; no request was made"
-    path = endpoint_for(remote, op.object_id, op.tenant)
-    prefix, slashes = _endpoint_shape(remote.endpoint)
+    path = endpoint_for(endpoint, op.object_id, op.tenant)
+    prefix, slashes = _endpoint_shape(endpoint)
     if not path.startswith(prefix) or path.count("/") != slashes:
         return None, f"the rendered path {path[:200]!r} leaves the endpoint's shape"
     return path, ""

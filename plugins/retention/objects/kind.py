@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections import Counter
 from dataclasses import replace
 from typing import Any
 
@@ -27,7 +28,7 @@ from retention.objects.decide import (
 )
 from retention.objects.finish import AtomicFinish
 from retention.objects.keys import Operation, safe_endpoint
-from retention.policy.model import Policy, RemoteSpec
+from retention.policy.model import MAIN_RESOURCE, Policy, RemoteSpec
 from retention.queue.classify import (
     OPERATION_ANSWERS,
     OPERATION_ANSWERS_STRICT,
@@ -173,11 +174,20 @@ class OperationsKind(ObjectKind):
     def __init__(self, policy: Policy, sender: HttpSender) -> None:
         super().__init__(policy)
         self.sender = sender
-        self.table = (
-            OPERATION_ANSWERS if self.remote.not_found_is_deleted else OPERATION_ANSWERS_STRICT
-        )
-        self.endpoint_verified: bool | None = None  # a 2xx seen (this task, or the last day)
-        self.held_404s = 0
+        # Each resource's endpoint, method and answer table (its own not_found_is_deleted).
+        self.calls = {
+            resource: (
+                endpoint,
+                method,
+                OPERATION_ANSWERS if not_found_is_deleted else OPERATION_ANSWERS_STRICT,
+            )
+            for resource in self.remote.resources
+            for endpoint, method, not_found_is_deleted in [self.remote.call_of(resource)]
+        }
+        # Per resource: a 2xx seen (this task, or the last day); a derivative's endpoint
+        # is proven by its own answers, not by the object's.
+        self.endpoint_verified: dict[str, bool] = {}
+        self.held_404s: Counter[str] = Counter()  # per resource
         self.auth_streak = 0
         self.confirmed = 0  # confirmations this kind has seen (proof the credentials work)
 
@@ -186,7 +196,11 @@ class OperationsKind(ObjectKind):
 
     def refuse(self, op: Operation) -> tuple[str, str] | None:
         """A missing tenant the endpoint needs, or a path that leaves the endpoint's shape."""
-        if "{tenant_id}" in self.remote.endpoint and op.tenant is None:
+        if op.resource not in self.calls:
+            return "unknown_resource", (
+                f"the policy has no resource {op.resource!r} any more (remote.derivatives)"
+            )
+        if "{tenant_id}" in self.calls[op.resource][0] and op.tenant is None:
             return "missing_tenant", "the endpoint needs {tenant_id} but the row has no tenant"
         path, why = safe_endpoint(self.remote, op)
         return ("invalid_object_id", why) if path is None else None
@@ -197,7 +211,7 @@ class OperationsKind(ObjectKind):
         if path is None:  # screen() refuses these; never send one by another route
             raise ValueError(f"operation {job.key}: {why}")
         return self.sender.send(
-            self.remote.method,
+            self.calls[job.resource][1],
             path,
             headers={self.remote.idempotency_header: job.operation_key},
         )
@@ -206,25 +220,32 @@ class OperationsKind(ObjectKind):
         """Call the endpoint and classify the answer with the policy's table."""
         result = self.send(job)
         now = dt.datetime.now(dt.UTC)
-        c = classify(result.status, result.headers, result.error, now, self.table)
-        return self._refine(conn, known(c))
+        c = classify(result.status, result.headers, result.error, now, self.calls[job.resource][2])
+        return self._refine(conn, known(c), job.resource)
 
-    def _refine(self, conn: Connection, c: OperationClassification) -> OperationClassification:
+    def _refine(
+        self, conn: Connection, c: OperationClassification, resource: str
+    ) -> OperationClassification:
         """Add what the ledger knows: is a 404 trustworthy, are the credentials proven?
 
         A 404 counts as a deletion only once the endpoint has answered 2xx (in
         this task, or for this policy within the last day); before that it is
         held back, because a wrong template or host answers 404 to everything.
+        Each resource's endpoint is judged by its own answers: a derivative's wrong
+        template is not proven right by the object's 2xx.
         """
         if c.outcome is Outcome.CONFIRMED:
             self.confirmed += 1
         if c.status is not None and 200 <= c.status < 300:
-            self.endpoint_verified = True
+            self.endpoint_verified[resource] = True
         if c.status == 404 and c.outcome is Outcome.CONFIRMED and self.remote.not_found_breaker:
-            if self.endpoint_verified is None:
-                row = conn.execute(query("attempt_recent_success"), {"policy": self.policy.name})
-                self.endpoint_verified = bool(row.fetchone()["verified"])  # type: ignore[index]
-            if not self.endpoint_verified:
+            if resource not in self.endpoint_verified:
+                row = conn.execute(
+                    query("attempt_recent_success"),
+                    {"policy": self.policy.name, "resource": resource},
+                )
+                self.endpoint_verified[resource] = bool(row.fetchone()["verified"])  # type: ignore[index]
+            if not self.endpoint_verified[resource]:
                 return replace(c, endpoint_unverified=True)
         if c.outcome is not Outcome.AUTH:
             return c
@@ -237,14 +258,15 @@ class OperationsKind(ObjectKind):
     def after(self, conn: Connection, job: Operation, c: Classification) -> Stop | None:
         """Stop on a credential problem (a 401/403 streak) or a suspect endpoint (only 404s)."""
         if known(c).endpoint_unverified:
-            self.held_404s += 1
+            self.held_404s[job.resource] += 1
             limit = self.remote.not_found_breaker
-            if self.held_404s >= limit:
+            if self.held_404s[job.resource] >= limit:
+                endpoint, method, _ = self.calls[job.resource]
                 return Stop(
                     "not_found_breaker",
                     EndpointSuspect(
                         f"policy {self.policy.name!r}: {limit} answers of "
-                        f"{self.remote.method} {self.remote.endpoint} on connection "
+                        f"{method} {endpoint}{_derivative(job.resource)} on connection "
                         f"{self.remote.http_conn_id!r} were 404, and the API has not answered "
                         "2xx in this task or the last day: the endpoint template or connection "
                         "is probably wrong. Nothing was deleted on these answers; the "
@@ -267,6 +289,12 @@ class OperationsKind(ObjectKind):
                 "object; the operations stay pending. Fix the connection and rerun."
             ),
         )
+
+
+def _derivative(resource: str) -> str:
+    """`` (derivative 'thumbnails')`` after a derivative's endpoint in a message; nothing
+    after the object's own."""
+    return "" if resource == MAIN_RESOURCE else f" (derivative {resource!r})"
 
 
 def _changed(op: Operation, row: dict[str, Any]) -> str | None:

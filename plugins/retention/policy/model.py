@@ -194,17 +194,57 @@ class Section(BaseModel):
     )
 
 
+MAIN_RESOURCE = "object"  # the resource name of the object itself (remote.endpoint)
+HttpMethod = Annotated[
+    Literal["DELETE", "POST", "PUT", "PATCH"],
+    WithJsonSchema({"enum": ["DELETE", "POST", "PUT", "PATCH", "delete", "post", "put", "patch"]}),
+]
+Endpoint = Annotated[
+    str,
+    AfterValidator(_endpoint),
+    WithJsonSchema({"type": "string", "pattern": "^/.*\\{object_id\\}"}),
+]
+
+
+def _upper_method(data: Any) -> Any:
+    if isinstance(data, dict) and isinstance(data.get("method"), str):
+        return {**data, "method": data["method"].upper()}
+    return data
+
+
+class DerivativeSpec(Section):
+    """One of ``remote.derivatives:``: another resource of each object (thumbnails,
+    transcodes) deleted by its own call before the row goes."""
+
+    name: Identifier = Field(
+        description="The resource's name (unique in the policy, not 'object'); part of its "
+        "operation key and named in the evidence and the retention.deleted event."
+    )
+    endpoint: Endpoint = Field(
+        description="Path template of this resource; {object_id} and {tenant_id} are filled."
+    )
+    method: HttpMethod = Field("DELETE", description="HTTP method of its deletion call (any case).")
+    not_found_is_deleted: bool | None = Field(
+        None,
+        description="A 404 confirms this resource's deletion; default: the policy's "
+        "remote.not_found_is_deleted.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _upper_method(cls, data: Any) -> Any:
+        return _upper_method(data)
+
+
 class RemoteSpec(Section):
     """``remote:``: objects deleted through a rate-limited HTTP API before their rows."""
 
     http_conn_id: NonEmpty = Field(
         description="Airflow HTTP connection of the deletion API (host, auth, extra headers)."
     )
-    endpoint: Annotated[
-        str,
-        AfterValidator(_endpoint),
-        WithJsonSchema({"type": "string", "pattern": "^/.*\\{object_id\\}"}),
-    ] = Field(description="Path template; {object_id} and {tenant_id} are filled, URL-encoded.")
+    endpoint: Endpoint = Field(
+        description="Path template; {object_id} and {tenant_id} are filled, URL-encoded."
+    )
     object_id_column: Identifier = Field(description="Column holding the remote object's id.")
     rate_per_second: float = Field(
         gt=0, le=100_000, description="Calls per second, shared by every worker of the scope."
@@ -213,12 +253,7 @@ class RemoteSpec(Section):
     pool: NonEmpty = Field(
         description="Airflow pool of the tasks that call the API (the windows and the drain)."
     )
-    method: Annotated[
-        Literal["DELETE", "POST", "PUT", "PATCH"],
-        WithJsonSchema(
-            {"enum": ["DELETE", "POST", "PUT", "PATCH", "delete", "post", "put", "patch"]}
-        ),
-    ] = Field("DELETE", description="HTTP method of the deletion call (any case).")
+    method: HttpMethod = Field("DELETE", description="HTTP method of the deletion call (any case).")
     version_column: Identifier | None = Field(
         None, description="Column with the object's version; default: the row's timestamp."
     )
@@ -281,12 +316,32 @@ class RemoteSpec(Section):
         "0 turns the check off.",
     )
 
+    derivatives: Annotated[tuple[DerivativeSpec, ...], Field(strict=False, max_length=20)] = Field(
+        (),
+        description="More resources of each object (thumbnails, transcodes), each deleted by "
+        "its own call; the row goes only when the object and every derivative are confirmed.",
+    )
+
     @model_validator(mode="before")
     @classmethod
     def _upper_method(cls, data: Any) -> Any:
-        if isinstance(data, dict) and isinstance(data.get("method"), str):
-            return {**data, "method": data["method"].upper()}
-        return data
+        return _upper_method(data)
+
+    @model_validator(mode="after")
+    def _derivative_names(self) -> RemoteSpec:
+        names = [d.name for d in self.derivatives]
+        if MAIN_RESOURCE in names:
+            raise PolicyRuleError(
+                "derivatives",
+                f"{MAIN_RESOURCE!r} names the object itself (remote.endpoint); give the "
+                "derivative another name",
+            )
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise PolicyRuleError(
+                "derivatives", f"each derivative needs its own name; {twice} appear twice"
+            )
+        return self
 
     @model_validator(mode="after")
     def _lease_outlasts_a_call(self) -> RemoteSpec:
@@ -303,6 +358,26 @@ class RemoteSpec(Section):
     def scope(self) -> str:
         """The limiter scope: shared token bucket of every policy that names it."""
         return self.limiter_scope or self.http_conn_id
+
+    @property
+    def resources(self) -> tuple[str, ...]:
+        """Every resource of an object: the object itself, then each derivative."""
+        return (MAIN_RESOURCE, *(d.name for d in self.derivatives))
+
+    def call_of(self, resource: str) -> tuple[str, str, bool]:
+        """How one resource is deleted: its endpoint template, its method, and whether
+        its 404 confirms the deletion."""
+        if resource == MAIN_RESOURCE:
+            return self.endpoint, self.method, self.not_found_is_deleted
+        for d in self.derivatives:
+            if d.name == resource:
+                gone = (
+                    self.not_found_is_deleted
+                    if d.not_found_is_deleted is None
+                    else (d.not_found_is_deleted)
+                )
+                return d.endpoint, d.method, gone
+        raise KeyError(f"remote has no resource {resource!r} (it has {list(self.resources)})")
 
 
 class NotifySpec(Section):

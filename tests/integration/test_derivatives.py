@@ -1,0 +1,414 @@
+"""Derivative objects (``remote.derivatives``): an object's row goes only when every
+resource of it is confirmed, against the real Postgres and the sandbox API on loopback."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import multiprocessing
+import os
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from svix.webhooks import Webhook as SvixWebhook
+
+from devtools.plans import CUTOFF
+from devtools.receiver import Receiver, new_secret
+from retention.db.connection import Connection, connect_dsn
+from retention.events.hints import Hint, apply
+from retention.evidence.audit import purge_audit
+from retention.evidence.explain import explain, render
+from retention.evidence.lookup import find_operations
+from retention.evidence.reconcile import explain_remote
+from retention.evidence.replay import dead_operations, replay_dead
+from retention.objects.finish import AtomicFinish
+from retention.objects.keys import Operation, derivative_key
+from retention.objects.kind import EndpointSuspect, OperationsKind
+from retention.queue.classify import Outcome
+from retention.queue.leased import OPERATIONS, Finish, LeasedQueue, State
+from retention.queue.worker import Attempt
+from tests.support.policies import remote_policy
+from tests.support.remote import deliver, enqueue_all, work
+from tests.support.tables import count, create_media_table
+
+THUMBNAILS = {"name": "thumbnails", "endpoint": "/v1/assets/{object_id}/thumbnails"}
+RECEIVER_CONN = "events_receiver"
+
+
+def derivative_policy(name: str, **remote: Any):
+    """A policy whose objects have a thumbnails derivative; slow backoffs, so a retried
+    resource is never due again within the same pass."""
+    fields: dict[str, Any] = {
+        "derivatives": [THUMBNAILS],
+        "backoff_base_seconds": 30,
+        "backoff_max_seconds": 60,
+        **remote,
+    }
+    return remote_policy(name, **fields)
+
+
+def rows_left(db: Connection, name: str) -> list[int]:
+    return [r["id"] for r in db.execute(f"SELECT id FROM public.{name} ORDER BY id")]  # noqa: S608
+
+
+def resources(db: Connection, policy, object_id: str) -> dict[str, dict[str, Any]]:
+    """Each resource's operation of one object, by resource name."""
+    rows = db.execute(
+        "SELECT resource, operation_key, parent_key, state, failure_class, last_status_code "
+        "FROM retention.operations WHERE policy = %s AND object_id = %s",
+        (policy.name, object_id),
+    )
+    return {r["resource"]: r for r in rows}
+
+
+def make_due(db: Connection, policy) -> None:
+    db.execute(
+        "UPDATE retention.operations SET not_before = now() "
+        "WHERE policy = %s AND state = 'pending'",
+        (policy.name,),
+    )
+
+
+def calls(sandbox) -> Counter[str]:
+    """Requests the sandbox received, by what they named (``obj-1``, ``obj-1/thumbnails``)."""
+    return Counter(r["object"] for r in sandbox.state.stats()["requests"])
+
+
+def test_each_resource_is_its_own_operation_keyed_from_the_object(
+    db, unique_name, sandbox, test_dsn
+) -> None:
+    create_media_table(db, unique_name, 3)
+    policy = derivative_policy(unique_name)
+    assert enqueue_all(db, policy) == 3, "the count is of objects enqueued"
+    assert enqueue_all(db, policy) == 0
+    total = count(db, "SELECT count(*) FROM retention.operations WHERE policy = %s", policy.name)
+    assert total == 6, "one operation per resource of each object, enqueued once"
+    ops = resources(db, policy, "obj-2")
+    assert ops["object"]["parent_key"] is None
+    assert ops["thumbnails"]["parent_key"] == ops["object"]["operation_key"]
+    assert ops["thumbnails"]["operation_key"] == derivative_key(
+        ops["object"]["operation_key"], "thumbnails"
+    )
+    work(test_dsn, policy, sandbox)
+    assert rows_left(db, unique_name) == []
+    assert calls(sandbox) == Counter(
+        {f"obj-{i}{suffix}": 1 for i in (1, 2, 3) for suffix in ("", "/thumbnails")}
+    )
+    keys = {r["key"] for r in sandbox.state.stats()["requests"]}
+    stored = {
+        r["operation_key"]
+        for r in db.execute(
+            "SELECT operation_key FROM retention.operations WHERE policy = %s", (policy.name,)
+        )
+    }
+    assert keys == stored, "each resource's call carries its own operation key"
+
+
+def test_a_derivative_answering_503_keeps_the_row_until_it_is_confirmed(
+    db, unique_name, sandbox, test_dsn
+) -> None:
+    create_media_table(db, unique_name, 3)
+    sandbox.state.configure(fail_5xx={"obj-1/thumbnails": 1})
+    policy = derivative_policy(unique_name)
+    enqueue_all(db, policy)
+    work(test_dsn, policy, sandbox)
+    ops = resources(db, policy, "obj-1")
+    assert ops["object"]["state"] == "done", "the object itself was confirmed"
+    assert (ops["thumbnails"]["state"], ops["thumbnails"]["last_status_code"]) == ("pending", 503)
+    assert rows_left(db, unique_name) == [1], "the row waits for its thumbnails"
+    since = dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)
+    waiting = explain_remote(db, policy, CUTOFF, since)["eligible_rows_by_state"]
+    assert waiting == {"pending": 1}, "a row waiting on a pending derivative is backlog"
+    record = explain(db, ops["object"]["operation_key"])
+    assert record["row"] == {"all_resources_confirmed": False, "waiting_on": ["thumbnails"]}
+    make_due(db, policy)
+    work(test_dsn, policy, sandbox)
+    assert resources(db, policy, "obj-1")["thumbnails"]["state"] == "done"
+    assert rows_left(db, unique_name) == []
+    assert calls(sandbox)["obj-1"] == 1, "the object is never called again"
+    assert calls(sandbox)["obj-1/thumbnails"] == 2
+
+
+def test_a_dead_derivative_keeps_the_row_explain_names_it_and_replay_finishes_it(
+    db, unique_name, sandbox, test_dsn
+) -> None:
+    create_media_table(db, unique_name, 4)
+    sandbox.state.configure(hold=["obj-2/thumbnails"])  # 403, while other calls succeed
+    policy = derivative_policy(unique_name, backoff_base_seconds=0.05, backoff_max_seconds=0.1)
+    enqueue_all(db, policy)
+    for _ in range(6):
+        work(test_dsn, policy, sandbox)
+        make_due(db, policy)
+    ops = resources(db, policy, "obj-2")
+    assert ops["object"]["state"] == "done"
+    assert (ops["thumbnails"]["state"], ops["thumbnails"]["failure_class"]) == ("dead", "http_403")
+    assert calls(sandbox)["obj-2/thumbnails"] == 3, "dead on the third refusal"
+    assert rows_left(db, unique_name) == [2], "a dead derivative keeps its row"
+    since = dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)
+    remote = explain_remote(db, policy, CUTOFF, since)
+    assert remote["eligible_rows_by_state"] == {"dead": 1}, "the row is counted as its dead one"
+    assert remote["unexplained_rows"] == 0
+    (dead,) = dead_operations(db, policy=policy.name)
+    assert (dead["object_id"], dead["resource"]) == ("obj-2", "thumbnails")
+
+    (match,) = find_operations(db, "2", policy=policy.name)  # the row key names the object
+    record = explain(db, match["operation_key"])
+    assert record["row"] == {"all_resources_confirmed": False, "waiting_on": ["thumbnails"]}
+    states = {r["name"]: (r["state"], r["failure_class"]) for r in record["resources"]}
+    assert states == {"object": ("done", None), "thumbnails": ("dead", "http_403")}
+    assert record["next"]["action"] == "human review"
+    assert "thumbnails dead (http_403" in record["next"]["detail"]
+    assert "the row waits on thumbnails" in render(record)
+    derivative = explain(db, ops["thumbnails"]["operation_key"])
+    assert derivative["resource"] == "thumbnails"
+    assert derivative["object_key"] == ops["object"]["operation_key"]
+
+    sandbox.state.configure(hold=[])
+    replayed = replay_dead(
+        db,
+        policy=policy.name,
+        operation_keys=[ops["thumbnails"]["operation_key"]],
+        requested_by="test",
+        reason="thumbnail store fixed",
+    )
+    assert replayed["operation_keys"] == [ops["thumbnails"]["operation_key"]]
+    work(test_dsn, policy, sandbox)
+    assert rows_left(db, unique_name) == []
+    assert calls(sandbox)["obj-2"] == 1, "replaying the derivative does not call the object"
+    assert explain(db, match["operation_key"])["row"]["all_resources_confirmed"] is True
+
+
+def _die_before_a_derivative_call(test_dsn: str, policy, url: str) -> None:
+    """Child process: work one operation per batch, and die when a derivative is next."""
+    from retention.objects.deleter import work_operations
+    from retention.queue.http import plain_sender
+
+    send = OperationsKind.send
+
+    def send_or_die(self, job):
+        if job.resource != "object":
+            os._exit(17)
+        return send(self, job)
+
+    OperationsKind.send = send_or_die  # type: ignore[method-assign]
+    with connect_dsn(test_dsn) as conn:
+        work_operations(conn, OperationsKind(policy, plain_sender(url, 1)))
+
+
+def test_a_crash_between_the_object_and_its_derivative_calls_only_the_derivative(
+    db, unique_name, sandbox, test_dsn
+) -> None:
+    create_media_table(db, unique_name, 1)
+    policy = derivative_policy(
+        unique_name, claim_batch=1, request_timeout_seconds=0.5, lease_seconds=60
+    )
+    enqueue_all(db, policy)
+    db.execute(  # the object is due first, so its confirmation is recorded before the crash
+        "UPDATE retention.operations SET not_before = now() - interval '1 minute' "
+        "WHERE policy = %s AND parent_key IS NULL",
+        (policy.name,),
+    )
+    child = multiprocessing.get_context("fork").Process(
+        target=_die_before_a_derivative_call, args=(test_dsn, policy, sandbox.url)
+    )
+    child.start()
+    child.join(30)
+    assert child.exitcode == 17
+    ops = resources(db, policy, "obj-1")
+    assert (ops["object"]["state"], ops["thumbnails"]["state"]) == ("done", "in_flight")
+    assert rows_left(db, unique_name) == [1], "the object alone never deletes the row"
+    assert calls(sandbox) == Counter({"obj-1": 1})
+    db.execute(
+        "UPDATE retention.operations SET lease_expires_at = now() - interval '1 second' "
+        "WHERE policy = %s AND state = 'in_flight'",
+        (policy.name,),
+    )
+    stats = work(test_dsn, policy, sandbox)
+    assert stats.claimed == 1
+    assert calls(sandbox) == Counter({"obj-1": 1, "obj-1/thumbnails": 1}), (
+        "the resumed run called only the derivative"
+    )
+    assert rows_left(db, unique_name) == []
+
+
+@pytest.fixture
+def receiver(monkeypatch: pytest.MonkeyPatch) -> Iterator[Receiver]:
+    server = Receiver(new_secret()).start()
+    monkeypatch.setenv("AIRFLOW_CONN_EVENTS_RECEIVER", server.connection())
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def test_the_event_lists_every_remote_resource_once_all_are_confirmed(
+    db, unique_name, sandbox, receiver, test_dsn
+) -> None:
+    create_media_table(db, unique_name, 2)
+    sandbox.state.configure(fail_5xx={"obj-1/thumbnails": 1})
+    notify = {
+        "http_conn_id": RECEIVER_CONN,
+        "endpoint": "/hooks/retention",
+        "timeout_seconds": 2.0,
+        "backoff_base_seconds": 0.01,
+        "backoff_max_seconds": 0.02,
+    }
+    policy = remote_policy(
+        unique_name,
+        notify=notify,
+        derivatives=[THUMBNAILS, {"name": "transcodes", "endpoint": "/v1/transcodes/{object_id}"}],
+        backoff_base_seconds=30,
+        backoff_max_seconds=60,
+    )
+    enqueue_all(db, policy)
+    work(test_dsn, policy, sandbox)
+    written = db.execute(
+        "SELECT object_id FROM retention.outbox AS e JOIN retention.operations AS o "
+        "USING (operation_key) WHERE e.policy = %s",
+        (policy.name,),
+    ).fetchall()
+    assert [r["object_id"] for r in written] == ["obj-2"], "no event before every resource"
+    make_due(db, policy)
+    work(test_dsn, policy, sandbox)
+    assert deliver(test_dsn, policy, receiver).done == 2
+    verifier = SvixWebhook(receiver.secret)
+    by_object = {}
+    for sent in receiver.received:
+        verifier.verify(sent["body"], sent["headers"])
+        data = json.loads(sent["body"])["data"]
+        by_object[data["object_id"]] = data
+    assert set(by_object) == {"obj-1", "obj-2"}
+    for object_id, data in by_object.items():
+        ops = resources(db, policy, object_id)
+        assert data["operation_key"] == ops["object"]["operation_key"], "keyed by the object"
+        remote = data["resources"]["remote"]
+        assert [r["name"] for r in remote] == ["object", "thumbnails", "transcodes"]
+        assert [r["operation_key"] for r in remote] == [
+            ops[r["name"]]["operation_key"] for r in remote
+        ]
+        assert all(r["confirmed_at"].endswith("Z") for r in remote)
+        assert all(r["status_code"] == 204 for r in remote)
+    thumbnails = {r["name"]: r for r in by_object["obj-1"]["resources"]["remote"]}["thumbnails"]
+    assert thumbnails["attempts"] == 2, "the 503 and the confirmation"
+
+
+def test_two_finishes_confirming_an_objects_last_resources_at_once_delete_its_row(
+    db, unique_name, test_dsn
+) -> None:
+    """The object's confirmation and its derivative's are recorded by two workers at the
+    same moment: the later finish must see the earlier one's confirmation (it waits for
+    the object's lock), so the row does not stay behind with every resource confirmed."""
+    create_media_table(db, unique_name, 1)
+    policy = derivative_policy(unique_name)
+    enqueue_all(db, policy)
+    keys = resources(db, policy, "obj-1")
+    queue = LeasedQueue(OPERATIONS, policy.name, policy.remote.lease)
+    conn_a, conn_b = connect_dsn(test_dsn), connect_dsn(test_dsn)
+    try:
+        claimed = {
+            owner: Operation.from_row(queue.claim(conn, owner, 1)[0])
+            for owner, conn in (("worker-a", conn_a), ("worker-b", conn_b))
+        }
+        assert {op.resource for op in claimed.values()} == {"object", "thumbnails"}
+
+        def confirmed(op: Operation) -> Attempt:
+            now = time.time()
+            return Attempt(
+                op, Finish(state=State.DONE, outcome=Outcome.CONFIRMED, status=204), now, now
+            )
+
+        with conn_a.transaction():  # worker a's finish, not committed yet
+            AtomicFinish(policy).record(conn_a, "worker-a", [confirmed(claimed["worker-a"])], None)
+            later = threading.Thread(
+                target=AtomicFinish(policy).record,
+                args=(conn_b, "worker-b", [confirmed(claimed["worker-b"])], None),
+            )
+            later.start()
+            later.join(0.5)
+            assert later.is_alive(), "the later finish waits for the object's lock"
+        later.join(10)
+    finally:
+        conn_a.close()
+        conn_b.close()
+    states = {r["state"] for r in resources(db, policy, "obj-1").values()}
+    assert states == {"done"}
+    assert keys["object"]["operation_key"] in {op.key for op in claimed.values()}
+    assert rows_left(db, unique_name) == [], "one of the two finishes deleted the row"
+
+
+def test_a_derivatives_404s_are_judged_by_its_own_endpoint_not_the_objects(
+    db, unique_name, sandbox, test_dsn
+) -> None:
+    """The objects answer 204, their thumbnails only 404 (a wrong template): the object's
+    2xx does not make the thumbnails' 404s count; the breaker stops the task naming the
+    derivative, and no row goes."""
+    create_media_table(db, unique_name, 3)
+    sandbox.state.configure(not_found_derivatives=["thumbnails"])
+    policy = derivative_policy(unique_name, not_found_breaker=3)
+    enqueue_all(db, policy)
+    with pytest.raises(EndpointSuspect) as tripped:
+        work(test_dsn, policy, sandbox)
+    assert "/v1/assets/{object_id}/thumbnails (derivative 'thumbnails')" in str(tripped.value)
+    assert rows_left(db, unique_name) == [1, 2, 3]
+    for object_id in ("obj-1", "obj-2", "obj-3"):
+        ops = resources(db, policy, object_id)
+        assert ops["object"]["state"] == "done"
+        assert ops["thumbnails"]["state"] == "pending", "held back, nothing deleted on it"
+
+
+def test_a_derivative_may_refuse_404_when_the_object_accepts_it(
+    db, unique_name, sandbox, test_dsn
+) -> None:
+    """``not_found_is_deleted: false`` on one derivative: its 404 is a rejection (dead,
+    the row stays), while the object's own 404 still confirms."""
+    create_media_table(db, unique_name, 1)
+    sandbox.state.configure(not_found_derivatives=["thumbnails"])
+    strict = {**THUMBNAILS, "not_found_is_deleted": False}
+    policy = derivative_policy(unique_name, derivatives=[strict])
+    enqueue_all(db, policy)
+    work(test_dsn, policy, sandbox)
+    ops = resources(db, policy, "obj-1")
+    assert (ops["thumbnails"]["state"], ops["thumbnails"]["failure_class"]) == ("dead", "http_404")
+    assert ops["object"]["state"] == "done"
+    assert rows_left(db, unique_name) == [1]
+
+
+def test_the_audit_purge_keeps_an_objects_evidence_while_its_row_waits(
+    db, unique_name, sandbox, test_dsn
+) -> None:
+    """Past the audit horizon, an object whose derivative is still live (its row still
+    there) keeps its confirmed operations; a finished object's go, all of them."""
+    create_media_table(db, unique_name, 2)
+    sandbox.state.configure(fail_5xx={"obj-1/thumbnails": 1})
+    policy = derivative_policy(unique_name)
+    enqueue_all(db, policy)
+    work(test_dsn, policy, sandbox)
+    db.execute(
+        "UPDATE retention.operations SET done_at = now() - interval '400 days' "
+        "WHERE policy = %s AND state = 'done'",
+        (policy.name,),
+    )
+    purged = purge_audit(db, policy.name, audit_days=30)
+    assert purged["operations"] == 2, "obj-2's object and thumbnails"
+    assert set(resources(db, policy, "obj-1")) == {"object", "thumbnails"}
+    assert resources(db, policy, "obj-2") == {}
+
+
+def test_a_hinted_object_gets_its_derivatives_due_with_it(
+    db, unique_name, sandbox, test_dsn
+) -> None:
+    """A signed hint makes an object due: its derivatives are enqueued in the same
+    transaction, due at the same time, and a pass deletes every resource, then the row."""
+    create_media_table(db, unique_name, 2)
+    policy = derivative_policy(unique_name)
+    applied = apply(db, Hint(webhook_id="msg_1", policy=policy, objects=[("obj-1", None)]))
+    ops = resources(db, policy, "obj-1")
+    assert set(ops) == {"object", "thumbnails"}
+    assert applied["operations"] == [ops["object"]["operation_key"]]
+    assert {op["state"] for op in ops.values()} == {"pending"}
+    work(test_dsn, policy, sandbox)
+    assert calls(sandbox) == Counter({"obj-1": 1, "obj-1/thumbnails": 1})
+    assert rows_left(db, unique_name) == [2]
