@@ -6,7 +6,9 @@
 -- was made for (a restored object has a new version and a new operation), and,
 -- for operations the scan enqueued, only while the row is older than its
 -- window's cutoff (the caller sets TimeZone to timestamp_timezone), and, when the policy
--- notifies, its retention.deleted event in the outbox (transactional outbox).
+-- notifies, its retention.deleted event in the outbox (transactional outbox), listing
+-- under resources.tables the rows deleted for that key by table: the policy's row and
+-- the listed children the caller deleted first in the same transaction (child_tables).
 -- A window's pass counts the batch in its window ledger (window_batch_done.sql)
 -- in the same transaction, so the window's figures never disagree with the table.
 -- The lease-owner guard makes a stale worker's writes no-ops: those keys do not
@@ -20,10 +22,10 @@ WITH input AS (
         %(rate_limited)s::int[], %(auth_failure)s::boolean[], %(not_before)s::timestamptz[],
         %(status)s::int[], %(outcome)s::text[], %(failure_class)s::text[], %(reason)s::text[],
         %(started_at)s::timestamptz[], %(finished_at)s::timestamptz[],
-        %(duration_ms)s::double precision[]
+        %(duration_ms)s::double precision[], %(child_tables)s::jsonb[]
     ) AS i(i_key, i_state, i_attempt_spent, i_rate_limited, i_auth_failure, i_not_before,
            i_status, i_outcome, i_failure_class, i_reason, i_started_at, i_finished_at,
-           i_duration_ms)
+           i_duration_ms, i_child_tables)
 ), op AS (
     UPDATE retention.operations AS o
     SET state = i.i_state,
@@ -49,8 +51,21 @@ WITH input AS (
               i.i_outcome AS op_outcome, i.i_duration_ms AS op_duration_ms,
               o.object_id AS op_object_id, o.tenant AS op_tenant,
               o.policy_revision AS op_revision, o.attempt_count AS op_attempts,
+              i.i_child_tables AS op_child_tables,
               (SELECT w.cutoff FROM retention.windows AS w
                WHERE w.window_key = o.window_key) AS op_cutoff
+), gone AS (
+    -- Only the row the operation was made for: same version, object and tenant,
+    -- and (for operations the scan enqueued) still older than its window's cutoff.
+    DELETE FROM {table}
+    USING op
+    WHERE op.op_state = 'done'
+      AND {key} = op.op_row_key
+      AND {version_expr} = op.op_version
+      AND {object_id}::text = op.op_object_id
+      AND {tenant_text} IS NOT DISTINCT FROM op.op_tenant
+      AND (op.op_cutoff IS NULL OR {ts} < op.op_cutoff)
+    RETURNING {key} AS gone_row_key
 ), event AS (
     INSERT INTO retention.outbox (event_id, policy, operation_key, event_type, payload)
     SELECT 'evt_' || left(encode(sha256(convert_to('retention.deleted|' || op.op_key, 'UTF8')),
@@ -67,7 +82,13 @@ WITH input AS (
                    'tenant', op.op_tenant,
                    'version', op.op_version,
                    'status_code', op.op_status,
-                   'attempts', op.op_attempts
+                   'attempts', op.op_attempts,
+                   'resources', jsonb_build_object(
+                       'tables', jsonb_build_object(
+                           %(table_name)s::text,
+                           (op.op_row_key IN (SELECT gone.gone_row_key FROM gone))::int
+                       ) || coalesce(op.op_child_tables, '{{}}'::jsonb)
+                   )
                )
            )::text
     FROM op
@@ -84,18 +105,6 @@ WITH input AS (
            %(policy)s, %(owner)s, op.op_started_at, op.op_finished_at, op.op_status,
            op.op_outcome, op.op_duration_ms
     FROM op
-), gone AS (
-    -- Only the row the operation was made for: same version, object and tenant,
-    -- and (for operations the scan enqueued) still older than its window's cutoff.
-    DELETE FROM {table}
-    USING op
-    WHERE op.op_state = 'done'
-      AND {key} = op.op_row_key
-      AND {version_expr} = op.op_version
-      AND {object_id}::text = op.op_object_id
-      AND {tenant_text} IS NOT DISTINCT FROM op.op_tenant
-      AND (op.op_cutoff IS NULL OR {ts} < op.op_cutoff)
-    RETURNING {key} AS gone_row_key
 )
 SELECT op.op_key,
        (op.op_row_key IN (SELECT gone.gone_row_key FROM gone))::int AS rows_deleted,

@@ -289,15 +289,18 @@ def test_unknown_pools_are_warnings_for_the_dag_docs(tmp_path: Path) -> None:
     assert any("is unused" in w for w in loaded.warnings["remote"])
 
 
-def column_naming_fields(model: type[BaseModel], prefix: str = "") -> set[str]:
-    """Every field of the model and its sections whose name says it names a column."""
+def column_naming_fields(
+    model: type[BaseModel], prefix: str = "", seen: frozenset[type] = frozenset()
+) -> set[str]:
+    """Every field of the model and its sections whose name says it names a column (a
+    section nested in itself, such as ``children``, is walked once)."""
     found: set[str] = set()
     for name, info in model.model_fields.items():
         if name.endswith("_column"):
             found.add(prefix + name)
         for kind in getattr(info.annotation, "__args__", (info.annotation,)):
-            if isinstance(kind, type) and issubclass(kind, BaseModel):
-                found |= column_naming_fields(kind, f"{prefix}{name}.")
+            if isinstance(kind, type) and issubclass(kind, BaseModel) and kind not in seen:
+                found |= column_naming_fields(kind, f"{prefix}{name}.", seen | {model})
     return found
 
 

@@ -25,6 +25,7 @@ from functools import cache
 
 import psycopg
 from psycopg import sql
+from psycopg.types.json import Jsonb
 
 from retention.db.connection import Connection, bounded
 from retention.db.sqlfiles import query
@@ -33,6 +34,7 @@ from retention.policy.model import Policy
 from retention.queue.classify import Outcome
 from retention.queue.leased import Finish, State
 from retention.queue.worker import Attempt, Recorded
+from retention.rows.children import ChildLink, check_coupled_tables, delete_statements
 from retention.rows.locks import row_lock_holders
 from retention.rows.target import TargetTable
 
@@ -67,6 +69,7 @@ class AtomicFinish:
     def __init__(self, policy: Policy) -> None:
         self.policy = policy
         self._holders_seen: tuple[float, int, str] | None = None  # see _lock_holders
+        self._children: list[ChildLink] | None = None  # resolved on the first confirmation
 
     def record(
         self, conn: Connection, owner: str, attempts: list[Attempt], scope: str | None
@@ -97,12 +100,20 @@ class AtomicFinish:
         finishes: dict[str, Finish] = {}
         rows_deleted: dict[str, int] = {}
         transactions: list[tuple[int, float]] = []
+        by_table: dict[str, int] = {}
         for attempt in attempts:
             one = self.record(conn, owner, [attempt], scope)
             finishes.update(one.finishes)
             rows_deleted.update(one.rows_deleted)
             transactions.extend(one.transactions)
-        return Recorded(finishes=finishes, rows_deleted=rows_deleted, transactions=transactions)
+            for table, rows in one.rows_by_table.items():
+                by_table[table] = by_table.get(table, 0) + rows
+        return Recorded(
+            finishes=finishes,
+            rows_deleted=rows_deleted,
+            transactions=transactions,
+            rows_by_table=by_table,
+        )
 
     def _lock_holders(self, conn: Connection, row_key: int) -> str:
         """Who holds the lock a local delete timed out on, looked up at most once per
@@ -190,6 +201,11 @@ class AtomicFinish:
             synchronous_commit=False,
             timezone=self.policy.timestamp_timezone,
         ):
+            children = {
+                a.job.key: self.delete_row_children(conn, owner, a.job.key)
+                for a in attempts
+                if a.finish.state == State.DONE
+            }
             rows = conn.execute(
                 _finish_statement(self.policy),
                 {
@@ -209,6 +225,8 @@ class AtomicFinish:
                     "started_at": [dt.datetime.fromtimestamp(a.started, utc) for a in attempts],
                     "finished_at": [dt.datetime.fromtimestamp(a.finished, utc) for a in attempts],
                     "duration_ms": [(a.finished - a.started) * 1000 for a in attempts],
+                    "table_name": self.policy.table,
+                    "child_tables": [Jsonb(children.get(a.job.key, {})) for a in attempts],
                 },
                 prepare=True,
             ).fetchall()
@@ -230,8 +248,31 @@ class AtomicFinish:
                     {"window_key": scope, "deleted": deleted, "batch_ms": elapsed_ms},
                     prepare=True,
                 )
+        by_table = {self.policy.table: deleted}
+        for key, counts in children.items():
+            if key in rows_deleted:
+                for table, count in counts.items():
+                    by_table[table] = by_table.get(table, 0) + count
         return Recorded(
             finishes={a.job.key: a.finish for a in attempts if a.job.key in rows_deleted},
             rows_deleted=rows_deleted,
             transactions=[(deleted, elapsed_ms)] if rows_deleted else [],
+            rows_by_table=by_table,
         )
+
+    def delete_row_children(self, conn: Connection, owner: str, op_key: str) -> dict[str, int]:
+        """Delete the listed children of one confirmed operation's row, deepest first, in
+        the caller's transaction (before ``ops_finish.sql`` deletes the row itself): only
+        when that statement will delete the row (of the operation's version, object and
+        tenant), which stays locked until it does. Returns the rows deleted by table."""
+        if not self.policy.children:
+            return {}
+        if self._children is None:
+            self._children = check_coupled_tables(conn, self.policy).links
+        target = TargetTable.of(self.policy.table_spec, self.policy.remote)
+        params = {"op_key": op_key, "owner": owner}
+        statements = delete_statements(
+            self._children,
+            lambda column: target.query("target_confirmed_row_keys", column=sql.Identifier(column)),
+        )
+        return {table: conn.execute(statement, params).rowcount for table, statement in statements}

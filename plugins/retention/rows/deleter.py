@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
+from psycopg import sql
 
 from retention import metrics
 from retention.db.connection import Connection, bounded
@@ -32,6 +33,7 @@ from retention.db.gate import Gate, PauseSwitch
 from retention.db.sqlfiles import query
 from retention.policy.model import BatchTiming, HealthSpec, Policy
 from retention.progress import Progress
+from retention.rows.children import ChildLink, check_coupled_tables, delete_statements
 from retention.rows.lifecycle import WindowDeleter, WindowResult
 from retention.rows.locks import find_lock_holders
 from retention.rows.target import TargetTable
@@ -87,6 +89,30 @@ class BatchSizer:
         self.size = min(self.timing.max_rows, max(self.timing.min_rows, moved))
 
 
+@dataclass(frozen=True)
+class BatchStatements:
+    """The statements of a window's batches: the key range's bound, the children's
+    deletes (deepest first, by table) and the delete of the policy's rows."""
+
+    bound: sql.Composed
+    delete: sql.Composed
+    children: list[tuple[str, sql.Composable]]
+
+    @classmethod
+    def of(cls, target: TargetTable, window: Window, children: list[ChildLink]) -> BatchStatements:
+        scope = window.tenant_scope
+        return cls(
+            bound=target.query("target_batch_bound", scope),
+            delete=target.query("target_delete_batch", scope),
+            children=delete_statements(
+                children,
+                lambda column: target.query(
+                    "target_batch_parent_keys", scope, column=sql.Identifier(column)
+                ),
+            ),
+        )
+
+
 @dataclass
 class RowDeleter(WindowDeleter):
     """Deletes a window's eligible rows directly, in bounded key-range batches."""
@@ -95,6 +121,9 @@ class RowDeleter(WindowDeleter):
     health: HealthSpec = field(default_factory=HealthSpec)
     switch: PauseSwitch | None = None
     sleep: Callable[[float], None] = field(default=stoppable_sleep)
+    # The policy's listed children, resolved against the catalog: deleted in each batch's
+    # transaction, deepest first, before the rows they reference.
+    children: list[ChildLink] = field(default_factory=list)
 
     def gate_for(self, window: Window) -> Gate:
         health, switch = self.health, self.switch
@@ -109,9 +138,7 @@ class RowDeleter(WindowDeleter):
         their keys named (reconcile reports them as rows left in the window),
         so one locked row never holds back the rows after it.
         """
-        target = TargetTable.of(self.table)
-        bound_statement = target.query("target_batch_bound", window.tenant_scope)
-        delete_statement = target.query("target_delete_batch", window.tenant_scope)
+        statements = BatchStatements.of(TargetTable.of(self.table), window, self.children)
         sizer = BatchSizer(start=batch_rows, timing=self.timing)
         after = window.first_id - 1
         timeouts_at_one = 0
@@ -130,32 +157,17 @@ class RowDeleter(WindowDeleter):
             }
             began = time.perf_counter()
             try:
-                with bounded(
-                    conn,
-                    self.timeouts,
-                    synchronous_commit=False,
-                    timezone=self.table.timestamp_timezone,
-                ):
-                    bound = conn.execute(bound_statement, params).fetchone()
-                    if bound is None or not bound["keys"]:
-                        break
-                    deleted = conn.execute(
-                        delete_statement, {**params, "upto": bound["upto"]}
-                    ).rowcount
-                    conn.execute(
-                        query("window_batch_done"),
-                        {
-                            "window_key": window.window_key,
-                            "deleted": deleted,
-                            "batch_ms": (time.perf_counter() - began) * 1000,
-                        },
-                    )
+                done = self._batch(conn, statements, params, window, began)
+                if done is None:
+                    break
+                bound, batch_tables = done
+                deleted = batch_tables[str(self.table)]
             except (psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable) as exc:
                 why = self._count_timeout(conn, window, exc, after, size, result)
                 if size == 1:
                     timeouts_at_one += 1
                     if timeouts_at_one >= MAX_TIMEOUTS_AT_ONE_ROW:
-                        key = self._next_key(conn, bound_statement, params, window)
+                        key = self._next_key(conn, statements.bound, params, window)
                         skipped.append(key)
                         if len(skipped) > MAX_SKIPPED_ROWS:
                             raise WindowDeleteError(
@@ -189,8 +201,8 @@ class RowDeleter(WindowDeleter):
                 continue
             batch_ms = (time.perf_counter() - began) * 1000
             timeouts_at_one = 0
-            result.add_batch(deleted, batch_ms)
-            metrics.row_batch(window.policy, deleted, batch_ms)
+            result.add_batch(deleted, batch_ms, batch_tables)
+            metrics.row_batch(window.policy, batch_tables, batch_ms)
             sizer.succeeded(batch_ms, bound["keys"])
             progress.update(result.rows_deleted, gate.throttled())
             if bound["keys"] < size:
@@ -204,6 +216,42 @@ class RowDeleter(WindowDeleter):
                 f"{skipped[:20]}; the rest of the window was deleted. Clear the task to "
                 "retry them once the lock is gone; nothing was lost."
             )
+
+    def _batch(
+        self,
+        conn: Connection,
+        statements: BatchStatements,
+        params: dict[str, Any],
+        window: Window,
+        began: float,
+    ) -> tuple[dict[str, Any], dict[str, int]] | None:
+        """One batch in one bounded transaction: its key range, the children of its rows
+        (deepest first), its rows, and the window ledger's tally; None once the window has
+        no key left. Returns the range's bound and the rows deleted by table."""
+        with bounded(
+            conn,
+            self.timeouts,
+            synchronous_commit=False,
+            timezone=self.table.timestamp_timezone,
+        ):
+            bound = conn.execute(statements.bound, params).fetchone()
+            if bound is None or not bound["keys"]:
+                return None
+            in_range = {**params, "upto": bound["upto"]}
+            by_table = {
+                table: conn.execute(statement, in_range).rowcount
+                for table, statement in statements.children  # deepest first
+            }
+            deleted = conn.execute(statements.delete, in_range).rowcount
+            conn.execute(
+                query("window_batch_done"),
+                {
+                    "window_key": window.window_key,
+                    "deleted": deleted,
+                    "batch_ms": (time.perf_counter() - began) * 1000,
+                },
+            )
+        return bound, {str(self.table): deleted, **by_table}
 
     def _count_timeout(
         self,
@@ -254,6 +302,7 @@ def delete_window(
     switch: PauseSwitch | None = None,
 ) -> WindowResult:
     """Empty one window of a row policy (or, in a dry run, count it), recording the attempt."""
+    children = check_coupled_tables(conn, policy).links if policy.children else []
     deleter = RowDeleter(
         policy.table_spec,
         policy.timeouts,
@@ -261,5 +310,6 @@ def delete_window(
         policy.health,
         switch,
         sleep=sleep,
+        children=children,
     )
     return deleter.run(conn, window, batch_rows=batch_rows, dry_run=dry_run)

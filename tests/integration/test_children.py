@@ -1,0 +1,214 @@
+"""Child tables go with their parents in the same batch transaction, deepest first, and a
+foreign key nobody accounted for stops the run before anything is deleted."""
+
+from __future__ import annotations
+
+import pytest
+from psycopg import sql
+
+from devtools.plans import request
+from retention.db.connection import Connection
+from retention.rows.children import CoupledTableError, check_coupled_tables, count_orphans
+from retention.rows.deleter import delete_window
+from retention.rows.planner import plan_windows
+from tests.support.policies import make_policy
+from tests.support.tables import create_table, ids_left, new, old
+
+PARENTS = 60  # keys 1..60; odd keys are old (eligible), even ones young
+
+
+def _create_family(db: Connection, name: str, per_parent: int = 2) -> None:
+    """<name> → <name>_r (FK) → <name>_c (FK) → <name>_p (no constraint: references given),
+    ``per_parent`` rows per parent at every level; a trigger logs the transaction of every
+    deleted row of every table."""
+    create_table(db, name, [(i, 1, old() if i % 2 else new()) for i in range(1, PARENTS + 1)])
+    ident = sql.Identifier
+    names = {
+        "t": ident("public", name),
+        "r": ident("public", f"{name}_r"),
+        "c": ident("public", f"{name}_c"),
+        "p": ident("public", f"{name}_p"),
+        "r_fk": ident(f"{name}_r_fk"),
+        "c_fk": ident(f"{name}_c_fk"),
+        "log": ident("public", f"{name}_log"),
+        "fn": ident("public", f"{name}_logfn"),
+    }
+    for statement in (
+        "CREATE TABLE {r} (id bigserial PRIMARY KEY, asset_id bigint NOT NULL "
+        "CONSTRAINT {r_fk} REFERENCES {t} (id))",
+        "CREATE TABLE {c} (id bigserial PRIMARY KEY, rendition_id bigint NOT NULL "
+        "CONSTRAINT {c_fk} REFERENCES {r} (id))",
+        "CREATE TABLE {p} (id bigserial PRIMARY KEY, chunk_id bigint NOT NULL)",
+        "CREATE INDEX ON {r} (asset_id)",
+        "CREATE INDEX ON {c} (rendition_id)",
+        "CREATE INDEX ON {p} (chunk_id)",
+        "INSERT INTO {r} (asset_id) SELECT t.id FROM {t} AS t, generate_series(1, %(n)s)",
+        "INSERT INTO {c} (rendition_id) SELECT r.id FROM {r} AS r, generate_series(1, %(n)s)",
+        "INSERT INTO {p} (chunk_id) SELECT c.id FROM {c} AS c, generate_series(1, %(n)s)",
+        "CREATE TABLE {log} (tbl text, xid bigint)",
+        "CREATE FUNCTION {fn}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        "INSERT INTO {log} VALUES (TG_TABLE_NAME, txid_current()); RETURN OLD; END $$",
+    ):
+        params = {"n": per_parent} if "%(n)s" in statement else None
+        db.execute(sql.SQL(statement).format(**names), params)
+    for table in (name, f"{name}_r", f"{name}_c", f"{name}_p"):
+        db.execute(
+            sql.SQL(
+                "CREATE TRIGGER logged AFTER DELETE ON {} FOR EACH ROW EXECUTE FUNCTION {}()"
+            ).format(ident("public", table), ident("public", f"{name}_logfn"))
+        )
+
+
+def _children(name: str) -> list[dict]:
+    return [
+        {
+            "table": f"{name}_r",
+            "foreign_key": "asset_id",
+            "children": [
+                {
+                    "table": f"{name}_c",
+                    "foreign_key": "rendition_id",
+                    "children": [
+                        {"table": f"{name}_p", "foreign_key": "chunk_id", "references": "id"}
+                    ],
+                }
+            ],
+        }
+    ]
+
+
+def _orphans_at_every_level(db: Connection, name: str) -> list[int]:
+    """Child rows whose parent is gone, at each level (no constraint guards the last)."""
+    counts = []
+    for child, column, parent in (
+        (f"{name}_r", "asset_id", name),
+        (f"{name}_c", "rendition_id", f"{name}_r"),
+        (f"{name}_p", "chunk_id", f"{name}_c"),
+    ):
+        row = db.execute(
+            sql.SQL(
+                "SELECT count(*) AS n FROM {c} AS x WHERE NOT EXISTS "
+                "(SELECT 1 FROM {p} AS y WHERE y.id = x.{col})"
+            ).format(
+                c=sql.Identifier("public", child),
+                p=sql.Identifier("public", parent),
+                col=sql.Identifier(column),
+            )
+        ).fetchone()
+        counts.append(row["n"])
+    return counts
+
+
+def _count(db: Connection, table: str) -> int:
+    row = db.execute(
+        sql.SQL("SELECT count(*) AS n FROM {}").format(sql.Identifier("public", table))
+    ).fetchone()
+    return row["n"]
+
+
+def test_three_levels_of_children_go_with_their_parents_in_one_transaction_per_batch(
+    db: Connection, unique_name: str
+) -> None:
+    _create_family(db, unique_name)
+    policy = make_policy(
+        unique_name, window_rows=1000, batch_rows=7, children=_children(unique_name)
+    )
+    coupling = check_coupled_tables(db, policy)
+    assert [(link.table, link.depth, link.parent_column) for link in coupling.links] == [
+        (f"public.{unique_name}_r", 1, "id"),
+        (f"public.{unique_name}_c", 2, "id"),
+        (f"public.{unique_name}_p", 3, "id"),
+    ]
+    batches = 0
+    by_table: dict[str, int] = {}
+    for window in plan_windows(db, request(policy)):
+        result = delete_window(db, policy, window, batch_rows=7, dry_run=False)
+        batches += result.batches
+        for table, rows in result.rows_by_table.items():
+            by_table[table] = by_table.get(table, 0) + rows
+    assert ids_left(db, unique_name) == list(range(2, PARENTS + 1, 2))
+    assert _orphans_at_every_level(db, unique_name) == [0, 0, 0]
+    young = PARENTS // 2
+    assert [_count(db, f"{unique_name}_{s}") for s in "rcp"] == [young * 2, young * 4, young * 8]
+    assert by_table == {
+        f"public.{unique_name}": 30,
+        f"public.{unique_name}_r": 60,
+        f"public.{unique_name}_c": 120,
+        f"public.{unique_name}_p": 240,
+    }
+    xids = db.execute(
+        sql.SQL("SELECT xid, array_agg(DISTINCT tbl) AS tables FROM {} GROUP BY xid").format(
+            sql.Identifier("public", f"{unique_name}_log")
+        )
+    ).fetchall()
+    assert len(xids) == batches, "every batch is one transaction, children included"
+    assert all(len(row["tables"]) == 4 for row in xids), "each batch deletes at every level"
+    assert count_orphans(db, policy) == {}
+
+
+def test_a_parent_with_many_children_shrinks_its_batch(db: Connection, unique_name: str) -> None:
+    _create_family(db, unique_name, per_parent=12)  # 12 + 144 + 1728 rows under each parent
+    policy = make_policy(
+        unique_name,
+        window_rows=1000,
+        batch_rows=30,
+        target_batch_ms=5,
+        children=_children(unique_name),
+        health={"busy_sleep_ratio": 0},
+    )
+    (window,) = plan_windows(db, request(policy))
+    result = delete_window(db, policy, window, batch_rows=30, dry_run=False)
+    assert result.rows_deleted == 30
+    # Timed with its children, the first batch of 30 parents takes far more than 5 ms, so
+    # the batches shrink: without children in the timing, one batch of 30 would do.
+    assert result.batches >= 3, result.batch_ms
+    assert _orphans_at_every_level(db, unique_name) == [0, 0, 0]
+
+
+def test_an_unlisted_foreign_key_without_cascade_fails_the_plan_before_any_delete(
+    db: Connection, unique_name: str
+) -> None:
+    _create_family(db, unique_name)
+    policy = make_policy(unique_name, window_rows=1000, batch_rows=7)  # no children listed
+    with pytest.raises(CoupledTableError) as failed:
+        plan_windows(db, request(policy))
+    message = str(failed.value)
+    assert f"{unique_name}_r_fk" in message
+    assert f"referencing table public.{unique_name}_r, column asset_id" in message
+    for way in ("children:", "ON DELETE CASCADE or SET NULL", "ignore_foreign_keys:"):
+        assert way in message
+    assert len(ids_left(db, unique_name)) == PARENTS, "nothing was deleted"
+    ignoring = make_policy(
+        unique_name,
+        ignore_foreign_keys=[{"constraint": f"{unique_name}_r_fk", "reason": "kept for audit"}],
+    )
+    assert check_coupled_tables(db, ignoring).links == []
+
+
+def test_an_unlisted_cascade_is_a_warning_not_a_failure(db: Connection, unique_name: str) -> None:
+    create_table(db, unique_name, [(1, 1, old())])
+    db.execute(
+        sql.SQL(
+            "CREATE TABLE {c} (id bigint PRIMARY KEY, parent bigint "
+            "REFERENCES {t} (id) ON DELETE CASCADE)"
+        ).format(
+            c=sql.Identifier("public", f"{unique_name}_k"), t=sql.Identifier("public", unique_name)
+        )
+    )
+    coupling = check_coupled_tables(db, make_policy(unique_name))
+    assert coupling.problems == []
+    (warning,) = coupling.warnings()
+    assert f"public.{unique_name}_k" in warning
+    assert "not listed in children" in warning
+
+
+def test_orphans_of_a_child_without_a_constraint_are_counted(
+    db: Connection, unique_name: str
+) -> None:
+    _create_family(db, unique_name)
+    policy = make_policy(unique_name, children=_children(unique_name))
+    assert count_orphans(db, policy) == {}
+    db.execute(
+        sql.SQL("DELETE FROM {} WHERE id <= 3").format(sql.Identifier("public", f"{unique_name}_c"))
+    )  # behind retention's back: the last level has no constraint to stop it
+    assert count_orphans(db, policy) == {f"public.{unique_name}_p": 6}
