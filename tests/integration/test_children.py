@@ -11,70 +11,9 @@ from retention.db.connection import Connection
 from retention.rows.children import CoupledTableError, check_coupled_tables, count_orphans
 from retention.rows.deleter import delete_window
 from retention.rows.planner import plan_windows
+from tests.support.children import PARENTS, create_family, family_children
 from tests.support.policies import make_policy
-from tests.support.tables import create_table, ids_left, new, old
-
-PARENTS = 60  # keys 1..60; odd keys are old (eligible), even ones young
-
-
-def _create_family(db: Connection, name: str, per_parent: int = 2) -> None:
-    """<name> → <name>_r (FK) → <name>_c (FK) → <name>_p (no constraint: references given),
-    ``per_parent`` rows per parent at every level; a trigger logs the transaction of every
-    deleted row of every table."""
-    create_table(db, name, [(i, 1, old() if i % 2 else new()) for i in range(1, PARENTS + 1)])
-    ident = sql.Identifier
-    names = {
-        "t": ident("public", name),
-        "r": ident("public", f"{name}_r"),
-        "c": ident("public", f"{name}_c"),
-        "p": ident("public", f"{name}_p"),
-        "r_fk": ident(f"{name}_r_fk"),
-        "c_fk": ident(f"{name}_c_fk"),
-        "log": ident("public", f"{name}_log"),
-        "fn": ident("public", f"{name}_logfn"),
-    }
-    for statement in (
-        "CREATE TABLE {r} (id bigserial PRIMARY KEY, asset_id bigint NOT NULL "
-        "CONSTRAINT {r_fk} REFERENCES {t} (id))",
-        "CREATE TABLE {c} (id bigserial PRIMARY KEY, rendition_id bigint NOT NULL "
-        "CONSTRAINT {c_fk} REFERENCES {r} (id))",
-        "CREATE TABLE {p} (id bigserial PRIMARY KEY, chunk_id bigint NOT NULL)",
-        "CREATE INDEX ON {r} (asset_id)",
-        "CREATE INDEX ON {c} (rendition_id)",
-        "CREATE INDEX ON {p} (chunk_id)",
-        "INSERT INTO {r} (asset_id) SELECT t.id FROM {t} AS t, generate_series(1, %(n)s)",
-        "INSERT INTO {c} (rendition_id) SELECT r.id FROM {r} AS r, generate_series(1, %(n)s)",
-        "INSERT INTO {p} (chunk_id) SELECT c.id FROM {c} AS c, generate_series(1, %(n)s)",
-        "CREATE TABLE {log} (tbl text, xid bigint)",
-        "CREATE FUNCTION {fn}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-        "INSERT INTO {log} VALUES (TG_TABLE_NAME, txid_current()); RETURN OLD; END $$",
-    ):
-        params = {"n": per_parent} if "%(n)s" in statement else None
-        db.execute(sql.SQL(statement).format(**names), params)
-    for table in (name, f"{name}_r", f"{name}_c", f"{name}_p"):
-        db.execute(
-            sql.SQL(
-                "CREATE TRIGGER logged AFTER DELETE ON {} FOR EACH ROW EXECUTE FUNCTION {}()"
-            ).format(ident("public", table), ident("public", f"{name}_logfn"))
-        )
-
-
-def _children(name: str) -> list[dict]:
-    return [
-        {
-            "table": f"{name}_r",
-            "foreign_key": "asset_id",
-            "children": [
-                {
-                    "table": f"{name}_c",
-                    "foreign_key": "rendition_id",
-                    "children": [
-                        {"table": f"{name}_p", "foreign_key": "chunk_id", "references": "id"}
-                    ],
-                }
-            ],
-        }
-    ]
+from tests.support.tables import create_table, ids_left, old
 
 
 def _orphans_at_every_level(db: Connection, name: str) -> list[int]:
@@ -109,9 +48,9 @@ def _count(db: Connection, table: str) -> int:
 def test_three_levels_of_children_go_with_their_parents_in_one_transaction_per_batch(
     db: Connection, unique_name: str
 ) -> None:
-    _create_family(db, unique_name)
+    create_family(db, unique_name)
     policy = make_policy(
-        unique_name, window_rows=1000, batch_rows=7, children=_children(unique_name)
+        unique_name, window_rows=1000, batch_rows=7, children=family_children(unique_name)
     )
     coupling = check_coupled_tables(db, policy)
     assert [(link.table, link.depth, link.parent_column) for link in coupling.links] == [
@@ -147,13 +86,13 @@ def test_three_levels_of_children_go_with_their_parents_in_one_transaction_per_b
 
 
 def test_a_parent_with_many_children_shrinks_its_batch(db: Connection, unique_name: str) -> None:
-    _create_family(db, unique_name, per_parent=12)  # 12 + 144 + 1728 rows under each parent
+    create_family(db, unique_name, per_parent=12)  # 12 + 144 + 1728 rows under each parent
     policy = make_policy(
         unique_name,
         window_rows=1000,
         batch_rows=30,
         target_batch_ms=5,
-        children=_children(unique_name),
+        children=family_children(unique_name),
         health={"busy_sleep_ratio": 0},
     )
     (window,) = plan_windows(db, request(policy))
@@ -168,7 +107,7 @@ def test_a_parent_with_many_children_shrinks_its_batch(db: Connection, unique_na
 def test_an_unlisted_foreign_key_without_cascade_fails_the_plan_before_any_delete(
     db: Connection, unique_name: str
 ) -> None:
-    _create_family(db, unique_name)
+    create_family(db, unique_name)
     policy = make_policy(unique_name, window_rows=1000, batch_rows=7)  # no children listed
     with pytest.raises(CoupledTableError) as failed:
         plan_windows(db, request(policy))
@@ -205,8 +144,8 @@ def test_an_unlisted_cascade_is_a_warning_not_a_failure(db: Connection, unique_n
 def test_orphans_of_a_child_without_a_constraint_are_counted(
     db: Connection, unique_name: str
 ) -> None:
-    _create_family(db, unique_name)
-    policy = make_policy(unique_name, children=_children(unique_name))
+    create_family(db, unique_name)
+    policy = make_policy(unique_name, children=family_children(unique_name))
     assert count_orphans(db, policy) == {}
     db.execute(
         sql.SQL("DELETE FROM {} WHERE id <= 3").format(sql.Identifier("public", f"{unique_name}_c"))

@@ -241,18 +241,23 @@ class AtomicFinish:
                     left_alone[:5],
                 )
             deleted = sum(rows_deleted.values())
+            by_table = {self.policy.table: deleted}
+            for key, counts in children.items():
+                if key in rows_deleted:
+                    for table, count in counts.items():
+                        by_table[table] = by_table.get(table, 0) + count
             elapsed_ms = (time.perf_counter() - began) * 1000
             if scope is not None and rows_deleted:
                 conn.execute(
                     query("window_batch_done"),
-                    {"window_key": scope, "deleted": deleted, "batch_ms": elapsed_ms},
+                    {
+                        "window_key": scope,
+                        "deleted": deleted,
+                        "batch_ms": elapsed_ms,
+                        "by_table": Jsonb(by_table if self.policy.children else {}),
+                    },
                     prepare=True,
                 )
-        by_table = {self.policy.table: deleted}
-        for key, counts in children.items():
-            if key in rows_deleted:
-                for table, count in counts.items():
-                    by_table[table] = by_table.get(table, 0) + count
         return Recorded(
             finishes={a.job.key: a.finish for a in attempts if a.job.key in rows_deleted},
             rows_deleted=rows_deleted,

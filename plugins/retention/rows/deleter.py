@@ -26,6 +26,7 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
+from psycopg.types.json import Jsonb
 
 from retention import metrics
 from retention.db.connection import Connection, bounded
@@ -243,15 +244,17 @@ class RowDeleter(WindowDeleter):
                 for table, statement in statements.children  # deepest first
             }
             deleted = conn.execute(statements.delete, in_range).rowcount
+            by_table = {str(self.table): deleted, **by_table}
             conn.execute(
                 query("window_batch_done"),
                 {
                     "window_key": window.window_key,
                     "deleted": deleted,
                     "batch_ms": (time.perf_counter() - began) * 1000,
+                    "by_table": Jsonb(by_table if self.children else {}),
                 },
             )
-        return bound, {str(self.table): deleted, **by_table}
+        return bound, by_table
 
     def _count_timeout(
         self,
