@@ -24,6 +24,7 @@ from retention.db.connection import Connection
 from retention.db.sqlfiles import query
 from retention.db.table_check import TableMismatch
 from retention.policy.model import Policy
+from retention.rows.target import TargetTable, TenantScope
 
 ON_DELETE = {
     "a": "NO ACTION",
@@ -255,6 +256,49 @@ def delete_statements(links: list[ChildLink], root_of: Any) -> list[tuple[str, s
         )
         statements.append((link.table, delete))
     return statements
+
+
+def family_delete(
+    links: list[ChildLink], target: TargetTable, scope: TenantScope, table: str
+) -> tuple[sql.Composed, list[str]]:
+    """One statement deleting a batch's rows of the policy's table and, level by level,
+    the rows of every listed child that reference them (``target_delete_family.sql``);
+    with the table each of its result columns counts, the policy's first."""
+
+    def returning(parent: ChildLink | None, own_key: sql.Identifier) -> sql.Composable:
+        columns = sorted({link.parent_column for link in links if link.parent is parent})
+        if not columns:
+            return own_key if parent is None else sql.SQL("1")
+        return sql.SQL(", ").join(sql.Identifier(column) for column in columns)
+
+    names = {id(link): f"child_{number}" for number, link in enumerate(links, start=1)}
+    levels = [
+        query(
+            "target_delete_family_child",
+            cte=sql.Identifier(names[id(link)]),
+            child=link.identifier,
+            foreign_key=sql.Identifier(link.foreign_key),
+            column=sql.Identifier(link.parent_column),
+            parent=sql.Identifier(names[id(link.parent)] if link.parent else "gone"),
+            returning=returning(link, target.key),
+        )
+        for link in sorted(links, key=lambda one: one.depth)  # a CTE after its parent's
+    ]
+    ctes = ["gone", *(names[id(link)] for link in links)]
+    counts = sql.SQL(", ").join(
+        sql.SQL("(SELECT count(*) FROM {}) AS {}").format(
+            sql.Identifier(cte), sql.Identifier(f"rows_{number}")
+        )
+        for number, cte in enumerate(ctes)
+    )
+    statement = target.query(
+        "target_delete_family",
+        scope,
+        returning=returning(None, target.key),
+        children=sql.Composed(levels),
+        counts=counts,
+    )
+    return statement, [table, *(link.table for link in links)]
 
 
 def count_orphans(conn: Connection, policy: Policy) -> dict[str, int]:

@@ -32,9 +32,9 @@ from retention import metrics
 from retention.db.connection import Connection, bounded
 from retention.db.gate import Gate, PauseSwitch
 from retention.db.sqlfiles import query
-from retention.policy.model import BatchTiming, HealthSpec, Policy
+from retention.policy.model import BatchTiming, HealthSpec, Policy, TableSpec
 from retention.progress import Progress
-from retention.rows.children import ChildLink, check_coupled_tables, delete_statements
+from retention.rows.children import ChildLink, check_coupled_tables, family_delete
 from retention.rows.lifecycle import WindowDeleter, WindowResult
 from retention.rows.locks import find_lock_holders
 from retention.rows.target import TargetTable
@@ -92,26 +92,22 @@ class BatchSizer:
 
 @dataclass(frozen=True)
 class BatchStatements:
-    """The statements of a window's batches: the key range's bound, the children's
-    deletes (deepest first, by table) and the delete of the policy's rows."""
+    """The statements of a window's batches: the key range's bound, and the delete of the
+    policy's rows, which for a policy with children is one statement deleting them and
+    their children (``tables``: the table each of its result columns counts)."""
 
     bound: sql.Composed
     delete: sql.Composed
-    children: list[tuple[str, sql.Composable]]
+    tables: list[str]
 
     @classmethod
-    def of(cls, target: TargetTable, window: Window, children: list[ChildLink]) -> BatchStatements:
-        scope = window.tenant_scope
-        return cls(
-            bound=target.query("target_batch_bound", scope),
-            delete=target.query("target_delete_batch", scope),
-            children=delete_statements(
-                children,
-                lambda column: target.query(
-                    "target_batch_parent_keys", scope, column=sql.Identifier(column)
-                ),
-            ),
-        )
+    def of(cls, table: TableSpec, window: Window, children: list[ChildLink]) -> BatchStatements:
+        target, scope = TargetTable.of(table), window.tenant_scope
+        bound = target.query("target_batch_bound", scope)
+        if not children:
+            return cls(bound, target.query("target_delete_batch", scope), [str(table)])
+        delete, tables = family_delete(children, target, scope, str(table))
+        return cls(bound, delete, tables)
 
 
 @dataclass
@@ -139,7 +135,7 @@ class RowDeleter(WindowDeleter):
         their keys named (reconcile reports them as rows left in the window),
         so one locked row never holds back the rows after it.
         """
-        statements = BatchStatements.of(TargetTable.of(self.table), window, self.children)
+        statements = BatchStatements.of(self.table, window, self.children)
         sizer = BatchSizer(start=batch_rows, timing=self.timing)
         after = window.first_id - 1
         timeouts_at_one = 0
@@ -239,12 +235,14 @@ class RowDeleter(WindowDeleter):
             if bound is None or not bound["keys"]:
                 return None
             in_range = {**params, "upto": bound["upto"]}
-            by_table = {
-                table: conn.execute(statement, in_range).rowcount
-                for table, statement in statements.children  # deepest first
-            }
-            deleted = conn.execute(statements.delete, in_range).rowcount
-            by_table = {str(self.table): deleted, **by_table}
+            if self.children:  # one statement: the rows and their children, counted
+                counted = conn.execute(statements.delete, in_range).fetchone()
+                assert counted is not None
+                by_table = dict(zip(statements.tables, counted.values(), strict=True))
+                deleted = by_table[str(self.table)]
+            else:
+                deleted = conn.execute(statements.delete, in_range).rowcount
+                by_table = {str(self.table): deleted}
             conn.execute(
                 query("window_batch_done"),
                 {
