@@ -4,9 +4,11 @@ foreign key nobody accounted for stops the run before anything is deleted."""
 from __future__ import annotations
 
 import pytest
+from airflow.sdk.exceptions import AirflowFailException
 from psycopg import sql
 
 from devtools.plans import request
+from retention.airflow.dag_factory import build_dag
 from retention.db.connection import Connection
 from retention.rows.children import CoupledTableError, check_coupled_tables, count_orphans
 from retention.rows.deleter import delete_window
@@ -151,3 +153,24 @@ def test_orphans_of_a_child_without_a_constraint_are_counted(
         sql.SQL("DELETE FROM {} WHERE id <= 3").format(sql.Identifier("public", f"{unique_name}_c"))
     )  # behind retention's back: the last level has no constraint to stop it
     assert count_orphans(db, policy) == {f"public.{unique_name}_p": 6}
+
+
+def test_the_first_task_fails_without_a_retry_on_an_unaccounted_foreign_key(
+    db: Connection, unique_name: str
+) -> None:
+    create_family(db, unique_name)
+    policy = make_policy(unique_name)
+    (first,) = [t for t in build_dag(policy, auto_register=False).tasks if not t.upstream_task_ids]
+    with pytest.raises(AirflowFailException) as refused:
+        first.python_callable()
+    assert first.task_id == "migrate_schema"
+    assert isinstance(refused.value.__cause__, CoupledTableError)
+    assert f"{unique_name}_r_fk" in str(refused.value)
+    assert len(ids_left(db, unique_name)) == PARENTS
+
+
+def test_a_listed_child_that_does_not_exist_is_named(db: Connection, unique_name: str) -> None:
+    create_table(db, unique_name, [(1, 1, old())])
+    policy = make_policy(unique_name, children=[{"table": "no_such_child", "foreign_key": "x"}])
+    with pytest.raises(CoupledTableError, match=r"table public\.no_such_child does not exist"):
+        check_coupled_tables(db, policy)

@@ -74,3 +74,11 @@ def remote_policy(name: str, notify: dict[str, Any] | None = None, **remote: Any
     if notify is not None:
         fields["notify"] = notify
     return make_policy(name, **fields)
+
+
+def nested_children(levels: int) -> list[dict[str, Any]]:
+    """``levels`` child tables, each the only child of the one before."""
+    child: list[dict[str, Any]] = []
+    for level in range(levels, 0, -1):
+        child = [{"table": f"level_{level}", "foreign_key": "parent_id", "children": child}]
+    return child

@@ -34,7 +34,7 @@ from retention.policy.model import Policy
 from retention.queue.classify import Outcome
 from retention.queue.leased import Finish, State
 from retention.queue.worker import Attempt, Recorded
-from retention.rows.children import ChildLink, check_coupled_tables, delete_statements
+from retention.rows.children import check_coupled_tables, delete_statements
 from retention.rows.locks import row_lock_holders
 from retention.rows.target import TargetTable
 
@@ -69,7 +69,9 @@ class AtomicFinish:
     def __init__(self, policy: Policy) -> None:
         self.policy = policy
         self._holders_seen: tuple[float, int, str] | None = None  # see _lock_holders
-        self._children: list[ChildLink] | None = None  # resolved on the first confirmation
+        # The children's deletes (table, statement), deepest first: built on the first
+        # confirmation of a policy with children (see delete_row_children).
+        self._children: list[tuple[str, sql.Composable]] | None = None
 
     def record(
         self, conn: Connection, owner: str, attempts: list[Attempt], scope: str | None
@@ -272,12 +274,13 @@ class AtomicFinish:
         tenant), which stays locked until it does. Returns the rows deleted by table."""
         if not self.policy.children:
             return {}
-        if self._children is None:
-            self._children = check_coupled_tables(conn, self.policy).links
-        target = TargetTable.of(self.policy.table_spec, self.policy.remote)
+        if self._children is None:  # the catalog is read once per finisher, not per row
+            target = TargetTable.of(self.policy.table_spec, self.policy.remote)
+            self._children = delete_statements(
+                check_coupled_tables(conn, self.policy).links,
+                lambda column: target.query(
+                    "target_confirmed_row_keys", column=sql.Identifier(column)
+                ),
+            )
         params = {"op_key": op_key, "owner": owner}
-        statements = delete_statements(
-            self._children,
-            lambda column: target.query("target_confirmed_row_keys", column=sql.Identifier(column)),
-        )
-        return {table: conn.execute(statement, params).rowcount for table, statement in statements}
+        return {table: conn.execute(delete, params).rowcount for table, delete in self._children}

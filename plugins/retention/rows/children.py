@@ -3,9 +3,12 @@
 A row of the policy's table rarely lives alone: renditions reference an asset, line
 items an order. Deleting the parent alone fails on a foreign key, cascades an unbounded
 delete through ``ON DELETE CASCADE``, or leaves orphans. So a policy lists its children
-(``children:``, nested up to three levels), and every batch deletes them in the same
-transaction as their parents, deepest first, through the parents' key range: a child
-row goes exactly when its parent row goes.
+(``children:``, nested up to three levels), and they go in the same transaction as their
+parents: a row batch deletes its rows and, level by level, the child rows referencing
+them in one statement (:func:`family_delete`: the foreign keys are checked when it ends,
+and a parent re-checked and kept keeps its children); a remote finish deletes a confirmed
+row's children deepest first, the row locked, just before the row
+(:func:`delete_statements`). A child row goes exactly when its parent row goes.
 
 Before a run deletes anything, :func:`check_coupled_tables` reads ``pg_constraint`` for
 every foreign key referencing the policy's table or a listed child; each must be listed
