@@ -446,7 +446,7 @@ def ledger_of(bench: Bench, policy: Policy, object_id: str) -> dict[str, Any]:
     return ops(bench.db, policy)[object_id]
 
 
-@INTEGRATION.of("a row referenced by a foreign key (remote policy)")
+@INTEGRATION.of("a row referenced by a foreign key named in `ignore_foreign_keys:` (remote policy)")
 def row_referenced(row: Row, bench: Bench) -> list[str]:
     create_media_table(bench.db, bench.name, 3)
     child = sql.Identifier("public", f"{bench.name}_child")
@@ -454,7 +454,8 @@ def row_referenced(row: Row, bench: Bench) -> list[str]:
         sql.SQL("CREATE TABLE {} (parent bigint REFERENCES {} (id))").format(child, table(bench))
     )
     bench.db.execute(sql.SQL("INSERT INTO {} VALUES (2)").format(child))
-    policy = remote_policy(bench.name)
+    ignored = [{"constraint": f"{bench.name}_child_parent_fkey", "reason": "kept on purpose"}]
+    policy = remote_policy(bench.name, ignore_foreign_keys=ignored)
     enqueue_all(bench.db, policy)
     work_pass(bench.dsn, policy, bench.sandbox)
     refused = ledger_of(bench, policy, "obj-2")

@@ -64,7 +64,13 @@ def remote_fields(name: str, **remote: Any) -> dict[str, Any]:
     return {k: v for k, v in spec.items() if v is not None}
 
 
-def remote_policy(name: str, notify: dict[str, Any] | None = None, **remote: Any) -> Policy:
+def remote_policy(
+    name: str,
+    notify: dict[str, Any] | None = None,
+    *,
+    ignore_foreign_keys: list[dict[str, str]] | None = None,
+    **remote: Any,
+) -> Policy:
     fields: dict[str, Any] = {
         "window_rows": 10_000,
         "batch_rows": 500,
@@ -73,6 +79,8 @@ def remote_policy(name: str, notify: dict[str, Any] | None = None, **remote: Any
     }
     if notify is not None:
         fields["notify"] = notify
+    if ignore_foreign_keys is not None:
+        fields["ignore_foreign_keys"] = ignore_foreign_keys
     return make_policy(name, **fields)
 
 
