@@ -83,6 +83,7 @@ def deleter_for(policy: Policy) -> WindowDeleter:
             policy.batch_timing,
             policy.health,
             switch=read_pause_switch,
+            policy=policy,
         )
     return ObjectDeleter(
         policy.table_spec,

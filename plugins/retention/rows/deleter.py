@@ -118,9 +118,9 @@ class RowDeleter(WindowDeleter):
     health: HealthSpec = field(default_factory=HealthSpec)
     switch: PauseSwitch | None = None
     sleep: Callable[[float], None] = field(default=stoppable_sleep)
-    # The policy's listed children, resolved against the catalog: deleted in each batch's
-    # transaction, deepest first, before the rows they reference.
-    children: list[ChildLink] = field(default_factory=list)
+    # The policy, for its listed children: resolved against the catalog when a window
+    # starts (never when the DAG is parsed), and deleted with their parents in each batch.
+    policy: Policy | None = None
 
     def gate_for(self, window: Window) -> Gate:
         health, switch = self.health, self.switch
@@ -135,7 +135,8 @@ class RowDeleter(WindowDeleter):
         their keys named (reconcile reports them as rows left in the window),
         so one locked row never holds back the rows after it.
         """
-        statements = BatchStatements.of(self.table, window, self.children)
+        children = self._children(conn)
+        statements = BatchStatements.of(self.table, window, children)
         sizer = BatchSizer(start=batch_rows, timing=self.timing)
         after = window.first_id - 1
         timeouts_at_one = 0
@@ -154,7 +155,7 @@ class RowDeleter(WindowDeleter):
             }
             began = time.perf_counter()
             try:
-                done = self._batch(conn, statements, params, window, began)
+                done = self._batch(conn, statements, params, window, began, bool(children))
                 if done is None:
                     break
                 bound, batch_tables = done
@@ -221,6 +222,7 @@ class RowDeleter(WindowDeleter):
         params: dict[str, Any],
         window: Window,
         began: float,
+        with_children: bool,
     ) -> tuple[dict[str, Any], dict[str, int]] | None:
         """One batch in one bounded transaction: its key range, the children of its rows
         (deepest first), its rows, and the window ledger's tally; None once the window has
@@ -235,7 +237,7 @@ class RowDeleter(WindowDeleter):
             if bound is None or not bound["keys"]:
                 return None
             in_range = {**params, "upto": bound["upto"]}
-            if self.children:  # one statement: the rows and their children, counted
+            if with_children:  # one statement: the rows and their children, counted
                 counted = conn.execute(statements.delete, in_range).fetchone()
                 assert counted is not None
                 by_table = dict(zip(statements.tables, counted.values(), strict=True))
@@ -249,10 +251,18 @@ class RowDeleter(WindowDeleter):
                     "window_key": window.window_key,
                     "deleted": deleted,
                     "batch_ms": (time.perf_counter() - began) * 1000,
-                    "by_table": Jsonb(by_table if self.children else {}),
+                    "by_table": Jsonb(by_table if with_children else {}),
                 },
             )
         return bound, by_table
+
+    def _children(self, conn: Connection) -> list[ChildLink]:
+        """The policy's listed children, resolved against the catalog (which also refuses
+        a foreign key nobody accounts for, as the run's first task did)."""
+        if self.policy is None or not self.policy.children:
+            return []
+        with bounded(conn, self.timeouts, reads=True):
+            return check_coupled_tables(conn, self.policy).links
 
     def _count_timeout(
         self,
@@ -303,7 +313,6 @@ def delete_window(
     switch: PauseSwitch | None = None,
 ) -> WindowResult:
     """Empty one window of a row policy (or, in a dry run, count it), recording the attempt."""
-    children = check_coupled_tables(conn, policy).links if policy.children else []
     deleter = RowDeleter(
         policy.table_spec,
         policy.timeouts,
@@ -311,6 +320,6 @@ def delete_window(
         policy.health,
         switch,
         sleep=sleep,
-        children=children,
+        policy=policy,
     )
     return deleter.run(conn, window, batch_rows=batch_rows, dry_run=dry_run)
