@@ -124,6 +124,16 @@ def test_an_unlisted_foreign_key_without_cascade_fails_the_plan_before_any_delet
         ignore_foreign_keys=[{"constraint": f"{unique_name}_r_fk", "reason": "kept for audit"}],
     )
     assert check_coupled_tables(db, ignoring).links == []
+    assert check_coupled_tables(db, ignoring).warnings() == []
+    misspelt = make_policy(
+        unique_name,
+        ignore_foreign_keys=[
+            {"constraint": f"{unique_name}_r_fk", "reason": "audit"},
+            {"constraint": "no_such_fk", "reason": "a typo"},
+        ],
+    )
+    (warning,) = check_coupled_tables(db, misspelt).warnings()
+    assert "ignore_foreign_keys names 'no_such_fk'" in warning
 
 
 def test_an_unlisted_cascade_is_a_warning_not_a_failure(db: Connection, unique_name: str) -> None:

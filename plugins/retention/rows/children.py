@@ -91,6 +91,7 @@ class Coupling:
     links: list[ChildLink] = field(default_factory=list)  # depth first, parents first
     problems: list[str] = field(default_factory=list)  # each fails the run
     unlisted_cascades: list[ForeignKey] = field(default_factory=list)  # warnings
+    ignored_unknown: list[str] = field(default_factory=list)  # warnings: a typo, or dropped
 
     def deepest_first(self) -> list[ChildLink]:
         return sorted(self.links, key=lambda link: -link.depth)
@@ -101,6 +102,10 @@ class Coupling:
             "database's cascade, unseen by the batch sizer and the counts; list it in "
             "children: to delete them in bounded batches"
             for fk in self.unlisted_cascades
+        ] + [
+            f"ignore_foreign_keys names {name!r}, but no foreign key of that name references "
+            "the policy's table or a listed child (a typo, or a constraint since dropped)"
+            for name in self.ignored_unknown
         ]
 
 
@@ -217,7 +222,10 @@ def coupled_tables(conn: Connection, policy: Policy) -> Coupling:
             "their parents; make the constraint ON DELETE CASCADE or SET NULL; or name "
             f"{fk.name!r} in ignore_foreign_keys: with a reason"
         )
-    return Coupling(links=links, problems=problems, unlisted_cascades=cascades)
+    unknown = sorted(ignored - {fk.name for fk in found})
+    return Coupling(
+        links=links, problems=problems, unlisted_cascades=cascades, ignored_unknown=unknown
+    )
 
 
 def check_coupled_tables(conn: Connection, policy: Policy) -> Coupling:
