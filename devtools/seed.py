@@ -64,6 +64,12 @@ def seed_event_logs(
     add_indexes(conn, table, tenant_column=tenants > 0)
 
 
+def renditions_table_for(table: str) -> str:
+    """The child table of a media table: ``public.media_assets`` → ``public.media_renditions``."""
+    schema, name = table.split(".") if "." in table else ("public", table)
+    return f"{schema}.{name.removesuffix('_assets')}_renditions"
+
+
 def seed_media_assets(
     conn: Connection,
     *,
@@ -72,10 +78,16 @@ def seed_media_assets(
     end: dt.datetime,
     days: int = 28,
     tenants: int = 5,
+    renditions: int = 2,
 ) -> None:
-    """Rows naming objects in the media API: ``object_key`` and a ``version``."""
+    """Rows naming objects in the media API: ``object_key`` and a ``version``; and
+    ``renditions`` rows per asset in its child table (:func:`renditions_table_for`, a
+    foreign key to the asset without ON DELETE action), which a policy lists in
+    ``children:`` so that they go with their asset (0: no child table)."""
     schema, name = table.split(".") if "." in table else ("public", table)
     ident = sql.Identifier(schema, name)
+    child = sql.Identifier(*renditions_table_for(table).split("."))
+    conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(child))
     conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(ident))
     conn.execute(
         sql.SQL(
@@ -94,4 +106,20 @@ def seed_media_assets(
         {"rows": rows, "end": end, "span": dt.timedelta(days=days), "tenants": tenants},
     )
     conn.execute(sql.SQL("CREATE INDEX ON {} (created_at)").format(ident))
+    if renditions:
+        conn.execute(
+            sql.SQL(
+                "CREATE TABLE {} (id bigserial PRIMARY KEY, "
+                "asset_id bigint NOT NULL REFERENCES {} (id), size text NOT NULL)"
+            ).format(child, ident)
+        )
+        conn.execute(
+            sql.SQL(
+                "INSERT INTO {} (asset_id, size) SELECT a.id, 'w' || (r * 320) "
+                "FROM {} AS a, generate_series(1, %(per)s) AS r ORDER BY a.id, r"
+            ).format(child, ident),
+            {"per": renditions},
+        )
+        conn.execute(sql.SQL("CREATE INDEX ON {} (asset_id)").format(child))
+        conn.execute(sql.SQL("ANALYZE {}").format(child))
     conn.execute(sql.SQL("ANALYZE {}").format(ident))

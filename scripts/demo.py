@@ -92,6 +92,17 @@ def save_summaries(summaries: dict[str, Any], path: Path = SUMMARIES) -> Path:
     return path
 
 
+def by_table(summary: dict[str, Any]) -> str:
+    """``public.media_assets 200, public.media_renditions 400``: the summary's rows by table,
+    with its orphans when a child without a foreign key constraint has any."""
+    counted = summary.get("rows_deleted_by_table") or {}
+    text = ", ".join(f"{table} {rows:,}" for table, rows in counted.items()) or "none"
+    orphans = summary.get("orphans") or {}
+    if orphans:
+        text += "; orphans: " + ", ".join(f"{table} {rows:,}" for table, rows in orphans.items())
+    return text
+
+
 def what_next() -> str:
     """Where a first hour goes on from here: the UI, more data, and the sandbox's faults."""
     return """
@@ -117,7 +128,8 @@ def main() -> None:
         reset_media_ledger(conn)
         print(
             "seeded public.event_logs (1,000,000 rows, 90 days, 20 tenants) and "
-            f"public.media_assets (400 rows, 28 days) in {time.perf_counter() - began:.1f}s"
+            "public.media_assets (400 rows, 28 days) with 800 rows in its child table "
+            f"public.media_renditions in {time.perf_counter() - began:.1f}s"
         )
 
     rows = run_dag("retention__event_logs", logical_date)
@@ -149,6 +161,8 @@ def main() -> None:
         f"media_assets: {media['rows_deleted']:,} objects and rows deleted, "
         f"{media['rows_remaining']} remaining older than {media['cutoff']}: {media['status']}\n"
         f"media_assets resources (the ledger): {by_resource}\n"
+        f"media_assets rows deleted by table (children with their asset, same transaction): "
+        f"{by_table(media)}\n"
         f"sandbox API: {len(stats['requests'])} requests, {len(effects)} objects and "
         "thumbnails deleted, "
         f"{duplicates} duplicate remote effects, {stats['repeats']} idempotent repeats, "

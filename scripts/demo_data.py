@@ -24,7 +24,7 @@ from psycopg import sql
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "plugins"), str(ROOT)]
 
-from devtools.seed import seed_event_logs, seed_media_assets  # noqa: E402
+from devtools.seed import renditions_table_for, seed_event_logs, seed_media_assets  # noqa: E402
 from retention.db.connection import Connection, connect_dsn  # noqa: E402
 from retention.db.migrate import migrate  # noqa: E402
 from retention.paths import load_local_env  # noqa: E402
@@ -68,7 +68,8 @@ def reseed(
     forget_media_operations(conn, media_policy)
     return (
         f"seeded {event_table} ({rows:,} rows, {EVENT_DAYS} days, {EVENT_TENANTS} tenants) "
-        f"and {media_table} ({media_rows:,} rows, {MEDIA_DAYS} days) "
+        f"and {media_table} ({media_rows:,} rows, {MEDIA_DAYS} days, 2 renditions each in "
+        f"{renditions_table_for(media_table)}) "
         f"in {time.perf_counter() - began:.1f}s; earlier {media_policy} operations forgotten"
     )
 

@@ -6,7 +6,9 @@
 -- was made for (a restored object has a new version and a new operation), and,
 -- for operations the scan enqueued, only while the row is older than its
 -- window's cutoff (the caller sets TimeZone to timestamp_timezone), and, when the policy
--- notifies, its retention.deleted event in the outbox (transactional outbox).
+-- notifies, its retention.deleted event in the outbox (transactional outbox), listing
+-- under resources.tables the rows deleted for that key by table: the policy's row and
+-- the listed children the caller deleted first in the same transaction (child_tables).
 -- An object with derivatives (remote.derivatives) has one operation per resource;
 -- its row is deleted, and its event written, only by the finish that confirms the
 -- last of them: the object_ready part is ops_finish_ready_resources.sql for such a
@@ -27,10 +29,10 @@ WITH input AS (
         %(rate_limited)s::int[], %(auth_failure)s::boolean[], %(not_before)s::timestamptz[],
         %(status)s::int[], %(outcome)s::text[], %(failure_class)s::text[], %(reason)s::text[],
         %(started_at)s::timestamptz[], %(finished_at)s::timestamptz[],
-        %(duration_ms)s::double precision[]
+        %(duration_ms)s::double precision[], %(child_tables)s::jsonb[]
     ) AS i(i_key, i_state, i_attempt_spent, i_rate_limited, i_auth_failure, i_not_before,
            i_status, i_outcome, i_failure_class, i_reason, i_started_at, i_finished_at,
-           i_duration_ms)
+           i_duration_ms, i_child_tables)
 ), op AS (
     UPDATE retention.operations AS o
     SET state = i.i_state,
@@ -57,9 +59,22 @@ WITH input AS (
               o.object_id AS op_object_id, o.tenant AS op_tenant,
               o.policy_revision AS op_revision, o.attempt_count AS op_attempts,
               coalesce(o.parent_key, o.operation_key) AS op_object_key,
+              i.i_child_tables AS op_child_tables,
               (SELECT w.cutoff FROM retention.windows AS w
                WHERE w.window_key = o.window_key) AS op_cutoff
-), {object_ready}, event AS (
+), {object_ready}, gone AS (
+    -- Only the row the operation was made for: same version, object and tenant,
+    -- and (for operations the scan enqueued) still older than its window's cutoff.
+    -- Of objects whose every resource is confirmed (ready) only.
+    DELETE FROM {table}
+    USING ready
+    WHERE {key} = ready.op_row_key
+      AND {version_expr} = ready.op_version
+      AND {object_id}::text = ready.op_object_id
+      AND {tenant_text} IS NOT DISTINCT FROM ready.op_tenant
+      AND (ready.op_cutoff IS NULL OR {ts} < ready.op_cutoff)
+    RETURNING {key} AS gone_row_key
+), event AS (
     INSERT INTO retention.outbox (event_id, policy, operation_key, event_type, payload)
     -- One event per object, keyed by the object's own operation key.
     SELECT 'evt_' || left(encode(sha256(convert_to('retention.deleted|' || ready.op_object_key,
@@ -87,7 +102,11 @@ WITH input AS (
                                                           'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'))
                               ORDER BY NOT r.is_object, r.resource)
                        FROM resource AS r
-                       WHERE r.object_key = ready.op_object_key))
+                       WHERE r.object_key = ready.op_object_key),
+                       'tables', jsonb_build_object(
+                           %(table_name)s::text,
+                           (ready.op_row_key IN (SELECT gone.gone_row_key FROM gone))::int
+                       ) || coalesce(ready.op_child_tables, '{{}}'::jsonb))
                )
            )::text
     FROM ready
@@ -105,18 +124,6 @@ WITH input AS (
            %(policy)s, %(owner)s, op.op_started_at, op.op_finished_at, op.op_status,
            op.op_outcome, op.op_duration_ms
     FROM op
-), gone AS (
-    -- Only the row the operation was made for: same version, object and tenant,
-    -- and (for operations the scan enqueued) still older than its window's cutoff.
-    -- Of objects whose every resource is confirmed (ready) only.
-    DELETE FROM {table}
-    USING ready
-    WHERE {key} = ready.op_row_key
-      AND {version_expr} = ready.op_version
-      AND {object_id}::text = ready.op_object_id
-      AND {tenant_text} IS NOT DISTINCT FROM ready.op_tenant
-      AND (ready.op_cutoff IS NULL OR {ts} < ready.op_cutoff)
-    RETURNING {key} AS gone_row_key
 )
 SELECT judged.op_key,
        (judged.op_ready

@@ -114,7 +114,11 @@ METRICS: dict[str, Metric] = {
             "counter",
             "Rows deleted from the policy's table, counted when their batch commits "
             "(row batches, and remote batches whose objects the API confirmed); not the "
-            "partitions the fast path drops (the run summary lists those).",
+            "partitions the fast path drops (the run summary lists those). `table`: the "
+            "policy's table or a child table deleted with its rows (not in the per-policy "
+            "name, which sums the tables).",
+            "table",
+            in_name=False,
         ),
         _metric(
             "batch_ms",
@@ -286,16 +290,22 @@ def send(name: str, policy: str, value: float, **tags: str) -> None:
 # One function per family: each call site is one line.
 
 
-def row_batch(policy: str, rows: int, elapsed_ms: float) -> None:
-    """A committed row batch: its rows and its transaction's time."""
-    send("rows_deleted", policy, rows)
+def row_batch(policy: str, rows_by_table: Mapping[str, int], elapsed_ms: float) -> None:
+    """A committed row batch: its rows of each table (the policy's and its children's)
+    and its transaction's time, children included."""
+    for table, rows in rows_by_table.items():
+        send("rows_deleted", policy, rows, table=table)
     send("batch_ms", policy, elapsed_ms, kind="rows")
 
 
-def queue_batch(policy: str, kind: str, rows: int, elapsed_ms: float) -> None:
-    """A recorded worker batch of a leased queue (rows deleted: operations confirmed)."""
-    if rows:
-        send("rows_deleted", policy, rows)
+def queue_batch(
+    policy: str, kind: str, rows_by_table: Mapping[str, int], elapsed_ms: float
+) -> None:
+    """A recorded worker batch of a leased queue (rows deleted: operations confirmed, by
+    table: the policy's and its children's)."""
+    for table, rows in rows_by_table.items():
+        if rows:
+            send("rows_deleted", policy, rows, table=table)
     send("batch_ms", policy, elapsed_ms, kind=kind)
 
 

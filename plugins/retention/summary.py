@@ -7,8 +7,9 @@ metrics, the log report and ``raise_if_dirty`` read it back with
 type error, not a silent ``None``.
 
 The JSON keeps the shape it always had (external readers parse it): the keys,
-their order and the optional blocks (``remote``, ``max_lag_hours`` and ``drain``
-only for a policy with remote deletions, ``events`` only with ``notify``).
+their order and the optional blocks (``rows_deleted_by_table`` and ``orphans`` only
+for a policy with ``children``, ``remote``, ``max_lag_hours`` and ``drain`` only for a
+policy with remote deletions, ``events`` only with ``notify``).
 A summary written by ``run_record_stopped.sql`` for a run that stopped before
 reconcile (``partial``) has only some of the figures; every field therefore has
 a default, and the partial-only keys are fields too.
@@ -157,6 +158,12 @@ class RunSummary:
     pauses: int = 0
     paused_seconds: float = 0.0
     pause_reasons: dict[str, float] = field(default_factory=dict)
+    # Only for a policy with children: rows deleted by table (the policy's table and each
+    # listed child, by the windows), orphans of a listed child without a foreign key
+    # constraint (table → child rows whose parent key no longer exists), and the foreign
+    # keys left to an unlisted ON DELETE CASCADE (also in plan_notes).
+    rows_deleted_by_table: dict[str, int] | None = None
+    orphans: dict[str, int] | None = None
     # Only for a policy with remote deletions:
     remote: RemoteEvidence | None = None
     max_lag_hours: float | None = None
@@ -199,6 +206,9 @@ class RunSummary:
             if key == "dirty_windows":
                 value = [dataclasses.asdict(w) for w in value]
             data[key] = value
+        if self.rows_deleted_by_table is not None:
+            data["rows_deleted_by_table"] = self.rows_deleted_by_table
+            data["orphans"] = self.orphans or {}
         if self.remote is not None:
             data["remote"] = dataclasses.asdict(self.remote)
             data["max_lag_hours"] = self.max_lag_hours

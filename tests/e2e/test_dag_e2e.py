@@ -194,3 +194,78 @@ def test_rows_at_the_cutoff_survive_a_dag_run(
         (unique_name,),
     ).fetchone()
     assert summary == {"status": "clean", "windows": 1, "rows_deleted": 4}
+
+
+def _with_renditions(db: Connection, table: str) -> str:
+    """A renditions table with 2 rows per row of ``table`` (a foreign key, no ON DELETE)."""
+    child = f"{table}_renditions"
+    names = {"c": sql.Identifier("public", child), "t": sql.Identifier("public", table)}
+    for statement in (
+        "CREATE TABLE {c} (id bigserial PRIMARY KEY, asset_id bigint NOT NULL REFERENCES {t} (id))",
+        "INSERT INTO {c} (asset_id) SELECT t.id FROM {t} AS t, generate_series(1, 2)",
+        "CREATE INDEX ON {c} (asset_id)",
+    ):
+        db.execute(sql.SQL(statement).format(**names))
+    return child
+
+
+@pytest.mark.parametrize("listed", [True, False])
+def test_children_go_with_their_parents_or_the_run_fails_before_deleting(
+    db: Connection,
+    unique_name: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    listed: bool,
+) -> None:
+    seed_event_logs(db, table=f"public.{unique_name}", rows=3000, end=D, days=90, tenants=4)
+    child = _with_renditions(db, unique_name)
+    cutoff = D - dt.timedelta(days=30)
+    old_count, _ = fingerprint(db, unique_name, older_than(cutoff))
+    fields = policy_fields(unique_name, window_rows=1000, batch_rows=300)
+    if listed:
+        fields["children"] = [{"table": child, "foreign_key": "asset_id"}]
+    policies = tmp_path / "policies.yaml"
+    policies.write_text(yaml.safe_dump({"policies": {unique_name: fields}}))
+    monkeypatch.setenv("RETENTION_POLICIES", str(policies))
+    bag = DagBag(dag_folder=str(ROOT / "dags"))
+    run = bag.dags[f"retention__{unique_name}"].test(logical_date=D)
+    orphans = db.execute(
+        sql.SQL(
+            "SELECT count(*) AS n FROM {c} AS c WHERE NOT EXISTS "
+            "(SELECT 1 FROM {t} AS t WHERE t.id = c.asset_id)"
+        ).format(c=sql.Identifier("public", child), t=sql.Identifier("public", unique_name))
+    ).fetchone()
+    assert orphans["n"] == 0
+    children_left = db.execute(
+        sql.SQL("SELECT count(*) AS n FROM {}").format(sql.Identifier("public", child))
+    ).fetchone()["n"]
+    if listed:
+        assert run.state == "success"
+        summary = db.execute(
+            "SELECT status, summary FROM retention.runs WHERE policy = %s", (unique_name,)
+        ).fetchone()
+        assert summary["status"] == "clean"
+        assert summary["summary"]["rows_deleted_by_table"] == {
+            f"public.{unique_name}": old_count,
+            f"public.{child}": 2 * old_count,
+        }
+        assert children_left == 2 * (3000 - old_count)
+        return
+    assert run.state == "failed"
+    assert fingerprint(db, unique_name, older_than(cutoff))[0] == old_count, "nothing deleted"
+    assert children_left == 2 * 3000
+    with create_session() as session:
+        states = {
+            ti.task_id: (ti.state, ti.try_number)
+            for ti in session.query(TaskInstance).filter(
+                TaskInstance.dag_id == f"retention__{unique_name}",
+                TaskInstance.run_id == run.run_id,
+            )
+        }
+    assert states["migrate_schema"] == ("failed", 1), "no retry can mend it"
+    assert (
+        db.execute(
+            "SELECT count(*) AS n FROM retention.runs WHERE policy = %s", (unique_name,)
+        ).fetchone()["n"]
+        == 0
+    ), "never planned"

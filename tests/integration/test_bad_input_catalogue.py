@@ -45,6 +45,7 @@ from retention.objects.keys import operation_key
 from retention.objects.kind import EndpointSuspect, OperationsKind
 from retention.policy import Policy
 from retention.queue.http import plain_sender
+from retention.rows.children import CoupledTableError, check_coupled_tables
 from retention.rows.deleter import WindowDeleteError, delete_window
 from retention.rows.planner import PlanError, plan_windows
 from tests.integration.test_alerts import CONN_ID as ALERTS_CONN_ID
@@ -363,6 +364,41 @@ def column_misspelt(row: Row, bench: Bench) -> list[str]:
     return [first.task_id, str(refused.value)]
 
 
+@INTEGRATION.of(
+    "a foreign key references the policy's table (`asset_id` in a renditions table) and is "
+    "not listed in `children:`, not `ON DELETE CASCADE` / `SET NULL`, not in "
+    "`ignore_foreign_keys:`"
+)
+def foreign_key_unaccounted(row: Row, bench: Bench) -> list[str]:
+    """The run's first task on a table a renditions table references: its id and its error."""
+    create_table(bench.db, bench.name, [(1, 1, old())])
+    bench.db.execute(
+        sql.SQL(
+            "CREATE TABLE {} (id bigint PRIMARY KEY, asset_id bigint REFERENCES {} (id))"
+        ).format(
+            sql.Identifier("public", f"{bench.name}_renditions"),
+            sql.Identifier("public", bench.name),
+        )
+    )
+    policy = make_policy("x", table=f"public.{bench.name}")
+    (first,) = [t for t in build_dag(policy, auto_register=False).tasks if not t.upstream_task_ids]
+    with pytest.raises(AirflowFailException) as refused:
+        first.python_callable()
+    assert isinstance(refused.value.__cause__, CoupledTableError)
+    return [first.task_id, str(refused.value)]
+
+
+@INTEGRATION.of("a table listed in `children:` does not exist")
+def child_table_missing(row: Row, bench: Bench) -> list[str]:
+    """The coupled-tables check the run's first task makes."""
+    create_table(bench.db, bench.name, [(1, 1, old())])
+    children = [{"table": "no_such_child", "foreign_key": "asset_id"}]
+    policy = make_policy("x", table=f"public.{bench.name}", children=children)
+    with pytest.raises(CoupledTableError) as refused:
+        check_coupled_tables(bench.db, policy)
+    return [str(refused.value)]
+
+
 @INTEGRATION.of("no index on the timestamp column")
 def no_timestamp_index(row: Row, bench: Bench) -> list[str]:
     """The run's plan notes, and the column they are read from."""
@@ -411,7 +447,7 @@ def ledger_of(bench: Bench, policy: Policy, object_id: str) -> dict[str, Any]:
     return ops(bench.db, policy)[object_id]
 
 
-@INTEGRATION.of("a row referenced by a foreign key (remote policy)")
+@INTEGRATION.of("a row referenced by a foreign key named in `ignore_foreign_keys:` (remote policy)")
 def row_referenced(row: Row, bench: Bench) -> list[str]:
     create_media_table(bench.db, bench.name, 3)
     child = sql.Identifier("public", f"{bench.name}_child")
@@ -419,7 +455,8 @@ def row_referenced(row: Row, bench: Bench) -> list[str]:
         sql.SQL("CREATE TABLE {} (parent bigint REFERENCES {} (id))").format(child, table(bench))
     )
     bench.db.execute(sql.SQL("INSERT INTO {} VALUES (2)").format(child))
-    policy = remote_policy(bench.name)
+    ignored = [{"constraint": f"{bench.name}_child_parent_fkey", "reason": "kept on purpose"}]
+    policy = remote_policy(bench.name, ignore_foreign_keys=ignored)
     enqueue_all(bench.db, policy)
     work_pass(bench.dsn, policy, bench.sandbox)
     refused = ledger_of(bench, policy, "obj-2")

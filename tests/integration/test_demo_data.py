@@ -56,7 +56,7 @@ def test_both_tables_are_reseeded_with_the_rows_asked_for_and_old_ones_among_the
         assert f"public.{unique_name}_events (900 rows, 90 days, 20 tenants)" in said
         assert f"earlier {unique_name} operations forgotten" in said
     finally:
-        for table in ("events", "media"):
+        for table in ("events", "media_renditions", "media"):
             db.execute(
                 sql.SQL("DROP TABLE IF EXISTS {}").format(
                     sql.Identifier("public", f"{unique_name}_{table}")

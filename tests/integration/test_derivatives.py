@@ -31,7 +31,7 @@ from retention.objects.kind import EndpointSuspect, OperationsKind
 from retention.queue.classify import Outcome
 from retention.queue.leased import OPERATIONS, Finish, LeasedQueue, State
 from retention.queue.worker import Attempt
-from tests.support.policies import remote_policy
+from tests.support.policies import make_policy, remote_fields, remote_policy
 from tests.support.remote import deliver, enqueue_all, work
 from tests.support.tables import count, create_media_table
 
@@ -412,3 +412,55 @@ def test_a_hinted_object_gets_its_derivatives_due_with_it(
     work(test_dsn, policy, sandbox)
     assert calls(sandbox) == Counter({"obj-1": 1, "obj-1/thumbnails": 1})
     assert rows_left(db, unique_name) == [2]
+
+
+def test_children_wait_with_their_row_for_every_resource_and_the_event_counts_them(
+    db, unique_name, sandbox, receiver, test_dsn
+) -> None:
+    """children: and remote.derivatives: together. The object is confirmed while its
+    thumbnails answer 503: its row and the row's children stay (the foreign key would
+    refuse the row alone, and children without their row would be lost evidence). Once
+    the thumbnails are confirmed, the children, the row and the event go together."""
+    create_media_table(db, unique_name, 2)
+    renditions = f"{unique_name}_r"
+    db.execute(
+        f"CREATE TABLE public.{renditions} (id bigserial PRIMARY KEY, "
+        f"asset_id bigint NOT NULL REFERENCES public.{unique_name} (id))"
+    )
+    db.execute(
+        f"INSERT INTO public.{renditions} (asset_id) "  # noqa: S608
+        f"SELECT t.id FROM public.{unique_name} AS t, generate_series(1, 2)"
+    )
+    sandbox.state.configure(fail_5xx={"obj-1/thumbnails": 1})
+    policy = make_policy(
+        unique_name,
+        window_rows=10_000,
+        batch_rows=500,
+        window_per_tenant=False,
+        remote=remote_fields(
+            unique_name, derivatives=[THUMBNAILS], backoff_base_seconds=30, backoff_max_seconds=60
+        ),
+        notify={"http_conn_id": RECEIVER_CONN, "endpoint": "/hooks/retention"},
+        children=[{"table": renditions, "foreign_key": "asset_id"}],
+    )
+    enqueue_all(db, policy)
+    work(test_dsn, policy, sandbox)
+
+    def renditions_of(asset: int) -> int:
+        query = f"SELECT count(*) FROM public.{renditions} WHERE asset_id = %s"  # noqa: S608
+        return count(db, query, asset)
+
+    assert rows_left(db, unique_name) == [1], "obj-2 went whole; obj-1 waits on its thumbnails"
+    assert (renditions_of(1), renditions_of(2)) == (2, 0), "children stay with their row"
+    make_due(db, policy)
+    work(test_dsn, policy, sandbox)
+    assert rows_left(db, unique_name) == []
+    assert renditions_of(1) == 0
+    assert deliver(test_dsn, policy, receiver).done == 2
+    for sent in receiver.received:
+        data = json.loads(sent["body"])["data"]
+        assert data["resources"]["tables"] == {
+            f"public.{unique_name}": 1,
+            f"public.{renditions}": 2,
+        }, data["object_id"]
+        assert [r["name"] for r in data["resources"]["remote"]] == ["object", "thumbnails"]

@@ -15,7 +15,7 @@ from retention.events.outbox import EventsKind, Signer, deliver_events, event_id
 from retention.evidence.replay import replay_dead_events
 from retention.objects.enqueue import enqueue_window
 from retention.queue.http import plain_sender
-from tests.support.policies import remote_policy
+from tests.support.policies import make_policy, remote_fields, remote_policy
 from tests.support.remote import deliver as deliver_pass
 from tests.support.remote import work
 from tests.support.tables import count, create_media_table, plan
@@ -511,3 +511,57 @@ def test_a_connection_that_would_send_the_secret_as_a_password_is_refused(monkey
         "AIRFLOW_CONN_NO_LOGIN", json.dumps({"conn_type": "http", "host": "h", "password": secret})
     )
     assert signing_secret("no_login") == secret
+
+
+def test_the_event_lists_every_table_deleted_for_its_key_and_verifies(
+    db, unique_name, sandbox, test_dsn, receiver
+) -> None:
+    """A remote policy with a child and a grandchild: the local delete after the API's
+    confirmation takes them in the same transaction, and the signed event says so."""
+    create_media_table(db, unique_name, 3, new_rows=1)  # ids 1-3 old, 4 young
+    renditions, chunks = f"{unique_name}_r", f"{unique_name}_c"
+    for statement in (
+        f"CREATE TABLE public.{renditions} (id bigserial PRIMARY KEY, "
+        f"asset_id bigint NOT NULL REFERENCES public.{unique_name} (id))",
+        f"CREATE TABLE public.{chunks} (id bigserial PRIMARY KEY, "
+        f"rendition_id bigint NOT NULL REFERENCES public.{renditions} (id))",
+        f"INSERT INTO public.{renditions} (asset_id) "  # noqa: S608
+        f"SELECT t.id FROM public.{unique_name} AS t, generate_series(1, 2)",
+        f"INSERT INTO public.{chunks} (rendition_id) "  # noqa: S608
+        f"SELECT r.id FROM public.{renditions} AS r, generate_series(1, 3)",
+    ):
+        db.execute(statement)
+    policy = make_policy(
+        unique_name,
+        window_rows=10_000,
+        batch_rows=500,
+        window_per_tenant=False,
+        remote=remote_fields(unique_name),
+        notify={
+            "http_conn_id": RECEIVER_CONN,
+            "endpoint": "/hooks/retention",
+            "timeout_seconds": 2.0,
+        },
+        children=[
+            {
+                "table": renditions,
+                "foreign_key": "asset_id",
+                "children": [{"table": chunks, "foreign_key": "rendition_id"}],
+            }
+        ],
+    )
+    for window in plan(db, policy):
+        enqueue_window(db, policy, window, 100)
+    work(test_dsn, policy, sandbox)
+    assert count(db, f"SELECT count(*) FROM public.{unique_name}") == 1  # noqa: S608
+    left = count(db, f"SELECT count(*) FROM public.{renditions}")  # noqa: S608
+    assert left == 2, "only the young asset's renditions are left"
+    assert count(db, f"SELECT count(*) FROM public.{chunks}") == 6  # noqa: S608
+    deliver(test_dsn, policy, receiver)
+    assert len(receiver.events) == 3, "every event verified with svix"
+    for body in receiver.events.values():
+        assert body["data"]["resources"]["tables"] == {
+            f"public.{unique_name}": 1,
+            f"public.{renditions}": 2,
+            f"public.{chunks}": 6,
+        }

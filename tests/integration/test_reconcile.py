@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import pytest
+from psycopg import sql
 
 from devtools.plans import request
 from retention.db.connection import Connection
 from retention.evidence.reconcile import RetentionIncomplete, raise_if_dirty, reconcile_run
 from retention.rows.deleter import delete_window
 from retention.rows.planner import plan_windows
+from tests.support.children import create_family, family_children
 from tests.support.policies import make_policy
 from tests.support.tables import create_table, new, old
 
@@ -94,3 +96,31 @@ def test_dry_run_reports_the_count_and_does_not_fail(db: Connection, unique_name
 def test_reconcile_without_a_plan_says_so(db: Connection, unique_name: str) -> None:
     with pytest.raises(RuntimeError, match="has no recorded plan"):
         reconcile_run(db, make_policy(unique_name), "never-planned")
+
+
+def test_the_summary_counts_rows_by_table_and_names_orphans(
+    db: Connection, unique_name: str
+) -> None:
+    create_family(db, unique_name)
+    children = family_children(unique_name)
+    policy = make_policy(unique_name, window_rows=20, batch_rows=7, children=children)
+    db.execute(
+        sql.SQL(
+            "DELETE FROM {c} WHERE rendition_id IN (SELECT id FROM {r} WHERE asset_id = 1)"
+        ).format(
+            c=sql.Identifier("public", f"{unique_name}_c"),
+            r=sql.Identifier("public", f"{unique_name}_r"),
+        )
+    )  # behind retention's back: the last level has no constraint, so 8 rows lose their parent
+    run_all(db, policy)
+    summary = reconcile_run(db, policy, "run-1")
+    assert summary["rows_deleted_by_table"] == {
+        f"public.{unique_name}": 30,
+        f"public.{unique_name}_r": 60,
+        f"public.{unique_name}_c": 116,
+        f"public.{unique_name}_p": 232,
+    }
+    assert summary["orphans"] == {f"public.{unique_name}_p": 8}
+    assert (summary["status"], summary["rows_remaining"]) == ("dirty", 0)
+    with pytest.raises(RetentionIncomplete, match=rf"Orphans .*\(public\.{unique_name}_p: 8\)"):
+        raise_if_dirty(summary)

@@ -64,7 +64,13 @@ def remote_fields(name: str, **remote: Any) -> dict[str, Any]:
     return {k: v for k, v in spec.items() if v is not None}
 
 
-def remote_policy(name: str, notify: dict[str, Any] | None = None, **remote: Any) -> Policy:
+def remote_policy(
+    name: str,
+    notify: dict[str, Any] | None = None,
+    *,
+    ignore_foreign_keys: list[dict[str, str]] | None = None,
+    **remote: Any,
+) -> Policy:
     fields: dict[str, Any] = {
         "window_rows": 10_000,
         "batch_rows": 500,
@@ -73,4 +79,14 @@ def remote_policy(name: str, notify: dict[str, Any] | None = None, **remote: Any
     }
     if notify is not None:
         fields["notify"] = notify
+    if ignore_foreign_keys is not None:
+        fields["ignore_foreign_keys"] = ignore_foreign_keys
     return make_policy(name, **fields)
+
+
+def nested_children(levels: int) -> list[dict[str, Any]]:
+    """``levels`` child tables, each the only child of the one before."""
+    child: list[dict[str, Any]] = []
+    for level in range(levels, 0, -1):
+        child = [{"table": f"level_{level}", "foreign_key": "parent_id", "children": child}]
+    return child

@@ -21,7 +21,7 @@ from retention.policy.params import ParamError, run_settings
 from retention.progress import PROGRESS_SECONDS_VARIABLE, progress_interval
 from tests.support.catalogue import Producers, Row, disagreements, pattern, row_id, rows
 from tests.support.env import ROOT
-from tests.support.policies import REQUIRED_REMOTE, make_policy, policy_fields
+from tests.support.policies import REQUIRED_REMOTE, make_policy, nested_children, policy_fields
 
 
 def catalogue() -> list[tuple[str, str]]:
@@ -113,6 +113,10 @@ def written_as_yaml(row: Row, tmp_path: Path) -> list[str]:
 
 POLICY_FIELDS: dict[str, dict[str, Any]] = {
     "a required field left out (`table`)": {"table": None},
+    "`children:` nested four levels deep": {"children": nested_children(4)},
+    "an `ignore_foreign_keys:` entry without `reason`": {
+        "ignore_foreign_keys": [{"constraint": "audit_fk"}]
+    },
     "a 101-character tag": {"tags": ["x" * 101]},
     "`notify:` without `remote:`": {"notify": {"http_conn_id": "events", "endpoint": "/e"}},
     "`alerts.on_lag` without `lag_minutes`": {"alerts": {"on_lag": "ops"}},

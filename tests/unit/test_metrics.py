@@ -41,6 +41,7 @@ TAG_VALUES: dict[str, tuple[str, ...]] = {
     "reason": (PACED, PAUSE_VARIABLE, LIMITER, *HEALTH_REASONS),
     "outcome": tuple(o.value for o in Outcome),
     "scope": ("media_api", "a scope: with spaces, dots. and ü"),
+    "table": ("public.media_assets", "public.media_renditions"),
 }
 
 
@@ -72,11 +73,11 @@ def every_name(policy: str) -> list[str]:
 
 
 def test_a_value_goes_out_under_the_tagged_and_the_per_policy_name(sink: RecordingSink) -> None:
-    metrics.row_batch("media", 400, 12.5)
+    metrics.row_batch("media", {"public.media": 400}, 12.5)
     metrics.remote_request("media", "operations", "rate_limited")
     metrics.window_seconds("media", "done", 3.25)
     assert sink.sent == [
-        ("incr", "retention.rows_deleted", 400, {"policy": "media"}),
+        ("incr", "retention.rows_deleted", 400, {"policy": "media", "table": "public_media"}),
         ("incr", "retention.media.rows_deleted", 400, None),
         ("timing", "retention.batch_ms", 12.5, {"policy": "media", "kind": "rows"}),
         ("timing", "retention.media.batch_ms.rows", 12.5, None),
@@ -122,7 +123,7 @@ def test_the_names_variable_turns_one_form_off(
     sink: RecordingSink, monkeypatch: pytest.MonkeyPatch, forms: str, names: list[str]
 ) -> None:
     monkeypatch.setenv(metrics.NAMES_VARIABLE, forms)
-    metrics.send("rows_deleted", "media", 1)
+    metrics.send("rows_deleted", "media", 1, table="public.media")
     assert [name for _, name, _, _ in sink.sent] == names
 
 
@@ -141,8 +142,8 @@ def test_a_failing_sink_never_fails_the_caller_and_is_logged_once(
     metrics.install(broken)
     try:
         with caplog.at_level(logging.WARNING, logger="retention.metrics"):
-            metrics.row_batch("media", 10, 1.0)
-            metrics.row_batch("media", 10, 1.0)
+            metrics.row_batch("media", {"public.media": 10}, 1.0)
+            metrics.row_batch("media", {"public.media": 10}, 1.0)
         monkeypatch.setenv(metrics.NAMES_VARIABLE, "everything")
         metrics.window_seconds("media", "done", 1.0)  # a bad setting is no failure either
     finally:
@@ -160,7 +161,7 @@ def test_a_failing_sink_never_fails_the_caller_and_is_logged_once(
 
 def test_a_call_with_the_wrong_tags_is_not_sent(sink: RecordingSink) -> None:
     metrics.send("operations", "media", 3)  # no state
-    metrics.send("rows_deleted", "media", 3, state="done")  # a tag it does not declare
+    metrics.send("rows_deleted", "media", 3, table="t", state="done")  # a tag it does not declare
     assert sink.sent == []
 
 
@@ -168,7 +169,7 @@ def test_nothing_is_sent_until_a_sink_is_installed() -> None:
     before = metrics.installed()
     metrics.install(None)
     try:
-        metrics.row_batch("media", 1, 1.0)  # no error, nothing to send to
+        metrics.row_batch("media", {"public.media": 1}, 1.0)  # no error, nothing to send to
     finally:
         metrics.install(before)
 

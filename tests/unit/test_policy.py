@@ -12,7 +12,7 @@ from pydantic import BaseModel
 from retention.policy import load_policies, parse_policy
 from retention.policy.model import COLUMN_FIELDS, Policy
 from tests.support.policies import REQUIRED_REMOTE as REMOTE
-from tests.support.policies import policy_fields
+from tests.support.policies import nested_children, policy_fields
 
 
 def write_policies(tmp_path: Path, policies: dict) -> Path:
@@ -289,15 +289,18 @@ def test_unknown_pools_are_warnings_for_the_dag_docs(tmp_path: Path) -> None:
     assert any("is unused" in w for w in loaded.warnings["remote"])
 
 
-def column_naming_fields(model: type[BaseModel], prefix: str = "") -> set[str]:
-    """Every field of the model and its sections whose name says it names a column."""
+def column_naming_fields(
+    model: type[BaseModel], prefix: str = "", seen: frozenset[type] = frozenset()
+) -> set[str]:
+    """Every field of the model and its sections whose name says it names a column (a
+    section nested in itself, such as ``children``, is walked once)."""
     found: set[str] = set()
     for name, info in model.model_fields.items():
         if name.endswith("_column"):
             found.add(prefix + name)
         for kind in getattr(info.annotation, "__args__", (info.annotation,)):
-            if isinstance(kind, type) and issubclass(kind, BaseModel):
-                found |= column_naming_fields(kind, f"{prefix}{name}.")
+            if isinstance(kind, type) and issubclass(kind, BaseModel) and kind not in seen:
+                found |= column_naming_fields(kind, f"{prefix}{name}.", seen | {model})
     return found
 
 
@@ -319,3 +322,28 @@ def test_every_column_naming_field_is_checked_against_the_table() -> None:
     plain, _ = parse_policy("m", policy_fields("m", tenant_column=None))
     assert plain is not None
     assert plain.named_columns() == {"key_column": "id", "timestamp_column": "created_at"}
+
+
+def test_children_nest_at_most_three_levels_and_name_no_table_twice() -> None:
+    policy, problems = parse_policy("m", policy_fields("m", children=nested_children(3)))
+    assert policy is not None, problems
+    assert [(depth, child.table) for depth, child in policy.child_tables()] == [
+        (1, "public.level_1"),
+        (2, "public.level_2"),
+        (3, "public.level_3"),
+    ]
+    _, problems = parse_policy("m", policy_fields("m", children=nested_children(4)))
+    assert [str(p) for p in problems] == [
+        "policy 'm', field 'children': nested 4 levels deep; at most 3 are allowed"
+    ]
+    twice = [{"table": "c", "foreign_key": "a"}, {"table": "public.c", "foreign_key": "b"}]
+    _, problems = parse_policy("m", policy_fields("m", children=twice))
+    assert [str(p) for p in problems] == [
+        "policy 'm', field 'children': public.c listed more than once (or is the policy's table)"
+    ]
+    _, problems = parse_policy(
+        "m", policy_fields("m", ignore_foreign_keys=[{"constraint": "audit_fk"}])
+    )
+    assert [str(p) for p in problems] == [
+        "policy 'm', field 'ignore_foreign_keys.0.reason': required field is missing"
+    ]

@@ -24,7 +24,8 @@ KNOWN = (
     "window_rows, target_window_seconds, batch_rows, target_batch_ms, min_batch_rows, "
     "max_batch_rows, pool, pool_slots, tenant_column, partitions, window_per_tenant, owner, tags, "
     "description, lock_timeout_ms, statement_timeout_ms, plan_statement_timeout_ms, revision, "
-    "audit_days, max_lag_hours, analyze_after, remote, notify, health, alerts"
+    "audit_days, max_lag_hours, analyze_after, children, ignore_foreign_keys, remote, notify, "
+    "health, alerts"
 )
 IDENTIFIER = "is not a plain SQL identifier (letters, digits, underscores; at most 63 characters)"
 

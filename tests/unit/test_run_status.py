@@ -47,6 +47,11 @@ CASES = [
         RunFacts(dry_run=False, rows_remaining=0, event_problems=1),
         "dirty",
     ),
+    (
+        "orphans in a listed child without a constraint, table empty",
+        RunFacts(dry_run=False, rows_remaining=0, orphans=6),
+        "dirty",
+    ),
     ("remote, nothing left", RunFacts(dry_run=False, rows_remaining=0, remote=remote()), "clean"),
     (
         "remote, every row explained, within lag",

@@ -48,9 +48,13 @@ STEPS: tuple[Step, ...] = (
         "migrate_schema",
         "checks that the policy's table exists and has every column the policy names (a "
         "misspelt column fails the run here, without retries, naming the table's columns), "
-        "then applies pending migrations of the `retention` schema, all in one transaction "
-        "under a Postgres advisory lock, so DAGs of several policies migrating the same "
-        "database at once wait for each other.",
+        "and that every foreign key referencing the policy's table or a listed child is "
+        "listed in `children:`, `ON DELETE CASCADE` / `SET NULL`, or named in "
+        "`ignore_foreign_keys:` (any other fails the run here, before anything is deleted, "
+        "naming the constraint; an unlisted `CASCADE` child is a warning in the log and in "
+        "the run's `plan_notes`), then applies pending migrations of the `retention` "
+        "schema, all in one transaction under a Postgres advisory lock, so DAGs of several "
+        "policies migrating the same database at once wait for each other.",
         (
             "An up-to-date schema is only read, so once a deploy pipeline has run the same step "
             "(`python -m retention.cli migrate --conn-id retention_target`), the runtime role "
@@ -156,7 +160,9 @@ STEPS: tuple[Step, ...] = (
         (
             "Each sub-batch covers the next keys of the window, deletes `key in range AND ts "
             "< cutoff [AND tenant = t]` and counts the rows in the window ledger inside that "
-            "same transaction. The first batch has `batch_rows` keys; after each batch the "
+            "same transaction; the listed `children:` of those rows go first in it, deepest "
+            "first, and the transaction's time, children included, is what the batch size "
+            "is aimed at. The first batch has `batch_rows` keys; after each batch the "
             "size moves towards `target_batch_ms` (default 100 ms) by at most +10% / −20%, "
             "following a moving average of the time per row, within `[min_batch_rows, "
             "max_batch_rows]`. A row is skipped only once it has timed out alone five "
@@ -325,6 +331,7 @@ def settings_rows(policy: Policy) -> list[str]:
         f"| batches | start at {policy.batch_rows} rows, sized to {policy.target_batch_ms:g} ms "
         f"within [{policy.min_batch_rows}, {policy.max_batch_rows}] |",
     ]
+    rows += coupled_rows(policy)
     if policy.max_lag_hours is not None:
         rows.append(f"| max_lag_hours | {policy.max_lag_hours:g} (reconcile fails past it) |")
     if policy.remote is not None:
@@ -335,6 +342,28 @@ def settings_rows(policy: Policy) -> list[str]:
             f"| notify | `POST {notify.endpoint}` on `{notify.http_conn_id}`, "
             f"`deliver_events` in pool `{notify.pool}`; max attempts {notify.max_attempts}, "
             f"timeout {notify.timeout_seconds:g} s, lease {notify.lease:g} s |"
+        )
+    return rows
+
+
+def coupled_rows(policy: Policy) -> list[str]:
+    """The coupled tables: each listed child (deleted with its parents, deepest first, in
+    the batch's transaction) and each foreign key the policy leaves alone, with its reason."""
+    rows = []
+    if policy.children:
+        listed = "; ".join(
+            f"{'↳' * depth} `{child.table}`.`{child.foreign_key}`"
+            + (f" → `{child.references}`" if child.references else "")
+            for depth, child in policy.child_tables()
+        )
+        rows.append(
+            f"| coupled tables | {listed} (deleted with their parents, deepest first, in each "
+            "batch's transaction; reconcile counts orphans of a child without a foreign key "
+            "constraint) |"
+        )
+    for ignored in policy.ignore_foreign_keys:
+        rows.append(
+            f"| ignored foreign key | `{ignored.constraint}`: {ignored.reason} (its rows stay) |"
         )
     return rows
 

@@ -33,6 +33,7 @@ from retention.objects.kind import ObjectKind, OperationsKind
 from retention.policy.model import NotifySpec, Policy
 from retention.policy.params import RunSettings
 from retention.queue.worker import stats_of
+from retention.rows.children import check_coupled_tables
 from retention.rows.cutoff import checked_cutoff, run_cutoff
 from retention.rows.deleter import RowDeleter
 from retention.rows.lifecycle import WindowDeleter
@@ -82,6 +83,7 @@ def deleter_for(policy: Policy) -> WindowDeleter:
             policy.batch_timing,
             policy.health,
             switch=read_pause_switch,
+            policy=policy,
         )
     return ObjectDeleter(
         policy.table_spec,
@@ -111,7 +113,9 @@ def migrate_schema_step(conn_id: str, policy: Policy | None = None) -> dict[str,
     schema (under an advisory lock).
 
     The check comes first so that a misspelt column fails the run before anything is
-    written, with :class:`~retention.db.table_check.TableMismatch` (no retry can mend it).
+    written, with :class:`~retention.db.table_check.TableMismatch` (no retry can mend it);
+    so does a foreign key referencing the policy's rows that the policy does not account
+    for (:func:`~retention.rows.children.check_coupled_tables`).
     """
     with postgres(conn_id) as conn:
         if policy is not None:
@@ -125,6 +129,21 @@ def migrate_schema_step(conn_id: str, policy: Policy | None = None) -> dict[str,
                     for field, column in policy.named_columns().items()
                 ),
             )
+            coupling = check_coupled_tables(conn, policy)
+            for link in coupling.links:
+                log.info(
+                    "policy %s: child %s.%s → %s.%s (%s), deleted with its parents",
+                    policy.name,
+                    link.table,
+                    link.foreign_key,
+                    link.parent_table,
+                    link.parent_column,
+                    f"foreign key {link.constraint}"
+                    if link.constraint
+                    else "no foreign key constraint: reconcile counts orphans",
+                )
+            for warning in coupling.warnings():
+                log.warning("policy %s: %s", policy.name, warning)
         applied = migrate(conn)
     log.info("retention schema: %s", f"applied {applied}" if applied else "up to date")
     return {"applied": applied}

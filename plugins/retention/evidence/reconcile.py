@@ -23,6 +23,7 @@ from retention.db.connection import Connection, bounded
 from retention.db.oldest import as_aware
 from retention.db.sqlfiles import query
 from retention.policy.model import Policy, TableSpec
+from retention.rows.children import count_orphans
 from retention.rows.lifecycle import count_window
 from retention.rows.partitions import rows_figure
 from retention.rows.planner import load_plan
@@ -100,6 +101,7 @@ class _Gathered:
     partitions: dict[str, Any]
     events: dict[str, Any] | None
     other_runs: list[dict[str, Any]]
+    orphans: dict[str, int] | None  # None: the policy lists no children
 
     @property
     def dry_run(self) -> bool:
@@ -118,6 +120,7 @@ class _Gathered:
             windows_unfinished=len(self.unfinished),
             partition_problems=len(self.partitions["partition_problems"]),
             event_problems=len(self.events["problems"]) if self.events else 0,
+            orphans=sum((self.orphans or {}).values()),
             remote=None
             if remote is None
             else RemoteFacts(
@@ -178,6 +181,10 @@ class _Gathered:
             drain=None if self.remote is None else drain_summary(self.drain_passes),
             other_runs=self.other_runs,
             events=None if self.events is None else EventEvidence(**self.events),
+            rows_deleted_by_table=None
+            if self.orphans is None
+            else rows_by_table(policy, ledger.values()),
+            orphans=self.orphans,
         )
 
 
@@ -217,7 +224,26 @@ def _gather(
         if policy.notify is not None
         else None,
         other_runs=other_runs(conn, policy.name, run_id, run["planned_at"]),
+        orphans=_orphans(conn, policy) if policy.children else None,
     )
+
+
+def _orphans(conn: Connection, policy: Policy) -> dict[str, int]:
+    """Orphans of the listed children without a foreign key constraint, read bounded."""
+    with bounded(conn, policy.timeouts, reads=True, timezone=policy.timestamp_timezone):
+        return count_orphans(conn, policy)
+
+
+def rows_by_table(policy: Policy, windows: Iterable[dict[str, Any]]) -> dict[str, int]:
+    """Rows the windows deleted in each table: the policy's, then each listed child's."""
+    totals = {policy.table: 0, **{child.table: 0 for _, child in policy.child_tables()}}
+    for window in windows:
+        counted = window.get("rows_deleted_by_table") or {}
+        if not counted:  # deleted before the windows counted by table: its rows are the table's
+            totals[policy.table] += int(window["rows_deleted"])
+        for table, rows in counted.items():
+            totals[table] = totals.get(table, 0) + int(rows)
+    return totals
 
 
 def _record(conn: Connection, summary: RunSummary) -> None:
@@ -448,6 +474,13 @@ def raise_if_dirty(summary: RunSummary | Mapping[str, Any]) -> None:
         )
     if s.event_problems:
         parts.append("Event delivery: " + "; ".join(s.event_problems) + ".")
+    if s.orphans:
+        listed = ", ".join(f"{table}: {rows}" for table, rows in s.orphans.items())
+        parts.append(
+            f"Orphans in child tables without a foreign key constraint ({listed}): child "
+            "rows whose parent key no longer exists (deleted outside retention, or before "
+            "the child was listed); delete them, or add the constraint."
+        )
     if s.partition_problems:
         parts.append(
             "Partitions: "

@@ -32,6 +32,7 @@ from functools import cache
 
 import psycopg
 from psycopg import sql
+from psycopg.types.json import Jsonb
 
 from retention.db.connection import Connection, bounded
 from retention.db.sqlfiles import query, sql_text
@@ -40,6 +41,7 @@ from retention.policy.model import Policy
 from retention.queue.classify import Outcome
 from retention.queue.leased import Finish, State
 from retention.queue.worker import Attempt, Recorded
+from retention.rows.children import check_coupled_tables, delete_statements
 from retention.rows.locks import row_lock_holders
 from retention.rows.target import TargetTable
 
@@ -96,6 +98,9 @@ class AtomicFinish:
     def __init__(self, policy: Policy) -> None:
         self.policy = policy
         self._holders_seen: tuple[float, int, str] | None = None  # see _lock_holders
+        # The children's deletes (table, statement), deepest first: built on the first
+        # confirmation of a policy with children (see delete_row_children).
+        self._children: list[tuple[str, sql.Composable]] | None = None
 
     def record(
         self, conn: Connection, owner: str, attempts: list[Attempt], scope: str | None
@@ -126,12 +131,20 @@ class AtomicFinish:
         finishes: dict[str, Finish] = {}
         rows_deleted: dict[str, int] = {}
         transactions: list[tuple[int, float]] = []
+        by_table: dict[str, int] = {}
         for attempt in attempts:
             one = self.record(conn, owner, [attempt], scope)
             finishes.update(one.finishes)
             rows_deleted.update(one.rows_deleted)
             transactions.extend(one.transactions)
-        return Recorded(finishes=finishes, rows_deleted=rows_deleted, transactions=transactions)
+            for table, rows in one.rows_by_table.items():
+                by_table[table] = by_table.get(table, 0) + rows
+        return Recorded(
+            finishes=finishes,
+            rows_deleted=rows_deleted,
+            transactions=transactions,
+            rows_by_table=by_table,
+        )
 
     def _lock_holders(self, conn: Connection, row_key: int) -> str:
         """Who holds the lock a local delete timed out on, looked up at most once per
@@ -221,6 +234,13 @@ class AtomicFinish:
         ):
             if objects := objects_to_lock(self.policy, attempts):
                 conn.execute(query("ops_lock_objects"), {"keys": objects}, prepare=True)
+            # Children go first, in the same transaction, only for rows ops_finish.sql will
+            # delete; by key, so an object whose resources this batch confirms together has
+            # its children counted on the operation that finishes it (the first by key).
+            confirmed = sorted(a.job.key for a in attempts if a.finish.state == State.DONE)
+            children = {
+                key: self.delete_row_children(conn, owner, key, confirmed) for key in confirmed
+            }
             rows = conn.execute(
                 _finish_statement(self.policy),
                 {
@@ -240,6 +260,8 @@ class AtomicFinish:
                     "started_at": [dt.datetime.fromtimestamp(a.started, utc) for a in attempts],
                     "finished_at": [dt.datetime.fromtimestamp(a.finished, utc) for a in attempts],
                     "duration_ms": [(a.finished - a.started) * 1000 for a in attempts],
+                    "table_name": self.policy.table,
+                    "child_tables": [Jsonb(children.get(a.job.key, {})) for a in attempts],
                 },
                 prepare=True,
             ).fetchall()
@@ -254,15 +276,48 @@ class AtomicFinish:
                     left_alone[:5],
                 )
             deleted = sum(rows_deleted.values())
+            by_table = {self.policy.table: deleted}
+            for key, counts in children.items():
+                if key in rows_deleted:
+                    for table, count in counts.items():
+                        by_table[table] = by_table.get(table, 0) + count
             elapsed_ms = (time.perf_counter() - began) * 1000
             if scope is not None and rows_deleted:
                 conn.execute(
                     query("window_batch_done"),
-                    {"window_key": scope, "deleted": deleted, "batch_ms": elapsed_ms},
+                    {
+                        "window_key": scope,
+                        "deleted": deleted,
+                        "batch_ms": elapsed_ms,
+                        "by_table": Jsonb(by_table if self.policy.children else {}),
+                    },
                     prepare=True,
                 )
         return Recorded(
             finishes={a.job.key: a.finish for a in attempts if a.job.key in rows_deleted},
             rows_deleted=rows_deleted,
             transactions=[(deleted, elapsed_ms)] if rows_deleted else [],
+            rows_by_table=by_table,
         )
+
+    def delete_row_children(
+        self, conn: Connection, owner: str, op_key: str, confirmed: list[str]
+    ) -> dict[str, int]:
+        """Delete the listed children of one confirmed operation's row, deepest first, in
+        the caller's transaction (before ``ops_finish.sql`` deletes the row itself): only
+        when that statement will delete the row (of the operation's version, object and
+        tenant, and every other remote resource of its object confirmed before or in
+        ``confirmed``, this batch), which stays locked until it does. Returns the rows
+        deleted by table."""
+        if not self.policy.children:
+            return {}
+        if self._children is None:  # the catalog is read once per finisher, not per row
+            target = TargetTable.of(self.policy.table_spec, self.policy.remote)
+            self._children = delete_statements(
+                check_coupled_tables(conn, self.policy).links,
+                lambda column: target.query(
+                    "target_confirmed_row_keys", column=sql.Identifier(column)
+                ),
+            )
+        params = {"op_key": op_key, "owner": owner, "confirmed": confirmed}
+        return {table: conn.execute(delete, params).rowcount for table, delete in self._children}

@@ -496,6 +496,53 @@ class AlertsSpec(Section):
         return {kind: conn_id for kind, conn_id in named.items() if conn_id is not None}
 
 
+MAX_CHILD_DEPTH = 3  # children, grandchildren, great-grandchildren
+
+TableName = Annotated[
+    str,
+    AfterValidator(_table),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "pattern": "^([A-Za-z_][A-Za-z0-9_]{0,62}\\.)?[A-Za-z_][A-Za-z0-9_]{0,62}$",
+        }
+    ),
+]
+
+
+class ChildTable(Section):
+    """``children:``: a table whose rows reference the policy's rows (or a listed child's),
+    deleted with them in the same transaction, deepest first, so that a foreign key never
+    fails a batch and no child row outlives its parent."""
+
+    table: TableName = Field(description="'schema.table' or 'table' (schema public).")
+    foreign_key: Identifier = Field(
+        description="Column of this table that references the parent's rows."
+    )
+    references: Identifier | None = Field(
+        None,
+        description="Parent column foreign_key holds; default: the column of the foreign key "
+        "constraint, else the parent's primary key (set it for tables without a constraint).",
+    )
+    children: Annotated[tuple[ChildTable, ...], Field(strict=False, max_length=20)] = Field(
+        (), description="Tables referencing this one's rows, nested up to 3 levels in all."
+    )
+
+    def walk(self, depth: int = 1) -> list[tuple[int, ChildTable]]:
+        """This child and its descendants with their depth (1: references the policy's table)."""
+        found = [(depth, self)]
+        for child in self.children:
+            found.extend(child.walk(depth + 1))
+        return found
+
+
+class IgnoredForeignKey(Section):
+    """``ignore_foreign_keys:``: a foreign key the run may leave to the database, on purpose."""
+
+    constraint: Identifier = Field(description="Name of the foreign key constraint.")
+    reason: NonEmpty = Field(description="Why its rows need not go with the policy's rows.")
+
+
 @dataclass(frozen=True)
 class TableSpec:
     """The table a policy cleans and the columns that matter."""
@@ -779,6 +826,19 @@ class Policy(Section):
         "(pt-archiver's --analyze), so the next plan and dry run estimate from fresh "
         "statistics; false leaves it to autovacuum.",
     )
+    children: Annotated[tuple[ChildTable, ...], Field(strict=False, max_length=20)] = Field(
+        (),
+        description="Tables whose rows reference the policy's rows: deleted with them, deepest "
+        "first, in the same transaction (see ChildTable).",
+    )
+    ignore_foreign_keys: Annotated[
+        tuple[IgnoredForeignKey, ...], Field(strict=False, max_length=100)
+    ] = Field(
+        (),
+        description="Foreign keys referencing the policy's table or a child that the run "
+        "leaves alone (each with its reason); any other one not listed in children and not "
+        "ON DELETE CASCADE / SET NULL fails the run before it deletes anything.",
+    )
     remote: RemoteSpec | None = Field(
         None, description="Objects to delete through an HTTP API before their rows."
     )
@@ -823,6 +883,18 @@ class Policy(Section):
             raise PolicyRuleError(
                 "notify", "events announce remote deletions: it needs a remote section"
             )
+        deepest = max((depth for depth, _ in self.child_tables()), default=0)
+        if deepest > MAX_CHILD_DEPTH:
+            raise PolicyRuleError(
+                "children", f"nested {deepest} levels deep; at most {MAX_CHILD_DEPTH} are allowed"
+            )
+        listed = [self.table] + [child.table for _, child in self.child_tables()]
+        repeated = sorted({t for t in listed if listed.count(t) > 1})
+        if repeated:
+            raise PolicyRuleError(
+                "children",
+                f"{', '.join(repeated)} listed more than once (or is the policy's table)",
+            )
         tenant_path = self.remote is not None and "{tenant_id}" in self.remote.endpoint
         if tenant_path and self.tenant_column is None:
             raise PolicyRuleError("remote.endpoint", "{tenant_id} needs the policy's tenant_column")
@@ -843,6 +915,13 @@ class Policy(Section):
             self.tenant_column,
             self.timestamp_timezone,
         )
+
+    def child_tables(self) -> list[tuple[int, ChildTable]]:
+        """Every listed child, depth first, with its depth (1: references the policy's table)."""
+        found: list[tuple[int, ChildTable]] = []
+        for child in self.children:
+            found.extend(child.walk())
+        return found
 
     def named_columns(self) -> dict[str, str]:
         """Field (dotted path, see :data:`COLUMN_FIELDS`) → the column it names, for each

@@ -15,8 +15,10 @@ from typing import Any
 
 from retention.policy.model import (
     AlertsSpec,
+    ChildTable,
     DerivativeSpec,
     HealthSpec,
+    IgnoredForeignKey,
     NotifySpec,
     PolicyFile,
     RemoteSpec,
@@ -94,7 +96,10 @@ def field_table() -> str:
     schema = policy_file_schema()
     defs = schema["$defs"]
     rows = ["| field | type | default | meaning |", "|---|---|---|---|"]
-    sections = [("", defs["Policy"]), ("remote.", defs[RemoteSpec.__name__])]
+    sections = [("", defs["Policy"])]
+    sections.append(("children[].", defs[ChildTable.__name__]))
+    sections.append(("ignore_foreign_keys[].", defs[IgnoredForeignKey.__name__]))
+    sections.append(("remote.", defs[RemoteSpec.__name__]))
     sections.append(("remote.derivatives[].", defs[DerivativeSpec.__name__]))
     sections.append(("notify.", defs[NotifySpec.__name__]))
     sections.append(("health.", defs[HealthSpec.__name__]))

@@ -84,6 +84,8 @@ class Recorded:
     finishes: dict[str, Finish]
     rows_deleted: dict[str, int] = field(default_factory=dict)
     transactions: list[tuple[int, float]] = field(default_factory=list)
+    # Rows deleted by table (the policy's and its listed children's), for the metric.
+    rows_by_table: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -451,7 +453,9 @@ class Worker:
         self.stats.rows_deleted += deleted
         self.stats.batches.append((deleted, elapsed_ms))
         self.stats.transactions.extend(recorded.transactions)
-        metrics.queue_batch(self.kind.queue.policy, self.stats.kind, deleted, elapsed_ms)
+        metrics.queue_batch(
+            self.kind.queue.policy, self.stats.kind, recorded.rows_by_table, elapsed_ms
+        )
         for attempt in attempts:
             finish = recorded.finishes.get(attempt.job.key)
             if finish is None:  # lost its lease: someone else records it

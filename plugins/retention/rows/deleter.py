@@ -25,13 +25,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
+from psycopg import sql
+from psycopg.types.json import Jsonb
 
 from retention import metrics
 from retention.db.connection import Connection, bounded
 from retention.db.gate import Gate, PauseSwitch
 from retention.db.sqlfiles import query
-from retention.policy.model import BatchTiming, HealthSpec, Policy
+from retention.policy.model import BatchTiming, HealthSpec, Policy, TableSpec
 from retention.progress import Progress
+from retention.rows.children import ChildLink, check_coupled_tables, family_delete
 from retention.rows.lifecycle import WindowDeleter, WindowResult
 from retention.rows.locks import find_lock_holders
 from retention.rows.target import TargetTable
@@ -87,6 +90,26 @@ class BatchSizer:
         self.size = min(self.timing.max_rows, max(self.timing.min_rows, moved))
 
 
+@dataclass(frozen=True)
+class BatchStatements:
+    """The statements of a window's batches: the key range's bound, and the delete of the
+    policy's rows, which for a policy with children is one statement deleting them and
+    their children (``tables``: the table each of its result columns counts)."""
+
+    bound: sql.Composed
+    delete: sql.Composed
+    tables: list[str]
+
+    @classmethod
+    def of(cls, table: TableSpec, window: Window, children: list[ChildLink]) -> BatchStatements:
+        target, scope = TargetTable.of(table), window.tenant_scope
+        bound = target.query("target_batch_bound", scope)
+        if not children:
+            return cls(bound, target.query("target_delete_batch", scope), [str(table)])
+        delete, tables = family_delete(children, target, scope, str(table))
+        return cls(bound, delete, tables)
+
+
 @dataclass
 class RowDeleter(WindowDeleter):
     """Deletes a window's eligible rows directly, in bounded key-range batches."""
@@ -95,6 +118,9 @@ class RowDeleter(WindowDeleter):
     health: HealthSpec = field(default_factory=HealthSpec)
     switch: PauseSwitch | None = None
     sleep: Callable[[float], None] = field(default=stoppable_sleep)
+    # The policy, for its listed children: resolved against the catalog when a window
+    # starts (never when the DAG is parsed), and deleted with their parents in each batch.
+    policy: Policy | None = None
 
     def gate_for(self, window: Window) -> Gate:
         health, switch = self.health, self.switch
@@ -109,9 +135,8 @@ class RowDeleter(WindowDeleter):
         their keys named (reconcile reports them as rows left in the window),
         so one locked row never holds back the rows after it.
         """
-        target = TargetTable.of(self.table)
-        bound_statement = target.query("target_batch_bound", window.tenant_scope)
-        delete_statement = target.query("target_delete_batch", window.tenant_scope)
+        children = self._children(conn)
+        statements = BatchStatements.of(self.table, window, children)
         sizer = BatchSizer(start=batch_rows, timing=self.timing)
         after = window.first_id - 1
         timeouts_at_one = 0
@@ -130,32 +155,17 @@ class RowDeleter(WindowDeleter):
             }
             began = time.perf_counter()
             try:
-                with bounded(
-                    conn,
-                    self.timeouts,
-                    synchronous_commit=False,
-                    timezone=self.table.timestamp_timezone,
-                ):
-                    bound = conn.execute(bound_statement, params).fetchone()
-                    if bound is None or not bound["keys"]:
-                        break
-                    deleted = conn.execute(
-                        delete_statement, {**params, "upto": bound["upto"]}
-                    ).rowcount
-                    conn.execute(
-                        query("window_batch_done"),
-                        {
-                            "window_key": window.window_key,
-                            "deleted": deleted,
-                            "batch_ms": (time.perf_counter() - began) * 1000,
-                        },
-                    )
+                done = self._batch(conn, statements, params, window, began, bool(children))
+                if done is None:
+                    break
+                bound, batch_tables = done
+                deleted = batch_tables[str(self.table)]
             except (psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable) as exc:
                 why = self._count_timeout(conn, window, exc, after, size, result)
                 if size == 1:
                     timeouts_at_one += 1
                     if timeouts_at_one >= MAX_TIMEOUTS_AT_ONE_ROW:
-                        key = self._next_key(conn, bound_statement, params, window)
+                        key = self._next_key(conn, statements.bound, params, window)
                         skipped.append(key)
                         if len(skipped) > MAX_SKIPPED_ROWS:
                             raise WindowDeleteError(
@@ -189,8 +199,8 @@ class RowDeleter(WindowDeleter):
                 continue
             batch_ms = (time.perf_counter() - began) * 1000
             timeouts_at_one = 0
-            result.add_batch(deleted, batch_ms)
-            metrics.row_batch(window.policy, deleted, batch_ms)
+            result.add_batch(deleted, batch_ms, batch_tables)
+            metrics.row_batch(window.policy, batch_tables, batch_ms)
             sizer.succeeded(batch_ms, bound["keys"])
             progress.update(result.rows_deleted, gate.throttled())
             if bound["keys"] < size:
@@ -204,6 +214,55 @@ class RowDeleter(WindowDeleter):
                 f"{skipped[:20]}; the rest of the window was deleted. Clear the task to "
                 "retry them once the lock is gone; nothing was lost."
             )
+
+    def _batch(
+        self,
+        conn: Connection,
+        statements: BatchStatements,
+        params: dict[str, Any],
+        window: Window,
+        began: float,
+        with_children: bool,
+    ) -> tuple[dict[str, Any], dict[str, int]] | None:
+        """One batch in one bounded transaction: its key range, the children of its rows
+        (deepest first), its rows, and the window ledger's tally; None once the window has
+        no key left. Returns the range's bound and the rows deleted by table."""
+        with bounded(
+            conn,
+            self.timeouts,
+            synchronous_commit=False,
+            timezone=self.table.timestamp_timezone,
+        ):
+            bound = conn.execute(statements.bound, params).fetchone()
+            if bound is None or not bound["keys"]:
+                return None
+            in_range = {**params, "upto": bound["upto"]}
+            if with_children:  # one statement: the rows and their children, counted
+                counted = conn.execute(statements.delete, in_range).fetchone()
+                assert counted is not None
+                by_table = dict(zip(statements.tables, counted.values(), strict=True))
+                deleted = by_table[str(self.table)]
+            else:
+                deleted = conn.execute(statements.delete, in_range).rowcount
+                by_table = {str(self.table): deleted}
+            conn.execute(
+                query("window_batch_done"),
+                {
+                    "window_key": window.window_key,
+                    "deleted": deleted,
+                    "batch_ms": (time.perf_counter() - began) * 1000,
+                    "by_table": Jsonb(by_table if with_children else {}),
+                },
+            )
+        return bound, by_table
+
+    def _children(self, conn: Connection) -> list[ChildLink]:
+        """The policy's listed children, resolved against the catalog (which also refuses
+        a foreign key nobody accounts for, as the run's first task did)."""
+        if self.policy is None or not self.policy.children:
+            return []
+        with bounded(conn, self.timeouts, reads=True):
+            return check_coupled_tables(conn, self.policy).links
 
     def _count_timeout(
         self,
@@ -261,5 +320,6 @@ def delete_window(
         policy.health,
         switch,
         sleep=sleep,
+        policy=policy,
     )
     return deleter.run(conn, window, batch_rows=batch_rows, dry_run=dry_run)

@@ -56,6 +56,9 @@ class WindowResult:
     # as the strategy's own lines, but not in the ledger's paused_seconds, from which the
     # next plan measures the rate while working (a rate-limited API is the work's pace).
     waited: dict[str, float] = field(default_factory=dict)
+    # Rows deleted by table: the policy's and each listed child's (rows_deleted counts the
+    # policy's table only, as the window ledger does).
+    rows_by_table: dict[str, int] = field(default_factory=dict)
 
     @property
     def longest_batch_ms(self) -> float:
@@ -68,10 +71,14 @@ class WindowResult:
             reasons[reason] = reasons.get(reason, 0.0) + seconds
         return reasons
 
-    def add_batch(self, rows: int, elapsed_ms: float) -> None:
+    def add_batch(
+        self, rows: int, elapsed_ms: float, by_table: dict[str, int] | None = None
+    ) -> None:
         self.batches += 1
         self.rows_deleted += rows
         self.batch_ms.append(elapsed_ms)
+        for table, count in (by_table or {}).items():
+            self.rows_by_table[table] = self.rows_by_table.get(table, 0) + count
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -84,6 +91,9 @@ class WindowResult:
             "seconds": round(self.seconds, 3),
             "longest_batch_ms": round(self.longest_batch_ms, 1),
             "note": self.note,
+            **(
+                {"rows_deleted_by_table": self.rows_by_table} if len(self.rows_by_table) > 1 else {}
+            ),
             **(
                 {"pause": self.pause}
                 if self.pause.get("pauses") or self.pause.get("paced_seconds")

@@ -25,6 +25,7 @@ from retention.db.sqlfiles import query
 from retention.db.table_check import TableMismatch, check_table
 from retention.policy.model import Policy, TableSpec
 from retention.progress import PhaseTimer, Step, duration, plural
+from retention.rows.children import check_coupled_tables
 from retention.rows.probes import KeyRange, RangeProbe, TableIndexes, key_histogram
 from retention.rows.sizing import (
     cut_points,
@@ -242,6 +243,7 @@ def plan_windows(conn: Connection, request: PlanRequest) -> list[Window]:
     timer = PhaseTimer(f"policy {policy.name} plan", logger=log)
     with timer.step("table check") as step:
         check_table(conn, policy)
+        coupling = check_coupled_tables(conn, policy)
         target = TargetTable.of(policy.table_spec)
         indexes = TableIndexes.read(conn, policy.table_spec)
         step.found = indexes_found(policy.table_spec, indexes)
@@ -251,6 +253,7 @@ def plan_windows(conn: Connection, request: PlanRequest) -> list[Window]:
             f"no index on {policy.table_spec.key_column}: every probe and every batch "
             "reads the table; create one"
         )
+    notes += coupling.warnings()  # unlisted ON DELETE CASCADE children: in the run summary
     left = conn.execute(query("run_rows_outside_windows"), {"policy": policy.name}).fetchone()
     whole = (
         f"the last run found {left['n']} old row(s) outside its windows"

@@ -65,12 +65,12 @@ class TargetTable:
             return sql.SQL("{} IS NULL").format(self.tenant)
         return sql.SQL("{} = %(tenant)s").format(self.tenant)
 
-    def query(
-        self, name: str, scope: TenantScope = "all", **parts_of_file: sql.Composable
-    ) -> sql.Composed:
-        """A SQL file with this table's identifiers and the scope's tenant filter (and any
-        other parts the file names, such as another file's text)."""
+    def query(self, name: str, scope: TenantScope = "all", **more: sql.Composable) -> sql.Composed:
+        """A SQL file with this table's identifiers and the scope's tenant filter (and
+        ``more`` parts a statement needs besides, such as a child's column or another
+        file's text)."""
         parts: dict[str, sql.Composable] = {
+            **more,
             "table": self.table,
             "key": self.key,
             "ts": self.ts,
@@ -85,4 +85,4 @@ class TargetTable:
             parts["object_id"] = self.object_id
             parts["version_expr"] = self.version_expr()
             parts["operation_key_expr"] = self.operation_key_expr()
-        return query(name, **parts, **parts_of_file)
+        return query(name, **parts)

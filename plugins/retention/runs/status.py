@@ -36,7 +36,8 @@ class RunFacts:
 
     ``windows_unfinished`` counts windows that failed, were cancelled, are still
     running or never ran; ``partition_problems`` and ``event_problems`` count the
-    lines reconcile wrote for each (see ``partition_evidence`` and ``explain_events``).
+    lines reconcile wrote for each (see ``partition_evidence`` and ``explain_events``);
+    ``orphans`` counts the orphans reconcile found in listed children without a constraint.
     ``remote`` is None for a policy without remote deletions.
     """
 
@@ -45,6 +46,7 @@ class RunFacts:
     windows_unfinished: int = 0
     partition_problems: int = 0
     event_problems: int = 0
+    orphans: int = 0  # rows of listed children without a constraint whose parent is gone
     remote: RemoteFacts | None = None
 
 
@@ -53,8 +55,9 @@ def run_status(facts: RunFacts) -> RunStatus:
 
     - A dry run deletes nothing, so it is ``dry_run`` whatever remains.
     - A window that did not finish, a partition detached to be dropped and not
-      dropped, or an event delivery problem makes the run ``dirty``, whatever the
-      table looks like: the work is not done.
+      dropped, an event delivery problem, or orphans in a listed child table without a
+      foreign key constraint (child rows whose parent is gone) makes the run ``dirty``,
+      whatever the table looks like: the work is not done.
     - No eligible rows left: ``clean``.
     - Rows left on a remote policy, each explained by an operation under way and
       none later than ``max_lag_hours``: ``backlog`` (the queue is working on them).
@@ -62,7 +65,12 @@ def run_status(facts: RunFacts) -> RunStatus:
     """
     if facts.dry_run:
         return RunStatus.DRY_RUN
-    if facts.windows_unfinished or facts.partition_problems or facts.event_problems:
+    if (
+        facts.windows_unfinished
+        or facts.partition_problems
+        or facts.event_problems
+        or facts.orphans
+    ):
         return RunStatus.DIRTY
     if facts.rows_remaining == 0:
         return RunStatus.CLEAN

@@ -1,0 +1,334 @@
+"""Coupled tables: the child tables a policy lists, and the foreign keys it must account for.
+
+A row of the policy's table rarely lives alone: renditions reference an asset, line
+items an order. Deleting the parent alone fails on a foreign key, cascades an unbounded
+delete through ``ON DELETE CASCADE``, or leaves orphans. So a policy lists its children
+(``children:``, nested up to three levels), and they go in the same transaction as their
+parents: a row batch deletes its rows and, level by level, the child rows referencing
+them in one statement (:func:`family_delete`: the foreign keys are checked when it ends,
+and a parent re-checked and kept keeps its children); a remote finish deletes a confirmed
+row's children deepest first, the row locked, just before the row
+(:func:`delete_statements`). A child row goes exactly when its parent row goes.
+
+Before a run deletes anything, :func:`check_coupled_tables` reads ``pg_constraint`` for
+every foreign key referencing the policy's table or a listed child; each must be listed
+in ``children:``, ``ON DELETE CASCADE`` / ``SET NULL``, or named in
+``ignore_foreign_keys:``. Anything else fails the run (no retry can mend it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from psycopg import sql
+
+from retention.db.connection import Connection
+from retention.db.sqlfiles import query
+from retention.db.table_check import TableMismatch
+from retention.policy.model import Policy
+from retention.rows.target import TargetTable, TenantScope
+
+ON_DELETE = {
+    "a": "NO ACTION",
+    "r": "RESTRICT",
+    "c": "CASCADE",
+    "n": "SET NULL",
+    "d": "SET DEFAULT",
+}
+LEFT_TO_THE_DATABASE = {"c", "n"}  # ON DELETE actions a run may leave to Postgres
+
+
+class CoupledTableError(TableMismatch):
+    """A foreign key the policy does not account for, or a listed child that does not fit:
+    a configuration error like a misspelt column, so no retry (a :class:`TableMismatch`)."""
+
+
+@dataclass(frozen=True)
+class ForeignKey:
+    """One foreign key constraint, as ``target_foreign_keys.sql`` reads it."""
+
+    name: str
+    table: str  # the referencing table, schema.table
+    columns: tuple[str, ...]
+    referenced_table: str
+    referenced_columns: tuple[str, ...]
+    on_delete: str  # confdeltype: a, r, c, n, d
+
+    @property
+    def action(self) -> str:
+        return ON_DELETE.get(self.on_delete, self.on_delete)
+
+    def described(self) -> str:
+        return (
+            f"foreign key {self.name!r} ({self.table}.{', '.join(self.columns)} → "
+            f"{self.referenced_table}.{', '.join(self.referenced_columns)}, ON DELETE "
+            f"{self.action})"
+        )
+
+
+@dataclass(frozen=True)
+class ChildLink:
+    """A listed child resolved against the catalog: which parent column it references."""
+
+    table: str  # schema.table
+    foreign_key: str
+    parent_table: str
+    parent_column: str
+    depth: int  # 1: references the policy's table
+    constraint: str | None  # None: no foreign key constraint, so reconcile counts orphans
+    parent: ChildLink | None = None
+
+    @property
+    def identifier(self) -> sql.Identifier:
+        return sql.Identifier(*self.table.split("."))
+
+
+@dataclass(frozen=True)
+class Coupling:
+    """What the catalog says of a policy's coupled tables."""
+
+    links: list[ChildLink] = field(default_factory=list)  # depth first, parents first
+    problems: list[str] = field(default_factory=list)  # each fails the run
+    unlisted_cascades: list[ForeignKey] = field(default_factory=list)  # warnings
+    ignored_unknown: list[str] = field(default_factory=list)  # warnings: a typo, or dropped
+
+    def deepest_first(self) -> list[ChildLink]:
+        return sorted(self.links, key=lambda link: -link.depth)
+
+    def warnings(self) -> list[str]:
+        return [
+            f"{fk.described()} is not listed in children: its rows are deleted by the "
+            "database's cascade, unseen by the batch sizer and the counts; list it in "
+            "children: to delete them in bounded batches"
+            for fk in self.unlisted_cascades
+        ] + [
+            f"ignore_foreign_keys names {name!r}, but no foreign key of that name references "
+            "the policy's table or a listed child (a typo, or a constraint since dropped)"
+            for name in self.ignored_unknown
+        ]
+
+
+def foreign_keys(conn: Connection, tables: list[str]) -> list[ForeignKey]:
+    """Every foreign key referencing one of ``tables`` (catalog read only)."""
+    rows = conn.execute(query("target_foreign_keys"), {"tables": tables}).fetchall()
+    return [
+        ForeignKey(
+            name=row["constraint_name"],
+            table=row["referencing_table"],
+            columns=tuple(row["referencing_columns"]),
+            referenced_table=row["referenced_table"],
+            referenced_columns=tuple(row["referenced_columns"]),
+            on_delete=row["on_delete"],
+        )
+        for row in rows
+    ]
+
+
+def primary_key(conn: Connection, table: str) -> list[str]:
+    schema, name = table.split(".")
+    rows = conn.execute(query("target_primary_key"), {"schema": schema, "table": name})
+    return [row["column_name"] for row in rows]
+
+
+def _missing_columns(conn: Connection, table: str, columns: list[str]) -> list[str]:
+    """What of ``table`` and its ``columns`` the catalog does not have (catalog reads)."""
+    schema, name = table.split(".")
+    where = {"schema": schema, "table": name}
+    present = conn.execute(query("target_exists"), where).fetchone()
+    if not (present and present["present"]):
+        return [f"table {table} does not exist"]
+    known = {row["column_name"] for row in conn.execute(query("target_columns"), where)}
+    return [
+        f"column {column!r} does not exist in {table} (its columns: {', '.join(sorted(known))})"
+        for column in columns
+        if column not in known
+    ]
+
+
+def coupled_tables(conn: Connection, policy: Policy) -> Coupling:
+    """Resolve the policy's children and classify every foreign key referencing its tables
+    (never raises for a problem: :func:`check_coupled_tables` does)."""
+    tables = [policy.table] + [child.table for _, child in policy.child_tables()]
+    found = foreign_keys(conn, tables)
+    ignored = {fk.constraint for fk in policy.ignore_foreign_keys}
+    links: list[ChildLink] = []
+    problems: list[str] = []
+    used: set[str] = set()
+
+    def resolve(children: Any, parent_table: str, parent: ChildLink | None, depth: int) -> None:
+        for child in children:
+            missing = _missing_columns(conn, child.table, [child.foreign_key])
+            if child.references is not None:
+                missing += _missing_columns(conn, parent_table, [child.references])
+            if missing:
+                problems.extend(
+                    f"policy {policy.name!r}, field 'children' ({child.table}): {what}"
+                    for what in missing
+                )
+                continue
+            constraint = next(
+                (
+                    fk
+                    for fk in found
+                    if fk.table == child.table
+                    and fk.referenced_table == parent_table
+                    and fk.columns == (child.foreign_key,)
+                ),
+                None,
+            )
+            column = child.references
+            if column is None and constraint is not None:
+                column = constraint.referenced_columns[0]
+            if column is None:
+                keys = primary_key(conn, parent_table)
+                column = keys[0] if len(keys) == 1 else None
+            if column is None:
+                problems.append(
+                    f"policy {policy.name!r}, field 'children': child {child.table} "
+                    f"({child.foreign_key}) has no foreign key constraint to {parent_table} "
+                    "and that table has no single-column primary key; set references: to "
+                    f"the column of {parent_table} that {child.foreign_key} holds"
+                )
+                continue
+            if constraint is not None:
+                used.add(constraint.name)
+            link = ChildLink(
+                table=child.table,
+                foreign_key=child.foreign_key,
+                parent_table=parent_table,
+                parent_column=column,
+                depth=depth,
+                constraint=constraint.name if constraint else None,
+                parent=parent,
+            )
+            links.append(link)
+            resolve(child.children, child.table, link, depth + 1)
+
+    resolve(policy.children, policy.table, None, 1)
+    cascades: list[ForeignKey] = []
+    for fk in found:
+        if fk.name in used or fk.name in ignored:
+            continue
+        if fk.on_delete in LEFT_TO_THE_DATABASE:
+            if fk.on_delete == "c":
+                cascades.append(fk)
+            continue
+        problems.append(
+            f"policy {policy.name!r}: {fk.described()} references rows this policy deletes "
+            f"(referencing table {fk.table}, column {', '.join(fk.columns)}) and is not "
+            "accounted for; deleting would fail on it. Resolve it one of three ways: list "
+            f"{fk.table} in children: (foreign_key: {fk.columns[0]}) so its rows go with "
+            "their parents; make the constraint ON DELETE CASCADE or SET NULL; or name "
+            f"{fk.name!r} in ignore_foreign_keys: with a reason"
+        )
+    unknown = sorted(ignored - {fk.name for fk in found})
+    return Coupling(
+        links=links, problems=problems, unlisted_cascades=cascades, ignored_unknown=unknown
+    )
+
+
+def check_coupled_tables(conn: Connection, policy: Policy) -> Coupling:
+    """The policy's coupled tables, or :class:`CoupledTableError` naming every problem."""
+    coupling = coupled_tables(conn, policy)
+    if coupling.problems:
+        raise CoupledTableError("\n".join(coupling.problems))
+    return coupling
+
+
+def _parent_keys(link: ChildLink, root: sql.Composable) -> sql.Composable:
+    """The keys ``link``'s foreign key holds for the batch's rows: ``root`` (the batch's
+    rows of the policy's table as the column ``link`` references) at depth 1, else the
+    rows of its parent child whose own parents are in the batch."""
+    if link.parent is None:
+        return root
+    return query(
+        "target_child_keys",
+        column=sql.Identifier(link.parent_column),
+        child=link.parent.identifier,
+        foreign_key=sql.Identifier(link.parent.foreign_key),
+        parent_keys=_parent_keys(link.parent, root),
+    )
+
+
+def delete_statements(links: list[ChildLink], root_of: Any) -> list[tuple[str, sql.Composable]]:
+    """``(table, DELETE)`` for every child, deepest first; ``root_of(column)`` is the
+    batch's rows of the policy's table as that column (a composable SELECT)."""
+    statements = []
+    for link in sorted(links, key=lambda one: -one.depth):
+        top = link
+        while top.parent is not None:
+            top = top.parent
+        delete = query(
+            "target_delete_children",
+            child=link.identifier,
+            foreign_key=sql.Identifier(link.foreign_key),
+            parent_keys=_parent_keys(link, root_of(top.parent_column)),
+        )
+        statements.append((link.table, delete))
+    return statements
+
+
+def family_delete(
+    links: list[ChildLink], target: TargetTable, scope: TenantScope, table: str
+) -> tuple[sql.Composed, list[str]]:
+    """One statement deleting a batch's rows of the policy's table and, level by level,
+    the rows of every listed child that reference them (``target_delete_family.sql``);
+    with the table each of its result columns counts, the policy's first."""
+
+    def returning(parent: ChildLink | None, own_key: sql.Identifier) -> sql.Composable:
+        columns = sorted({link.parent_column for link in links if link.parent is parent})
+        if not columns:
+            return own_key if parent is None else sql.SQL("1")
+        return sql.SQL(", ").join(sql.Identifier(column) for column in columns)
+
+    names = {id(link): f"child_{number}" for number, link in enumerate(links, start=1)}
+    levels = [
+        query(
+            "target_delete_family_child",
+            cte=sql.Identifier(names[id(link)]),
+            child=link.identifier,
+            foreign_key=sql.Identifier(link.foreign_key),
+            column=sql.Identifier(link.parent_column),
+            parent=sql.Identifier(names[id(link.parent)] if link.parent else "gone"),
+            returning=returning(link, target.key),
+        )
+        for link in sorted(links, key=lambda one: one.depth)  # a CTE after its parent's
+    ]
+    ctes = ["gone", *(names[id(link)] for link in links)]
+    counts = sql.SQL(", ").join(
+        sql.SQL("(SELECT count(*) FROM {}) AS {}").format(
+            sql.Identifier(cte), sql.Identifier(f"rows_{number}")
+        )
+        for number, cte in enumerate(ctes)
+    )
+    statement = target.query(
+        "target_delete_family",
+        scope,
+        returning=returning(None, target.key),
+        children=sql.Composed(levels),
+        counts=counts,
+    )
+    return statement, [table, *(link.table for link in links)]
+
+
+def count_orphans(conn: Connection, policy: Policy) -> dict[str, int]:
+    """Orphans of each listed child without a foreign key constraint: child rows whose
+    parent key no longer exists (read-only; a constraint makes orphans impossible)."""
+    orphans: dict[str, int] = {}
+    for link in coupled_tables(conn, policy).links:
+        if link.constraint is not None:
+            continue
+        row = conn.execute(
+            query(
+                "target_orphans",
+                child=link.identifier,
+                foreign_key=sql.Identifier(link.foreign_key),
+                parent=sql.Identifier(*link.parent_table.split(".")),
+                column=sql.Identifier(link.parent_column),
+            )
+        ).fetchone()
+        count = int(row["orphans"]) if row else 0
+        if count:
+            orphans[link.table] = count
+    return orphans

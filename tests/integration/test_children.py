@@ -1,0 +1,186 @@
+"""Child tables go with their parents in the same batch transaction, deepest first, and a
+foreign key nobody accounted for stops the run before anything is deleted."""
+
+from __future__ import annotations
+
+import pytest
+from airflow.sdk.exceptions import AirflowFailException
+from psycopg import sql
+
+from devtools.plans import request
+from retention.airflow.dag_factory import build_dag
+from retention.db.connection import Connection
+from retention.rows.children import CoupledTableError, check_coupled_tables, count_orphans
+from retention.rows.deleter import delete_window
+from retention.rows.planner import plan_windows
+from tests.support.children import PARENTS, create_family, family_children
+from tests.support.policies import make_policy
+from tests.support.tables import create_table, ids_left, old
+
+
+def _orphans_at_every_level(db: Connection, name: str) -> list[int]:
+    """Child rows whose parent is gone, at each level (no constraint guards the last)."""
+    counts = []
+    for child, column, parent in (
+        (f"{name}_r", "asset_id", name),
+        (f"{name}_c", "rendition_id", f"{name}_r"),
+        (f"{name}_p", "chunk_id", f"{name}_c"),
+    ):
+        row = db.execute(
+            sql.SQL(
+                "SELECT count(*) AS n FROM {c} AS x WHERE NOT EXISTS "
+                "(SELECT 1 FROM {p} AS y WHERE y.id = x.{col})"
+            ).format(
+                c=sql.Identifier("public", child),
+                p=sql.Identifier("public", parent),
+                col=sql.Identifier(column),
+            )
+        ).fetchone()
+        counts.append(row["n"])
+    return counts
+
+
+def _count(db: Connection, table: str) -> int:
+    row = db.execute(
+        sql.SQL("SELECT count(*) AS n FROM {}").format(sql.Identifier("public", table))
+    ).fetchone()
+    return row["n"]
+
+
+def test_three_levels_of_children_go_with_their_parents_in_one_transaction_per_batch(
+    db: Connection, unique_name: str
+) -> None:
+    create_family(db, unique_name)
+    policy = make_policy(
+        unique_name, window_rows=1000, batch_rows=7, children=family_children(unique_name)
+    )
+    coupling = check_coupled_tables(db, policy)
+    assert [(link.table, link.depth, link.parent_column) for link in coupling.links] == [
+        (f"public.{unique_name}_r", 1, "id"),
+        (f"public.{unique_name}_c", 2, "id"),
+        (f"public.{unique_name}_p", 3, "id"),
+    ]
+    batches = 0
+    by_table: dict[str, int] = {}
+    for window in plan_windows(db, request(policy)):
+        result = delete_window(db, policy, window, batch_rows=7, dry_run=False)
+        batches += result.batches
+        for table, rows in result.rows_by_table.items():
+            by_table[table] = by_table.get(table, 0) + rows
+    assert ids_left(db, unique_name) == list(range(2, PARENTS + 1, 2))
+    assert _orphans_at_every_level(db, unique_name) == [0, 0, 0]
+    young = PARENTS // 2
+    assert [_count(db, f"{unique_name}_{s}") for s in "rcp"] == [young * 2, young * 4, young * 8]
+    assert by_table == {
+        f"public.{unique_name}": 30,
+        f"public.{unique_name}_r": 60,
+        f"public.{unique_name}_c": 120,
+        f"public.{unique_name}_p": 240,
+    }
+    xids = db.execute(
+        sql.SQL("SELECT xid, array_agg(DISTINCT tbl) AS tables FROM {} GROUP BY xid").format(
+            sql.Identifier("public", f"{unique_name}_log")
+        )
+    ).fetchall()
+    assert len(xids) == batches, "every batch is one transaction, children included"
+    assert all(len(row["tables"]) == 4 for row in xids), "each batch deletes at every level"
+    assert count_orphans(db, policy) == {}
+
+
+def test_a_parent_with_many_children_shrinks_its_batch(db: Connection, unique_name: str) -> None:
+    create_family(db, unique_name, per_parent=12)  # 12 + 144 + 1728 rows under each parent
+    policy = make_policy(
+        unique_name,
+        window_rows=1000,
+        batch_rows=30,
+        target_batch_ms=5,
+        children=family_children(unique_name),
+        health={"busy_sleep_ratio": 0},
+    )
+    (window,) = plan_windows(db, request(policy))
+    result = delete_window(db, policy, window, batch_rows=30, dry_run=False)
+    assert result.rows_deleted == 30
+    # Timed with its children, the first batch of 30 parents takes far more than 5 ms, so
+    # the batches shrink: without children in the timing, one batch of 30 would do.
+    assert result.batches >= 3, result.batch_ms
+    assert _orphans_at_every_level(db, unique_name) == [0, 0, 0]
+
+
+def test_an_unlisted_foreign_key_without_cascade_fails_the_plan_before_any_delete(
+    db: Connection, unique_name: str
+) -> None:
+    create_family(db, unique_name)
+    policy = make_policy(unique_name, window_rows=1000, batch_rows=7)  # no children listed
+    with pytest.raises(CoupledTableError) as failed:
+        plan_windows(db, request(policy))
+    message = str(failed.value)
+    assert f"{unique_name}_r_fk" in message
+    assert f"referencing table public.{unique_name}_r, column asset_id" in message
+    for way in ("children:", "ON DELETE CASCADE or SET NULL", "ignore_foreign_keys:"):
+        assert way in message
+    assert len(ids_left(db, unique_name)) == PARENTS, "nothing was deleted"
+    ignoring = make_policy(
+        unique_name,
+        ignore_foreign_keys=[{"constraint": f"{unique_name}_r_fk", "reason": "kept for audit"}],
+    )
+    assert check_coupled_tables(db, ignoring).links == []
+    assert check_coupled_tables(db, ignoring).warnings() == []
+    misspelt = make_policy(
+        unique_name,
+        ignore_foreign_keys=[
+            {"constraint": f"{unique_name}_r_fk", "reason": "audit"},
+            {"constraint": "no_such_fk", "reason": "a typo"},
+        ],
+    )
+    (warning,) = check_coupled_tables(db, misspelt).warnings()
+    assert "ignore_foreign_keys names 'no_such_fk'" in warning
+
+
+def test_an_unlisted_cascade_is_a_warning_not_a_failure(db: Connection, unique_name: str) -> None:
+    create_table(db, unique_name, [(1, 1, old())])
+    db.execute(
+        sql.SQL(
+            "CREATE TABLE {c} (id bigint PRIMARY KEY, parent bigint "
+            "REFERENCES {t} (id) ON DELETE CASCADE)"
+        ).format(
+            c=sql.Identifier("public", f"{unique_name}_k"), t=sql.Identifier("public", unique_name)
+        )
+    )
+    coupling = check_coupled_tables(db, make_policy(unique_name))
+    assert coupling.problems == []
+    (warning,) = coupling.warnings()
+    assert f"public.{unique_name}_k" in warning
+    assert "not listed in children" in warning
+
+
+def test_orphans_of_a_child_without_a_constraint_are_counted(
+    db: Connection, unique_name: str
+) -> None:
+    create_family(db, unique_name)
+    policy = make_policy(unique_name, children=family_children(unique_name))
+    assert count_orphans(db, policy) == {}
+    db.execute(
+        sql.SQL("DELETE FROM {} WHERE id <= 3").format(sql.Identifier("public", f"{unique_name}_c"))
+    )  # behind retention's back: the last level has no constraint to stop it
+    assert count_orphans(db, policy) == {f"public.{unique_name}_p": 6}
+
+
+def test_the_first_task_fails_without_a_retry_on_an_unaccounted_foreign_key(
+    db: Connection, unique_name: str
+) -> None:
+    create_family(db, unique_name)
+    policy = make_policy(unique_name)
+    (first,) = [t for t in build_dag(policy, auto_register=False).tasks if not t.upstream_task_ids]
+    with pytest.raises(AirflowFailException) as refused:
+        first.python_callable()
+    assert first.task_id == "migrate_schema"
+    assert isinstance(refused.value.__cause__, CoupledTableError)
+    assert f"{unique_name}_r_fk" in str(refused.value)
+    assert len(ids_left(db, unique_name)) == PARENTS
+
+
+def test_a_listed_child_that_does_not_exist_is_named(db: Connection, unique_name: str) -> None:
+    create_table(db, unique_name, [(1, 1, old())])
+    policy = make_policy(unique_name, children=[{"table": "no_such_child", "foreign_key": "x"}])
+    with pytest.raises(CoupledTableError, match=r"table public\.no_such_child does not exist"):
+        check_coupled_tables(db, policy)
