@@ -1,0 +1,121 @@
+"""Legal holds against the real Postgres: what a hold matches is kept by every deletion
+path, from the next statement after it is placed, and is deletable again once lifted."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from devtools.plans import request
+from retention.db.connection import Connection
+from retention.holds.store import (
+    HoldError,
+    HoldMatch,
+    lift_hold,
+    list_holds,
+    matching_holds,
+    place_hold,
+)
+from retention.rows import deleter
+from retention.rows.deleter import delete_window
+from retention.rows.planner import plan_windows
+from tests.support.policies import make_policy
+from tests.support.tables import count, create_table, ids_left, old
+
+
+def holds_count(db: Connection) -> int:
+    return count(db, "SELECT count(*) FROM retention.holds")
+
+
+def test_matching_holds_finds_policy_and_every_policy_holds(
+    db: Connection, unique_name: str
+) -> None:
+    mine = place_hold(
+        db, policy=unique_name, match="tenant", value="42", reason="case 991", placed_by="ann"
+    )
+    everyone = place_hold(
+        db, policy=None, match=HoldMatch.OBJECT, value="obj-7", reason="case 991", placed_by="ann"
+    )
+    place_hold(db, policy="other", match="tenant", value="42", reason="other", placed_by="ann")
+    found = matching_holds(db, unique_name, tenant="42", object_id="obj-7")
+    assert [h.hold_id for h in found] == [mine.hold_id, everyone.hold_id]
+    assert matching_holds(db, unique_name, key=42) == []
+    lifted = lift_hold(db, mine.hold_id, reason="case closed", lifted_by="bob")
+    assert (lifted.lifted_by, lifted.lift_reason) == ("bob", "case closed")
+    assert [h.hold_id for h in matching_holds(db, unique_name, tenant="42")] == []
+    listed = {h.hold_id: h for h in list_holds(db, unique_name)}
+    assert listed[mine.hold_id].lifted_at is not None
+    assert everyone.hold_id in listed
+    assert set(everyone.as_json()) >= {
+        "id", "policy", "match", "value", "reason", "placed_by", "placed_at", "lifted_at"
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"reason": "  "}, "needs a reason"),
+        ({"policy": "nope"}, "unknown policy 'nope'"),
+        ({"match": "key", "value": "abc"}, "a row key is an integer"),
+        ({"match": "row"}, "matches a tenant, a key or an object"),
+    ],
+)
+def test_bad_holds_write_nothing(db: Connection, fields: dict[str, Any], message: str) -> None:
+    before = holds_count(db)
+    args: dict[str, Any] = {
+        "policy": "known", "match": "tenant", "value": "1", "reason": "r", "placed_by": "ann"
+    }  # fmt: skip
+    with pytest.raises(HoldError, match=message):
+        place_hold(db, **{**args, **fields}, known_policies={"known"})
+    assert holds_count(db) == before
+
+
+def test_lifting_needs_a_reason_and_an_active_hold(db: Connection) -> None:
+    hold = place_hold(db, policy=None, match="key", value=" 12 ", reason="r", placed_by="ann")
+    assert hold.value == "12"
+    with pytest.raises(HoldError, match="needs a reason"):
+        lift_hold(db, hold.hold_id, reason="", lifted_by="bob")
+    lift_hold(db, hold.hold_id, reason="done", lifted_by="bob")
+    with pytest.raises(HoldError, match="already lifted"):
+        lift_hold(db, hold.hold_id, reason="again", lifted_by="bob")
+
+
+def test_a_hold_placed_between_two_batches_keeps_its_rows(
+    db: Connection, unique_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The delete statement reads the holds: a hold placed mid-window applies from the
+    next batch; the rows it matches survive and the rest of the window goes."""
+    create_table(db, unique_name, [(i, 1 + i % 2, old()) for i in range(1, 41)])
+    policy = make_policy(unique_name, window_rows=100, batch_rows=10, window_per_tenant=False)
+    (window,) = plan_windows(db, request(policy))
+    batches: list[int] = []
+    real = deleter.metrics.row_batch
+
+    def place_after_first_batch(name: str, deleted: int, ms: float) -> None:
+        batches.append(deleted)
+        if len(batches) == 1:
+            place_hold(
+                db, policy=unique_name, match="tenant", value="2", reason="case", placed_by="ann"
+            )
+            place_hold(db, policy=None, match="key", value="36", reason="case", placed_by="ann")
+        real(name, deleted, ms)
+
+    monkeypatch.setattr(deleter.metrics, "row_batch", place_after_first_batch)
+    result = delete_window(db, policy, window, batch_rows=10, dry_run=False)
+    assert batches[0] == 10, "the first batch ran before the hold"
+    kept = [i for i in range(11, 41) if i % 2 == 1] + [36]
+    assert ids_left(db, unique_name) == sorted(kept)
+    assert result.rows_deleted == 40 - len(kept)
+
+
+def test_hold_column_keeps_rows_flagged_by_the_application(
+    db: Connection, unique_name: str
+) -> None:
+    create_table(db, unique_name, [(i, 1, old()) for i in range(1, 11)])
+    db.execute(f"ALTER TABLE public.{unique_name} ADD COLUMN legal_hold boolean")
+    db.execute(f"UPDATE public.{unique_name} SET legal_hold = (id = 3) WHERE id <= 4")  # noqa: S608
+    policy = make_policy(unique_name, window_rows=100, hold_column="legal_hold")
+    (window,) = plan_windows(db, request(policy))
+    delete_window(db, policy, window, batch_rows=10, dry_run=False)
+    assert ids_left(db, unique_name) == [3]
