@@ -16,12 +16,14 @@ from retention.holds.store import (
     list_holds,
     matching_holds,
     place_hold,
+    release_held_operations,
 )
 from retention.rows import deleter
 from retention.rows.deleter import delete_window
 from retention.rows.planner import plan_windows
-from tests.support.policies import make_policy
-from tests.support.tables import count, create_table, ids_left, old
+from tests.support.policies import make_policy, remote_policy
+from tests.support.remote import enqueue_all, work
+from tests.support.tables import count, create_media_table, create_table, ids_left, old
 
 
 def holds_count(db: Connection) -> int:
@@ -119,3 +121,71 @@ def test_hold_column_keeps_rows_flagged_by_the_application(
     (window,) = plan_windows(db, request(policy))
     delete_window(db, policy, window, batch_rows=10, dry_run=False)
     assert ids_left(db, unique_name) == [3]
+
+
+def operation_states(db: Connection, policy: str) -> dict[str, tuple[str, int]]:
+    rows = db.execute(
+        "SELECT object_id, state, attempt_count FROM retention.operations WHERE policy = %s",
+        (policy,),
+    )
+    return {r["object_id"]: (r["state"], r["attempt_count"]) for r in rows}
+
+
+def test_a_held_object_waits_in_held_and_goes_once_lifted(
+    db: Connection, unique_name: str, sandbox: Any, test_dsn: str
+) -> None:
+    """The screen holds the operation just before its call: no call, no attempt spent,
+    not dead. Lifting the hold and working again deletes it with exactly one effect."""
+    create_media_table(db, unique_name, 6, tenants=2)
+    policy = remote_policy(unique_name)
+    assert enqueue_all(db, policy) == 6
+    hold = place_hold(
+        db, policy=unique_name, match="object", value="obj-3", reason="case", placed_by="ann"
+    )
+    stats = work(test_dsn, policy, sandbox)
+    assert (stats.held, stats.dead, stats.failure_classes) == (1, 0, {})
+    assert operation_states(db, unique_name)["obj-3"] == ("held", 0)
+    assert "obj-3" not in sandbox.state.stats()["effects"]
+    assert ids_left(db, unique_name) == [3]
+    reason = db.execute(
+        "SELECT reason FROM retention.operations WHERE object_id = 'obj-3'"
+    ).fetchone()
+    assert reason is not None
+    assert f"hold {hold.hold_id}" in reason["reason"]
+    assert work(test_dsn, policy, sandbox).claimed == 0, "a held operation is not claimed"
+
+    lift_hold(db, hold.hold_id, reason="case closed", lifted_by="bob")
+    assert operation_states(db, unique_name)["obj-3"] == ("pending", 0)
+    work(test_dsn, policy, sandbox)
+    assert operation_states(db, unique_name)["obj-3"] == ("done", 1)
+    assert sandbox.state.stats()["effects"]["obj-3"] == 1
+    assert ids_left(db, unique_name) == []
+
+
+def test_a_tenant_hold_placed_after_enqueueing_holds_its_objects(
+    db: Connection, unique_name: str, sandbox: Any, test_dsn: str
+) -> None:
+    create_media_table(db, unique_name, 6, tenants=2)  # tenant 1 + id % 2
+    policy = remote_policy(unique_name)
+    enqueue_all(db, policy)
+    place_hold(db, policy=None, match="tenant", value="2", reason="case", placed_by="ann")
+    work(test_dsn, policy, sandbox)
+    assert ids_left(db, unique_name) == [1, 3, 5]
+    assert set(sandbox.state.stats()["effects"]) == {"obj-2", "obj-4", "obj-6"}
+
+
+def test_a_remote_held_answer_holds_without_spending_an_attempt(
+    db: Connection, unique_name: str, sandbox: Any, test_dsn: str
+) -> None:
+    create_media_table(db, unique_name, 3, tenants=1)
+    policy = remote_policy(unique_name, held_statuses=[423], max_attempts=1)
+    enqueue_all(db, policy)
+    sandbox.state.configure(locked=["obj-2"])
+    stats = work(test_dsn, policy, sandbox)
+    assert (stats.held, stats.dead) == (1, 0)
+    assert operation_states(db, unique_name)["obj-2"] == ("held", 0)
+    assert release_held_operations(db, unique_name) == 1, "the next run re-checks it"
+    sandbox.state.configure(locked=[])
+    work(test_dsn, policy, sandbox)
+    assert operation_states(db, unique_name)["obj-2"] == ("done", 1)
+    assert ids_left(db, unique_name) == []

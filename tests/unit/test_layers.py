@@ -22,6 +22,7 @@ RANK = {
     "metrics": 2,
     "runs": 3,  # the run lease and the run-status rule: the row lifecycle closes a stopped run
     "rows": 3,
+    "holds": 3,  # legal holds: the store and the held-row predicate every deleter embeds
     "queue": 3,
     "objects": 4,
     "events": 4,
