@@ -3,12 +3,14 @@ path, from the next statement after it is placed, and is deletable again once li
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from devtools.plans import request
 from retention.db.connection import Connection
+from retention.evidence.reconcile import reconcile_run
 from retention.holds.store import (
     HoldError,
     HoldMatch,
@@ -18,12 +20,21 @@ from retention.holds.store import (
     place_hold,
     release_held_operations,
 )
+from retention.objects.deleter import ObjectDeleter
+from retention.objects.kind import OperationsKind
 from retention.rows import deleter
 from retention.rows.deleter import delete_window
 from retention.rows.planner import plan_windows
 from tests.support.policies import make_policy, remote_policy
-from tests.support.remote import enqueue_all, work
+from tests.support.remote import enqueue_all, sandbox_sender, work
 from tests.support.tables import count, create_media_table, create_table, ids_left, old
+
+
+@pytest.fixture(autouse=True)
+def no_holds_left(db: Connection) -> Iterator[None]:
+    """A hold of every policy would keep other tests' rows: none outlives its test."""
+    yield
+    db.execute("DELETE FROM retention.holds")
 
 
 def holds_count(db: Connection) -> int:
@@ -109,6 +120,10 @@ def test_a_hold_placed_between_two_batches_keeps_its_rows(
     kept = [i for i in range(11, 41) if i % 2 == 1] + [36]
     assert ids_left(db, unique_name) == sorted(kept)
     assert result.rows_deleted == 40 - len(kept)
+    summary = reconcile_run(db, policy, "run-1")
+    assert (summary["status"], summary["rows_remaining"]) == ("clean", 0)
+    assert summary["rows_held"] == len(kept)
+    assert summary["dirty_windows"] == []
 
 
 def test_hold_column_keeps_rows_flagged_by_the_application(
@@ -169,9 +184,20 @@ def test_a_tenant_hold_placed_after_enqueueing_holds_its_objects(
     policy = remote_policy(unique_name)
     enqueue_all(db, policy)
     place_hold(db, policy=None, match="tenant", value="2", reason="case", placed_by="ann")
-    work(test_dsn, policy, sandbox)
+    windows = ObjectDeleter(
+        table=policy.table_spec,
+        timeouts=policy.timeouts,
+        policy=policy,
+        open_kind=lambda: OperationsKind(policy, sandbox_sender(sandbox)),
+    )
+    for window in plan_windows(db, request(policy)):
+        windows.run(db, window, batch_rows=policy.batch_rows, dry_run=False)
     assert ids_left(db, unique_name) == [1, 3, 5]
     assert set(sandbox.state.stats()["effects"]) == {"obj-2", "obj-4", "obj-6"}
+    summary = reconcile_run(db, policy, "run-1")
+    assert (summary["status"], summary["rows_remaining"]) == ("clean", 0)
+    assert (summary["rows_held"], summary["objects_held"]) == (3, 3)
+    assert summary["remote"]["eligible_rows_by_state"] == {"held": 3}
 
 
 def test_a_remote_held_answer_holds_without_spending_an_attempt(
