@@ -3,10 +3,14 @@ path, from the next statement after it is placed, and is deletable again once li
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from devtools.plans import request
 from retention.db.connection import Connection
@@ -25,7 +29,8 @@ from retention.objects.kind import OperationsKind
 from retention.rows import deleter
 from retention.rows.deleter import delete_window
 from retention.rows.planner import plan_windows
-from tests.support.policies import make_policy, remote_policy
+from tests.integration.test_cli import cli
+from tests.support.policies import make_policy, policy_fields, remote_policy
 from tests.support.remote import enqueue_all, sandbox_sender, work
 from tests.support.tables import count, create_media_table, create_table, ids_left, old
 
@@ -215,3 +220,57 @@ def test_a_remote_held_answer_holds_without_spending_an_attempt(
     work(test_dsn, policy, sandbox)
     assert operation_states(db, unique_name)["obj-2"] == ("done", 1)
     assert ids_left(db, unique_name) == []
+
+
+def test_the_cli_places_lists_and_lifts_holds(
+    db: Connection, unique_name: str, test_dsn: str, tmp_path: Path
+) -> None:
+    policies = tmp_path / "policies.yaml"
+    policies.write_text(yaml.safe_dump({"policies": {unique_name: policy_fields(unique_name)}}))
+    env = {**os.environ, "RETENTION_POLICIES": str(policies)}
+    placed = cli(
+        "--dsn", test_dsn, "holds", "place", "--policy", unique_name, "--tenant", "42",
+        "--reason", "case 991", "--by", "ann", env=env,
+    )  # fmt: skip
+    assert placed.returncode == 0, placed.stderr
+    hold_id = int(placed.stdout.strip().splitlines()[-1])
+    everyone = cli("--dsn", test_dsn, "holds", "place", "--object", "o-1", "--reason", "x", env=env)
+    assert everyone.returncode == 0, everyone.stderr
+    listed = cli("--dsn", test_dsn, "holds", "list", "--policy", unique_name, "--json", env=env)
+    lines = [json.loads(line) for line in listed.stdout.splitlines()]
+    mine = next(line for line in lines if line["id"] == hold_id)
+    assert mine["policy"] == unique_name
+    assert (mine["match"], mine["value"], mine["reason"]) == ("tenant", "42", "case 991")
+    assert (mine["placed_by"], mine["lifted_at"]) == ("ann", None)
+    assert mine["placed_at"]
+    assert any(line["policy"] is None and line["value"] == "o-1" for line in lines)
+    lifted = cli(
+        "--dsn", test_dsn, "holds", "lift", str(hold_id), "--reason", "closed", "--by", "bob",
+        env=env,
+    )  # fmt: skip
+    assert lifted.returncode == 0, lifted.stderr
+    again = cli("--dsn", test_dsn, "holds", "list", "--policy", unique_name, "--json", env=env)
+    mine = next(json.loads(x) for x in again.stdout.splitlines() if json.loads(x)["id"] == hold_id)
+    assert mine["lifted_at"] is not None
+    assert mine["lifted_by"] == "bob"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--tenant", "1", "--reason", ""], "needs a reason"),
+        (["--policy", "nope", "--tenant", "1", "--reason", "x"], "unknown policy 'nope'"),
+    ],
+)
+def test_the_cli_refuses_bad_holds_and_writes_nothing(
+    db: Connection, test_dsn: str, tmp_path: Path, args: list[str], message: str
+) -> None:
+    policies = tmp_path / "policies.yaml"
+    policies.write_text(yaml.safe_dump({"policies": {"known": policy_fields("known")}}))
+    env = {**os.environ, "RETENTION_POLICIES": str(policies)}
+    before = holds_count(db)
+    run = cli("--dsn", test_dsn, "holds", "place", *args, env=env)
+    assert run.returncode == 2
+    assert message in run.stderr
+    assert "nothing written" in run.stderr
+    assert holds_count(db) == before
