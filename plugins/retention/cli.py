@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 from retention.db.connection import Connection, connect_dsn
 from retention.paths import load_local_env
@@ -279,6 +280,11 @@ def _explain(args: argparse.Namespace) -> int:
             record = explain(conn, matches[0]["operation_key"])
             print(json.dumps(record, indent=2) if args.json else render(record))
             return 0
+        if not matches and (held := _holds_on(conn, term, args.policy)):
+            # a row of a row policy has no operation: the holds keeping it are its record
+            for hold in held:
+                print(json.dumps(hold.as_json()) if args.json else f"held by {hold.described}")
+            return 0
     if not matches:
         print(
             f"no operation{where} matches {term!r} as an operation key, a key prefix "
@@ -305,6 +311,14 @@ def _explain(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return 0
+
+
+def _holds_on(conn: Connection, term: str, policy: str | None) -> list[Any]:
+    """The active holds (of ``policy`` and every policy) whose tenant, key or object is
+    ``term``: what keeps a row that no operation names."""
+    from retention.holds.store import list_holds
+
+    return [h for h in list_holds(conn, policy, include_lifted=False) if h.value == term]
 
 
 def _failure_classes(conn: Connection, policy: str | None) -> str:

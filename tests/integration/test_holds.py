@@ -3,6 +3,7 @@ path, from the next statement after it is placed, and is deletable again once li
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 from collections.abc import Iterator
@@ -14,6 +15,8 @@ import yaml
 
 from devtools.plans import request
 from retention.db.connection import Connection
+from retention.evidence.audit import purge_audit
+from retention.evidence.explain import explain, render
 from retention.evidence.reconcile import reconcile_run
 from retention.holds.store import (
     HoldError,
@@ -168,11 +171,23 @@ def test_a_held_object_waits_in_held_and_goes_once_lifted(
     assert "obj-3" not in sandbox.state.stats()["effects"]
     assert ids_left(db, unique_name) == [3]
     reason = db.execute(
-        "SELECT reason FROM retention.operations WHERE object_id = 'obj-3'"
+        "SELECT reason FROM retention.operations WHERE policy = %s AND object_id = 'obj-3'",
+        (unique_name,),
     ).fetchone()
     assert reason is not None
     assert f"hold {hold.hold_id}" in reason["reason"]
     assert work(test_dsn, policy, sandbox).claimed == 0, "a held operation is not claimed"
+    (key,) = [
+        r["operation_key"]
+        for r in db.execute(
+            "SELECT operation_key FROM retention.operations WHERE policy = %s AND state = 'held'",
+            (unique_name,),
+        )
+    ]
+    record = explain(db, key)
+    assert [h["id"] for h in record["holds"]] == [hold.hold_id]
+    assert record["next"]["action"] == "legal hold"
+    assert f"hold {hold.hold_id}" in render(record)
 
     lift_hold(db, hold.hold_id, reason="case closed", lifted_by="bob")
     assert operation_states(db, unique_name)["obj-3"] == ("pending", 0)
@@ -274,3 +289,17 @@ def test_the_cli_refuses_bad_holds_and_writes_nothing(
     assert message in run.stderr
     assert "nothing written" in run.stderr
     assert holds_count(db) == before
+
+
+def test_active_holds_are_never_purged_and_lifted_ones_follow_audit_days(
+    db: Connection, unique_name: str
+) -> None:
+    kept = place_hold(db, policy=unique_name, match="key", value=1, reason="r", placed_by="a")
+    lifted = place_hold(db, policy=unique_name, match="key", value=2, reason="r", placed_by="a")
+    lift_hold(db, lifted.hold_id, reason="done", lifted_by="b")
+    now = dt.datetime.now(dt.UTC)
+    purge_audit(db, unique_name, 30, now=now + dt.timedelta(days=29))
+    assert {h.hold_id for h in list_holds(db, unique_name)} == {kept.hold_id, lifted.hold_id}
+    purged = purge_audit(db, unique_name, 30, now=now + dt.timedelta(days=3650))
+    assert purged["holds"] == 1
+    assert [h.hold_id for h in list_holds(db, unique_name)] == [kept.hold_id]

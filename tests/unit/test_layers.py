@@ -20,9 +20,9 @@ RANK = {
     "policy": 1,
     "db": 2,
     "metrics": 2,
+    "holds": 2,  # legal holds: the store, and the held-row predicate every reader embeds
     "runs": 3,  # the run lease and the run-status rule: the row lifecycle closes a stopped run
     "rows": 3,
-    "holds": 3,  # legal holds: the store and the held-row predicate every deleter embeds
     "queue": 3,
     "objects": 4,
     "events": 4,

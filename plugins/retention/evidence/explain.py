@@ -1,8 +1,9 @@
 """Evidence on demand: one readable record per operation key, from durable state alone.
 
-Answers six questions: which object and version was selected; why it was
+Answers seven questions: which object and version was selected; why it was
 eligible; whether the deletion was confirmed and when; which event announced
-it; how many attempts it took; and what happens next.
+it; how many attempts it took; which legal holds keep it (``holds``); and what
+happens next.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 
 from retention.db.connection import Connection
 from retention.db.sqlfiles import query
+from retention.holds.store import Hold, matching_holds
 
 
 class UnknownOperation(LookupError):
@@ -39,6 +41,9 @@ def explain(conn: Connection, key: str) -> dict[str, Any]:
     history = conn.execute(query("explain_attempts"), {"key": key}).fetchall()
     attempts = [h for h in history if h["kind"] == "attempt"]
     replays = [h for h in history if h["kind"] == "replay"]
+    holds = matching_holds(
+        conn, op["policy"], tenant=op["tenant"], key=op["row_key"], object_id=op["object_id"]
+    )
     return {
         "operation_key": key,
         "selected": {
@@ -89,7 +94,8 @@ def explain(conn: Connection, key: str) -> dict[str, Any]:
             {"replay_id": r["n"], "at": _iso(r["at"]), "by": r["who"], "reason": r["reason"]}
             for r in replays
         ],
-        "next": _next_step(op),
+        "holds": [hold.as_json() for hold in holds],
+        "next": _next_step(op, holds),
     }
 
 
@@ -111,8 +117,19 @@ def _eligibility(op: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _next_step(op: dict[str, Any]) -> dict[str, Any]:
+def _next_step(op: dict[str, Any], holds: list[Hold]) -> dict[str, Any]:
     state = op["state"]
+    if state == "held" or (holds and state in ("pending", "in_flight")):
+        named = "; ".join(hold.described for hold in holds) or op["reason"]
+        lift = ", ".join(f"holds lift {hold.hold_id}" for hold in holds)
+        return {
+            "action": "legal hold",
+            "at": None,
+            "detail": f"kept by {named}. Nothing is called while it holds; lifting it "
+            + (f"({lift} --reason …) " if lift else "")
+            + "makes the operation pending again (a remote side's hold is re-checked by "
+            "the next run).",
+        }
     if state == "pending":
         return {
             "action": "automatic retry",
@@ -178,6 +195,12 @@ def render(record: dict[str, Any]) -> str:
         for h in a["history"]
     ]
     lines += [f"  replayed:   {r['at']} by {r['by']}: {r['reason']}" for r in record["replays"]]
+    lines += [
+        f"  held by:    hold {h['id']} ({h['match']} {h['value']}, "
+        f"{h['policy'] or 'every policy'}), placed {h['placed_at']} by {h['placed_by']}: "
+        f"{h['reason']}"
+        for h in record.get("holds", [])
+    ]
     lines.append(
         f"  next:       {n['action']}" + (f" at {n['at']}" if n["at"] else "") + f"; {n['detail']}"
     )
