@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 import yaml
 
 from devtools.plans import request
@@ -36,6 +37,7 @@ from tests.integration.test_cli import cli
 from tests.support.policies import make_policy, policy_fields, remote_policy
 from tests.support.remote import enqueue_all, sandbox_sender, work
 from tests.support.tables import count, create_media_table, create_table, ids_left, old
+from tests.support.web import serving
 
 
 @pytest.fixture(autouse=True)
@@ -303,3 +305,68 @@ def test_active_holds_are_never_purged_and_lifted_ones_follow_audit_days(
     purged = purge_audit(db, unique_name, 30, now=now + dt.timedelta(days=3650))
     assert purged["holds"] == 1
     assert [h.hold_id for h in list_holds(db, unique_name)] == [kept.hold_id]
+
+
+def test_the_api_places_and_lifts_holds_only_for_users_who_may_trigger_the_dag(
+    db: Connection,
+    unique_name: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Placing or lifting needs the right to trigger the policy's DAG (every policy's for
+    an every-policy hold); reading needs the right to read it; the user is recorded."""
+    from retention.airflow.api import create_app
+
+    other = f"{unique_name}_b"
+    policies = tmp_path / "policies.yaml"
+    fields = {name: policy_fields(name) for name in (unique_name, other)}
+    policies.write_text(yaml.safe_dump({"policies": fields}))
+    monkeypatch.setenv("RETENTION_POLICIES", str(policies))
+    mine = f"retention__{unique_name}"
+
+    def may_trigger(user: Any, dag_id: str) -> bool:
+        return user is None and dag_id == mine  # the test user may trigger one DAG only
+
+    app = create_app(airflow_auth=False, authorize=lambda _u, _d: True, trigger_right=may_trigger)
+    body = {"policy": unique_name, "match": "tenant", "value": "42", "reason": "case 991"}
+    with serving(app) as url:
+        placed = requests.post(f"{url}/holds", json=body, timeout=10)
+        assert placed.status_code == 201, placed.text
+        (hold,) = placed.json()["holds"]
+        assert (hold["policy"], hold["placed_by"]) == (unique_name, "anonymous")
+        before = holds_count(db)
+        refused = {
+            "other policy": requests.post(
+                f"{url}/holds", json={**body, "policy": other}, timeout=10
+            ),
+            "every policy": requests.post(
+                f"{url}/holds", json={**body, "policy": None}, timeout=10
+            ),
+            "empty reason": requests.post(f"{url}/holds", json={**body, "reason": " "}, timeout=10),
+            "unknown policy": requests.post(
+                f"{url}/holds", json={**body, "policy": "nope"}, timeout=10
+            ),
+            "a form": requests.post(f"{url}/holds", data=body, timeout=10),
+        }
+        assert {k: r.status_code for k, r in refused.items()} == {
+            "other policy": 403,
+            "every policy": 403,
+            "empty reason": 422,
+            "unknown policy": 422,
+            "a form": 415,
+        }
+        assert other in refused["other policy"].json()["detail"]
+        assert holds_count(db) == before, "nothing written"
+        listed = requests.get(f"{url}/holds", params={"policy": unique_name}, timeout=10).json()
+        assert hold["id"] in [h["id"] for h in listed["holds"]]
+        no_reason = requests.post(f"{url}/holds/{hold['id']}/lift", json={}, timeout=10)
+        assert no_reason.status_code == 422
+        lifted = requests.post(
+            f"{url}/holds/{hold['id']}/lift", json={"reason": "closed"}, timeout=10
+        )
+        assert lifted.status_code == 200, lifted.text
+        assert lifted.json()["lifted_by"] == "anonymous"
+        again = requests.post(
+            f"{url}/holds/{hold['id']}/lift", json={"reason": "closed"}, timeout=10
+        )
+        assert again.status_code == 404
