@@ -150,6 +150,7 @@ REMOTE_SETTINGS: dict[str, Any] = {
     "auth_failure_limit": 2,
     "not_found_is_deleted": False,
     "not_found_breaker": 5,
+    "held_statuses": [423],
 }
 # The notify settings the docs show, and those they leave to docs/remote.md.
 NOTIFY_SETTINGS: dict[str, Any] = {
@@ -171,6 +172,7 @@ POLICY_SETTINGS: list[tuple[str, dict[str, Any]]] = [
     ("media_assets", {"key_column": "asset_id"}),
     ("media_assets", {"timestamp_column": "uploaded_at"}),
     ("media_assets", {"tenant_column": "account_id"}),
+    ("media_assets", {"hold_column": "legal_hold"}),
     ("media_assets", {"window_rows": 1234}),
     ("media_assets", {"batch_rows": 250}),
     ("media_assets", {"target_batch_ms": 750.0}),
