@@ -261,6 +261,9 @@ def test_the_cli_places_lists_and_lifts_holds(
     assert (mine["placed_by"], mine["lifted_at"]) == ("ann", None)
     assert mine["placed_at"]
     assert any(line["policy"] is None and line["value"] == "o-1" for line in lines)
+    explained = cli("--dsn", test_dsn, "explain", "42", "--policy", unique_name, env=env)
+    assert explained.returncode == 0, explained.stderr
+    assert explained.stdout.startswith(f"held by hold {hold_id} (tenant 42, policy {unique_name}")
     lifted = cli(
         "--dsn", test_dsn, "holds", "lift", str(hold_id), "--reason", "closed", "--by", "bob",
         env=env,
