@@ -9,7 +9,8 @@
 - faults: ``drop_after_apply`` (object ids whose first delete is applied and
   then the connection is dropped without an answer), ``fail_5xx`` (ids that get
   503 without Retry-After, a number of times), ``latency_ms``, ``hold`` (ids
-  answering 403), ``reject`` (ids answering 422), ``deny_all`` (401 for all),
+  answering 403), ``locked`` (ids answering 423: the remote side holds them),
+  ``reject`` (ids answering 422), ``deny_all`` (401 for all),
   ``storm_seconds`` (every request gets 429 with Retry-After: 1 for that long),
   ``redirect`` (object id -> URL answered with 307 and that Location),
   ``not_found_all`` (every delete answers 404, as a wrong endpoint template would).
@@ -46,6 +47,7 @@ DEFAULTS: dict[str, Any] = {
     "drop_after_apply": [],
     "fail_5xx": {},
     "hold": [],
+    "locked": [],
     "reject": [],
     "deny_all": False,
     "redirect": {},
@@ -206,6 +208,9 @@ class Handler(BaseHTTPRequestHandler):
             if object_id in config["hold"]:
                 record["status"] = 403
                 return 403, {}, False
+            if object_id in config["locked"]:
+                record["status"] = 423
+                return 423, {}, False
             if object_id in config["reject"]:
                 record["status"] = 422
                 return 422, {}, False

@@ -33,9 +33,14 @@ from devtools.receiver import Receiver
 from devtools.sandbox_api import SandboxServer
 from devtools.seed import seed_event_logs, seed_media_assets
 from retention.db.connection import connect_dsn
+from retention.db.migrate import migrate
+from retention.holds.store import lift_hold, place_hold
 
 LOCAL = Path(".local")
 SUMMARIES = LOCAL / "demo-summaries.json"
+
+
+DEMO_HELD_TENANT = "7"  # the demo's legal hold keeps this tenant's old event logs
 
 
 def run_dag(dag_id: str, logical_date: dt.datetime) -> dict:
@@ -131,11 +136,27 @@ def main() -> None:
             "public.media_assets (400 rows, 28 days) with 800 rows in its child table "
             f"public.media_renditions in {time.perf_counter() - began:.1f}s"
         )
+        migrate(conn)
+        hold = place_hold(
+            conn,
+            policy="event_logs",
+            match="tenant",
+            value=DEMO_HELD_TENANT,
+            reason="demo: legal hold on one tenant (case 991)",
+            placed_by="make demo",
+        )
+        print(f"placed {hold.described}")
 
-    rows = run_dag("retention__event_logs", logical_date)
+    try:
+        rows = run_dag("retention__event_logs", logical_date)
+    finally:
+        with connect_dsn(dsn) as conn:  # the next demo starts without it
+            lift_hold(conn, hold.hold_id, reason="demo finished", lifted_by="make demo")
     print(
         f"event_logs: {rows['rows_deleted']:,} rows deleted in {rows['windows']} windows, "
-        f"{rows['rows_remaining']} remaining older than {rows['cutoff']}: {rows['status']}"
+        f"{rows['rows_remaining']} remaining older than {rows['cutoff']}: {rows['status']}; "
+        f"{rows.get('rows_held', 0):,} rows of tenant {DEMO_HELD_TENANT} kept by hold "
+        f"{hold.hold_id} (lifted again: the next run deletes them)"
     )
 
     port = int(os.environ.get("RETENTION_SANDBOX_PORT", "8765"))

@@ -1,7 +1,7 @@
 -- Every policy name that has rows in the ledger's large tables (operations,
 -- outbox, windows, runs), by loose index scans on their leading policy column, so
 -- the cost grows with the number of policies, not rows; plus the small tables
--- (hint receipts, replays, alerts, run leases).
+-- (hint receipts, replays, alerts, run leases, lifted holds).
 -- Read-only.
 WITH RECURSIVE ops AS (
     (SELECT policy FROM retention.operations ORDER BY policy LIMIT 1)
@@ -36,3 +36,5 @@ UNION SELECT DISTINCT policy FROM retention.hint_receipts
 UNION SELECT DISTINCT policy FROM retention.replays
 UNION SELECT DISTINCT policy FROM retention.alerts
 UNION SELECT policy FROM retention.run_leases
+UNION SELECT DISTINCT policy FROM retention.holds
+      WHERE policy IS NOT NULL AND lifted_at IS NOT NULL

@@ -3,7 +3,7 @@
 -- whose counts only grow until the audit purge. Read-only.
 SELECT 'operations' AS kind, state, count(*) AS n
 FROM retention.operations
-WHERE policy = %(policy)s AND state IN ('pending', 'in_flight', 'dead')
+WHERE policy = %(policy)s AND state IN ('pending', 'in_flight', 'dead', 'held')
 GROUP BY state
 UNION ALL
 SELECT 'events' AS kind, state, count(*) AS n

@@ -1,13 +1,16 @@
 -- Explain every row still older than the cutoff by the state of its object:
 -- pending / in_flight (backlog), dead (with a reason), discarded (dead, and a
 -- person recorded in retention.discards that it will not be replayed), done
--- (should be gone), or none at all (unexplained). An object with derivatives is in
--- the state of the resource its row waits on: a confirmed object whose derivative is
--- pending is backlog, one whose derivative is dead is dead (dead before pending, then
--- in flight), and discarded when that dead resource was discarded. Read-only; one
--- pass over the eligible rows, and for rows whose object operation is done (few:
--- their rows should be gone) one probe of operations_object_resource.
-SELECT CASE WHEN blocking.state = 'dead' AND EXISTS (
+-- (should be gone), or none at all (unexplained); a row or object a legal hold keeps
+-- is held, whatever its operation's state (binds hold_policy). An object with
+-- derivatives is in the state of the resource its row waits on: a confirmed object
+-- whose derivative is pending is backlog, one whose derivative is dead is dead (dead
+-- before pending, then in flight), and discarded when that dead resource was
+-- discarded. Read-only; one pass over the eligible rows, and for rows whose object
+-- operation is done (few: their rows should be gone) one probe of
+-- operations_object_resource.
+SELECT CASE WHEN eligible.held THEN 'held'
+            WHEN blocking.state = 'dead' AND EXISTS (
                 SELECT 1 FROM retention.discards AS x
                 WHERE x.operation_key = blocking.operation_key
                   AND x.dead_since = blocking.updated_at)
@@ -16,7 +19,7 @@ SELECT CASE WHEN blocking.state = 'dead' AND EXISTS (
        count(*) AS n,
        min(eligible.ts) AS oldest
 FROM (
-    SELECT {ts} AS ts, {operation_key_expr} AS op_key
+    SELECT {ts} AS ts, {operation_key_expr} AS op_key, {held} AS held
     FROM {table}
     WHERE {ts} < %(cutoff)s
 ) AS eligible

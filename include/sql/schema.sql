@@ -19,6 +19,7 @@
 --   0013_dead_letter_discards
 --   0014_operation_resources
 --   0015_window_rows_by_table
+--   0016_legal_holds
 
 CREATE TABLE retention.alerts (
     policy      text NOT NULL,
@@ -72,6 +73,27 @@ CREATE TABLE retention.hint_receipts (
     CONSTRAINT hint_receipts_pkey PRIMARY KEY (webhook_id)
 );
 
+CREATE TABLE retention.holds (
+    hold_id     bigint NOT NULL GENERATED ALWAYS AS IDENTITY,
+    policy      text,
+    match       text NOT NULL,
+    value       text NOT NULL,
+    reason      text NOT NULL,
+    placed_by   text NOT NULL,
+    placed_at   timestamp with time zone NOT NULL DEFAULT now(),
+    lifted_by   text,
+    lifted_at   timestamp with time zone,
+    lift_reason text,
+    CONSTRAINT holds_pkey PRIMARY KEY (hold_id),
+    CONSTRAINT holds_check CHECK ((lifted_at IS NULL) = (lifted_by IS NULL)),
+    CONSTRAINT holds_check1 CHECK (lifted_at IS NULL OR btrim(COALESCE(lift_reason, ''::text)) <> ''::text),
+    CONSTRAINT holds_match_check CHECK (match = ANY (ARRAY['tenant'::text, 'key'::text, 'object'::text])),
+    CONSTRAINT holds_reason_check CHECK (btrim(reason) <> ''::text),
+    CONSTRAINT holds_value_check CHECK (btrim(value) <> ''::text)
+);
+CREATE INDEX holds_active ON retention.holds USING btree (match, value, policy) WHERE (lifted_at IS NULL);
+CREATE INDEX holds_lifted ON retention.holds USING btree (lifted_at) WHERE (lifted_at IS NOT NULL);
+
 CREATE TABLE retention.notify_endpoints (
     policy      text NOT NULL,
     disabled_at timestamp with time zone,
@@ -108,10 +130,11 @@ CREATE TABLE retention.operations (
     resource           text NOT NULL DEFAULT 'object'::text,
     parent_key         text,
     CONSTRAINT operations_pkey PRIMARY KEY (operation_key),
-    CONSTRAINT operations_state_check CHECK (state = ANY (ARRAY['pending'::text, 'in_flight'::text, 'done'::text, 'dead'::text]))
+    CONSTRAINT operations_state_check CHECK (state = ANY (ARRAY['pending'::text, 'in_flight'::text, 'done'::text, 'dead'::text, 'held'::text]))
 );
 CREATE INDEX operations_dead ON retention.operations USING btree (policy, failure_class) WHERE (state = 'dead'::text);
 CREATE INDEX operations_done ON retention.operations USING btree (policy, done_at) WHERE (state = 'done'::text);
+CREATE INDEX operations_held ON retention.operations USING btree (policy) WHERE (state = 'held'::text);
 CREATE INDEX operations_leased ON retention.operations USING btree (policy, lease_expires_at) WHERE (state = 'in_flight'::text);
 CREATE UNIQUE INDEX operations_object_resource ON retention.operations USING btree (parent_key, resource) WHERE (parent_key IS NOT NULL);
 CREATE INDEX operations_pending ON retention.operations USING btree (policy, not_before) WHERE (state = 'pending'::text);

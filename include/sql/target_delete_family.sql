@@ -5,7 +5,9 @@
 -- takes the keys its parent's delete returned. One statement, so a foreign key's check
 -- (run when the statement ends) never sees a parent gone before its children, and a row
 -- updated to a newer timestamp while we waited for its lock is re-checked and kept with
--- its children. Returns the rows deleted in each table (the caller names the columns).
+-- its children. A held row (as in target_delete_batch.sql) is kept, and so are its
+-- children, which go only by the keys this delete returns. Returns the rows deleted in
+-- each table (the caller names the columns).
 -- Runs in the batch's own transaction with lock_timeout and statement_timeout set.
 WITH gone AS (
     DELETE FROM {table}
@@ -13,6 +15,7 @@ WITH gone AS (
       AND {key} <= %(upto)s
       AND {ts} < %(cutoff)s
       AND {tenant_filter}
+      AND NOT {held}
     RETURNING {returning}
 ){children}
 SELECT {counts}

@@ -8,6 +8,11 @@
   which run holds each policy's run lease;
 - ``explain TERM``: the evidence record of one operation, found by its key, a
   key prefix, its object id or its row key (several matches are listed);
+- ``holds place|lift|list``: legal holds (``retention.holds``). ``holds place
+  [--policy P] (--tenant T | --key K | --object O) --reason "…"`` (no ``--policy``:
+  every policy) prints the new hold's id as its last line; ``holds lift ID --reason
+  "…"``; ``holds list [--policy P] [--json]``. The user recorded is ``--by``, else
+  the login name;
 - ``schema``: print the policies file's JSON Schema (``--write`` refreshes the
   checked-in copy, the field table of docs/policies.md and the DAG steps of
   docs/runs.md);
@@ -27,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 from retention.db.connection import Connection, connect_dsn
 from retention.paths import load_local_env
@@ -76,6 +82,7 @@ def _parser() -> argparse.ArgumentParser:
     runs.add_argument("--policy")
     runs.add_argument("--limit", type=int, default=10)
     runs.add_argument("--json", action="store_true", help="one JSON object per line")
+    _holds_parser(commands)
     schema = commands.add_parser("schema", help="print the policies file's JSON Schema")
     schema.add_argument(
         "--write",
@@ -114,7 +121,105 @@ def main(argv: list[str] | None = None) -> int:
         return _explain(args)
     if args.command == "runs":
         return _runs(args)
+    if args.command == "holds":
+        return _holds(args)
     return _dead_letters(args)
+
+
+def _holds_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    holds = commands.add_parser("holds", help="place, lift and list legal holds")
+    actions = holds.add_subparsers(dest="holds_command", required=True)
+    place = actions.add_parser(
+        "place", help="keep a tenant, a row key or an object from deletion until lifted"
+    )
+    place.add_argument("--policy", help="only this policy (default: every policy)")
+    match = place.add_mutually_exclusive_group(required=True)
+    match.add_argument("--tenant")
+    match.add_argument("--key", help="a row key (an integer)")
+    match.add_argument("--object", help="an object id")
+    place.add_argument("--reason", required=True, help="who asked and why (required)")
+    place.add_argument("--by", help="who places it (default: the login name)")
+    lift = actions.add_parser("lift", help="lift an active hold: what it kept may go again")
+    lift.add_argument("hold_id", metavar="ID", type=int)
+    lift.add_argument("--reason", required=True, help="why it is lifted (required)")
+    lift.add_argument("--by", help="who lifts it (default: the login name)")
+    listing = actions.add_parser("list", help="holds, newest first, active and lifted")
+    listing.add_argument("--policy", help="this policy's and every-policy holds")
+    listing.add_argument("--active", action="store_true", help="only active holds")
+    listing.add_argument("--json", action="store_true", help="one JSON object per line")
+
+
+def _user(given: str | None) -> str:
+    import getpass
+
+    return (given or "").strip() or getpass.getuser()
+
+
+def _policy_names() -> set[str]:
+    """Every policy name in the policies file, valid or not (a typo is still a policy)."""
+    from retention.policy.loader import load_policies
+
+    loaded = load_policies()
+    return {p.name for p in loaded.policies} | {problem.policy for problem in loaded.problems}
+
+
+def _holds(args: argparse.Namespace) -> int:
+    from retention.holds.store import HoldError, HoldMatch, lift_hold, list_holds, place_hold
+
+    try:
+        if args.holds_command == "place":
+            match, value = next(
+                (kind, given)
+                for kind, given in (
+                    (HoldMatch.TENANT, args.tenant),
+                    (HoldMatch.KEY, args.key),
+                    (HoldMatch.OBJECT, args.object),
+                )
+                if given is not None
+            )
+            known = _policy_names() if args.policy is not None else None
+            with _connection(args) as conn:
+                hold = place_hold(
+                    conn,
+                    policy=args.policy,
+                    match=match,
+                    value=value,
+                    reason=args.reason,
+                    placed_by=_user(args.by),
+                    known_policies=known,
+                )
+            print(f"placed {hold.described}, by {hold.placed_by}")
+            print(hold.hold_id)
+            return 0
+        if args.holds_command == "lift":
+            with _connection(args) as conn:
+                hold = lift_hold(conn, args.hold_id, reason=args.reason, lifted_by=_user(args.by))
+            print(f"lifted {hold.described}, by {hold.lifted_by}: {hold.lift_reason}")
+            return 0
+    except HoldError as refused:
+        print(f"nothing written: {refused}", file=sys.stderr)
+        return 2
+    with _connection(args) as conn:
+        holds = list_holds(conn, args.policy, include_lifted=not args.active)
+    if args.json:
+        for hold in holds:
+            print(json.dumps(hold.as_json()))
+        return 0
+    if not holds:
+        print("no holds" + (f" for policy {args.policy!r}" if args.policy else ""))
+        return 0
+    for hold in holds:
+        state = (
+            "active"
+            if hold.active
+            else f"lifted {hold.lifted_at:%Y-%m-%d %H:%M} by {hold.lifted_by}: {hold.lift_reason}"
+        )
+        print(
+            f"{hold.hold_id}  {hold.policy or '(every policy)'}  {hold.match}={hold.value}  "
+            f"placed {hold.placed_at:%Y-%m-%d %H:%M} by {hold.placed_by}: {hold.reason}  "
+            f"[{state}]"
+        )
+    return 0
 
 
 def _schema(*, write: bool) -> int:
@@ -175,6 +280,11 @@ def _explain(args: argparse.Namespace) -> int:
             record = explain(conn, matches[0]["operation_key"])
             print(json.dumps(record, indent=2) if args.json else render(record))
             return 0
+        if not matches and (held := _holds_on(conn, term, args.policy)):
+            # a row of a row policy has no operation: the holds keeping it are its record
+            for hold in held:
+                print(json.dumps(hold.as_json()) if args.json else f"held by {hold.described}")
+            return 0
     if not matches:
         print(
             f"no operation{where} matches {term!r} as an operation key, a key prefix "
@@ -202,6 +312,14 @@ def _explain(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return 0
+
+
+def _holds_on(conn: Connection, term: str, policy: str | None) -> list[Any]:
+    """The active holds (of ``policy`` and every policy) whose tenant, key or object is
+    ``term``: what keeps a row that no operation names."""
+    from retention.holds.store import list_holds
+
+    return [h for h in list_holds(conn, policy, include_lifted=False) if h.value == term]
 
 
 def _failure_classes(conn: Connection, policy: str | None) -> str:

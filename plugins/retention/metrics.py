@@ -55,7 +55,7 @@ MAX_SEGMENT = 100  # a policy name's own limit; longer values are cut and hashed
 UNSAFE = re.compile(r"[^A-Za-z0-9_-]")  # '.' would split a segment in two
 
 MetricType = Literal["counter", "gauge", "timer"]
-OPERATION_STATES = ("pending", "in_flight", "dead")  # not done: its count only grows
+OPERATION_STATES = ("pending", "in_flight", "dead", "held")  # not done: its count only grows
 UNDELIVERED = ("pending", "in_flight")  # events.pending: every event not delivered yet
 
 
@@ -182,9 +182,17 @@ METRICS: dict[str, Metric] = {
         _metric(
             "operations",
             "gauge",
-            "Remote operations of the policy by `state` (pending, in_flight, dead), at "
-            "reconcile; 0 for a state with none.",
+            "Remote operations of the policy by `state` (pending, in_flight, dead, held), "
+            "at reconcile; 0 for a state with none.",
             "state",
+        ),
+        _metric(
+            "held",
+            "gauge",
+            "What legal holds keep of the policy at reconcile, by `kind`: `rows` older "
+            "than the cutoff that a hold keeps, `objects` whose operation waits in held "
+            "(remote policies).",
+            "kind",
         ),
         _metric(
             "dead_letters",
@@ -349,6 +357,9 @@ def emit_run_gauges(
         if run.rows_remaining is None or run.cutoff is None:
             raise ValueError("the summary has no rows_remaining or cutoff (not reconciled)")
         send("rows_remaining", policy.name, int(run.rows_remaining))
+        send("held", policy.name, int(run.rows_held), kind="rows")
+        if run.objects_held is not None:
+            send("held", policy.name, int(run.objects_held), kind="objects")
         cutoff = dt.datetime.fromisoformat(run.cutoff)
         send("oldest_eligible_age_seconds", policy.name, _oldest_eligible_age(conn, policy, cutoff))
         if policy.remote is None and policy.notify is None:

@@ -63,6 +63,8 @@ _RECONCILED_KEYS = (
     "pauses",
     "paused_seconds",
     "pause_reasons",
+    "rows_held",
+    "objects_held",
 )
 
 
@@ -144,6 +146,10 @@ class RunSummary:
     rows_remaining: int | None = None
     rows_remaining_in_windows: int | None = None
     rows_outside_windows: int | None = None
+    # Rows older than the cutoff that a legal hold keeps: not in rows_remaining, not dirt.
+    rows_held: int = 0
+    # Operations waiting in 'held' (remote policies; None otherwise).
+    objects_held: int | None = None
     dirty_windows: list[DirtyWindow] = field(default_factory=list)
     plan_seconds: float | None = None
     delete_seconds: float | None = None

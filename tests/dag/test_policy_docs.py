@@ -153,6 +153,7 @@ REMOTE_SETTINGS: dict[str, Any] = {
     "derivatives": (
         DerivativeSpec(name="posters", endpoint="/v1/posters/{object_id}", method="POST"),
     ),
+    "held_statuses": [423],
 }
 # The notify settings the docs show, and those they leave to docs/remote.md.
 NOTIFY_SETTINGS: dict[str, Any] = {
@@ -174,6 +175,7 @@ POLICY_SETTINGS: list[tuple[str, dict[str, Any]]] = [
     ("media_assets", {"key_column": "asset_id"}),
     ("media_assets", {"timestamp_column": "uploaded_at"}),
     ("media_assets", {"tenant_column": "account_id"}),
+    ("media_assets", {"hold_column": "legal_hold"}),
     ("media_assets", {"window_rows": 1234}),
     ("media_assets", {"batch_rows": 250}),
     ("media_assets", {"target_batch_ms": 750.0}),

@@ -384,6 +384,50 @@ def check_evidence(admin: Any, key: str) -> None:
     admin.screenshot(path=str(SCREENSHOTS / "retention-operation-admin.png"))
 
 
+def check_holds(admin: Any, viewer: Any, served: Served, db: Connection) -> None:
+    """The viewer reads the legal holds but has no form and is refused a post; the admin
+    places a hold on a tenant of one policy and lifts it, both recorded with the name."""
+    viewer.goto(f"{served.url}/retention/ui/holds")
+    assert viewer.locator("[data-form=place-hold]").count() == 0
+    refused = viewer.request.post(
+        f"{served.url}/retention/ui/holds/place",
+        form={"policy": ROWS_POLICY, "match": "tenant", "value": "1", "reason": "r"},
+        headers={"Origin": served.url},
+        max_redirects=0,
+    )
+    assert refused.status == 403, refused.text()
+    admin.goto(f"{served.url}/retention/ui/holds")
+    form = admin.locator("form[data-form=place-hold]")
+    form.locator("select[name=policy]").select_option(ROWS_POLICY)
+    form.locator("select[name=match]").select_option("tenant")
+    form.locator("input[name=value]").fill("2")
+    form.locator("input[name=reason]").fill("case 991")
+    with admin.expect_navigation():
+        form.locator("[data-action=place-hold]").click()
+    hold_id = admin.locator("[data-placed-now]").get_attribute("data-placed-now")
+    row = admin.locator(f"tr[data-hold='{hold_id}']")
+    assert figure(row, "state") == "active"
+    admin.screenshot(path=str(SCREENSHOTS / "retention-holds-admin.png"))
+    row.locator("input[name=reason]").fill("case closed")
+    with admin.expect_navigation():
+        row.locator("[data-action=lift-hold]").click()
+    assert admin.locator("[data-lifted-now]").get_attribute("data-lifted-now") == hold_id
+    assert figure(admin.locator(f"tr[data-hold='{hold_id}']"), "state").startswith("lifted")
+    recorded = db.execute(
+        "SELECT policy, match, value, placed_by, lifted_by, lift_reason FROM retention.holds "
+        "WHERE hold_id = %s",
+        (int(str(hold_id)),),
+    ).fetchone()
+    assert recorded == {
+        "policy": ROWS_POLICY,
+        "match": "tenant",
+        "value": "2",
+        "placed_by": ADMIN,
+        "lifted_by": ADMIN,
+        "lift_reason": "case closed",
+    }
+
+
 def test_the_retention_view_in_chromium(chromium: str, served: Served, db: Connection) -> None:
     from playwright.sync_api import sync_playwright
 
@@ -419,6 +463,7 @@ def test_the_retention_view_in_chromium(chromium: str, served: Served, db: Conne
             run_id = replay_as_admin(admin, served)
             discard_as_admin(admin, served)
             check_evidence(admin, seeded.dead_keys[0])
+            check_holds(admin, viewer, served, db)
         finally:
             browser.close()
 

@@ -11,6 +11,7 @@ every row that quotes something has a producer, here or in tests/unit/test_bad_i
 from __future__ import annotations
 
 import json
+import shlex
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
@@ -50,6 +51,7 @@ from retention.rows.deleter import WindowDeleteError, delete_window
 from retention.rows.planner import PlanError, plan_windows
 from tests.integration.test_alerts import CONN_ID as ALERTS_CONN_ID
 from tests.integration.test_alerts import dirty_run, send
+from tests.integration.test_cli import cli
 from tests.integration.test_events import delete_remotely, notifying_policy
 from tests.integration.test_hints_api import post_hint, signed_headers
 from tests.integration.test_remote_edges import ops
@@ -186,6 +188,19 @@ def leaky_connection(row: Row, bench: Bench) -> list[str]:
     with pytest.raises(NotifyConfigError) as refused:
         signing_secret("leaky")
     return [str(refused.value)]
+
+
+@INTEGRATION.of(
+    '`holds place --tenant 42 --reason ""` (an empty reason)',
+    '`holds place --policy nope --tenant 42 --reason "case 991"` (an unknown policy)',
+)
+def hold_refused(row: Row, bench: Bench) -> list[str]:
+    args = shlex.split(row.input.split("`")[1])
+    before = bench.db.execute("SELECT count(*) AS n FROM retention.holds").fetchone()
+    run = cli("--dsn", bench.dsn, *args)
+    after = bench.db.execute("SELECT count(*) AS n FROM retention.holds").fetchone()
+    assert (run.returncode, before) == (2, after), run.stderr
+    return [run.stderr.strip()]
 
 
 # --- hints and evidence: the plugin's HTTP answers -----------------------------------------

@@ -90,8 +90,11 @@ def test_a_row_policy_sends_no_queue_gauges(
         f"retention.{unique_name}.rows_remaining",
         "retention.oldest_eligible_age_seconds",
         f"retention.{unique_name}.oldest_eligible_age_seconds",
+        "retention.held",
+        f"retention.{unique_name}.held.rows",
     }
     assert sink.last(f"retention.{unique_name}.rows_remaining") == 5
+    assert sink.last(f"retention.{unique_name}.held.rows") == 0
 
 
 def test_a_failing_gauge_query_is_logged_and_never_raised(

@@ -16,6 +16,7 @@ from devtools.plans import CUTOFF, request
 from retention.db.connection import Connection, connect_dsn
 from retention.db.migrate import migrate
 from retention.evidence.reconcile import RetentionIncomplete, raise_if_dirty, reconcile_run
+from retention.holds.store import place_hold
 from retention.rows import partitions
 from retention.rows.deleter import delete_window
 from retention.rows.partitions import PartitionDropError, drop_expired_partitions
@@ -169,6 +170,24 @@ def test_expired_partitions_are_detached_concurrently_and_dropped(
     summary = run_windows(db, policy)
     assert summary["status"] == "clean"
     assert [p["partition"] for p in summary["partitions"]] == gone
+
+
+def test_a_partition_with_one_held_row_is_not_dropped(db: Connection, unique_name: str) -> None:
+    """A legal hold on one row keeps its partition attached: the row path deletes the
+    partition's other rows and keeps the held one; the run is clean with it held."""
+    partitioned(db, unique_name, MONTHS)
+    place_hold(db, policy=unique_name, match="key", value="70", reason="case", placed_by="ann")
+    policy = make_policy(unique_name)
+    result = fast_path(db, policy)
+    january = f"public.{unique_name}_20260101"  # rows every 12 hours from Dec 1: id 70 is Jan 4
+    assert january not in [p["partition"] for p in result["dropped"]]
+    assert len(result["dropped"]) == 2
+    (left,) = result["left_to_rows"]
+    assert (left["partition"], "legal hold" in left["why"]) == (january, True)
+    assert exists(db, january)
+    summary = run_windows(db, policy)
+    assert (summary["status"], summary["rows_held"]) == ("clean", 1)
+    assert old_rows(db, unique_name) == 1
 
 
 def test_detach_only_keeps_the_partitions_as_tables(db: Connection, unique_name: str) -> None:

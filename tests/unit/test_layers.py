@@ -20,6 +20,7 @@ RANK = {
     "policy": 1,
     "db": 2,
     "metrics": 2,
+    "holds": 2,  # legal holds: the store, and the held-row predicate every reader embeds
     "runs": 3,  # the run lease and the run-status rule: the row lifecycle closes a stopped run
     "rows": 3,
     "queue": 3,

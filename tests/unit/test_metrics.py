@@ -36,7 +36,7 @@ HEALTH_REASONS = (
 )
 # Every tag value the call sites send, per tag.
 TAG_VALUES: dict[str, tuple[str, ...]] = {
-    "kind": ("rows", OPERATIONS.kind, EVENTS.kind),
+    "kind": ("rows", OPERATIONS.kind, EVENTS.kind, "objects"),
     "state": ("done", "counted", "failed", "cancelled", *metrics.OPERATION_STATES),
     "reason": (PACED, PAUSE_VARIABLE, LIMITER, *HEALTH_REASONS),
     "outcome": tuple(o.value for o in Outcome),

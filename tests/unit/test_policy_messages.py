@@ -22,7 +22,8 @@ KNOWN = (
     "schedule, start_date, retain_days, postgres_conn_id, table, key_column, timestamp_column, "
     "timestamp_timezone, "
     "window_rows, target_window_seconds, batch_rows, target_batch_ms, min_batch_rows, "
-    "max_batch_rows, pool, pool_slots, tenant_column, partitions, window_per_tenant, owner, tags, "
+    "max_batch_rows, pool, pool_slots, tenant_column, hold_column, partitions, "
+    "window_per_tenant, owner, tags, "
     "description, lock_timeout_ms, statement_timeout_ms, plan_statement_timeout_ms, revision, "
     "audit_days, max_lag_hours, analyze_after, children, ignore_foreign_keys, remote, notify, "
     "health, alerts"
@@ -177,8 +178,8 @@ IDENTIFIER = "is not a plain SQL identifier (letters, digits, underscores; at mo
             "rate_per_second, burst, pool, method, version_column, idempotency_header, "
             "limiter_scope, max_attempts, request_timeout_seconds, claim_batch, "
             "task_budget_seconds, lease_seconds, recovery_seconds, auth_failure_limit, "
-            "backoff_base_seconds, backoff_max_seconds, not_found_is_deleted, not_found_breaker, "
-            "derivatives",
+            "backoff_base_seconds, backoff_max_seconds, not_found_is_deleted, held_statuses, "
+            "not_found_breaker, derivatives",
         ),
         (
             {"batch_rows": 2000, "window_rows": 1000},

@@ -348,7 +348,9 @@ def test_finish_is_keyword_only_and_every_outcome_and_state_in_use_is_a_member()
         "dead_lettered",
     }
     assert recorded_without_an_answer <= {o.value for o in Outcome}
-    assert {s.value for s in State} == {"pending", "in_flight", "done", "dead", "delivered"}
+    assert {s.value for s in State} == {
+        "pending", "in_flight", "done", "dead", "delivered", "held"
+    }  # fmt: skip
     finish = Finish(state=State.DONE, outcome=Outcome.OUTAGE, status=None)
     assert finish.state == "done"
     assert finish.outcome == "outage"

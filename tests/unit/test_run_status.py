@@ -19,6 +19,12 @@ CASES = [
     # (name, facts, status)
     ("nothing left", RunFacts(dry_run=False, rows_remaining=0), "clean"),
     ("rows left, local policy", RunFacts(dry_run=False, rows_remaining=3), "dirty"),
+    ("only held rows left", RunFacts(dry_run=False, rows_remaining=0, rows_held=4), "clean"),
+    (
+        "held rows and others left",
+        RunFacts(dry_run=False, rows_remaining=1, rows_held=4),
+        "dirty",
+    ),
     ("dry run with rows", RunFacts(dry_run=True, rows_remaining=500), "dry_run"),
     (
         "dry run ignores every problem",

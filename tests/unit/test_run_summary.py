@@ -46,6 +46,8 @@ LOCAL_KEYS = [
     "pauses",
     "paused_seconds",
     "pause_reasons",
+    "rows_held",
+    "objects_held",
 ]
 
 
@@ -77,6 +79,7 @@ def stored(**blocks: Any) -> dict[str, Any]:
         "pauses": 0,
         "paused_seconds": 0.0,
         "pause_reasons": {},
+        "rows_held": 0,
     }
     return data | blocks
 

@@ -15,6 +15,15 @@
   answer: a 403 would confirm the key and name the policy); 503 when a
   database of a readable policy did not answer.
 
+- ``GET /retention/holds[?policy=P]``: legal holds of the policies whose DAG the user
+  may read, and every-policy holds, newest first (``{"holds": [...], "unanswered": [...]}``).
+- ``POST /retention/holds``: place a hold, ``{"policy"?, "match": "tenant"|"key"|"object",
+  "value", "reason"}`` (no policy: every policy) → 201 ``{"holds": [...]}``, one per
+  database; ``POST /retention/holds/{id}/lift`` ``{"reason"}`` → 200, the lifted hold.
+  Both need the right to trigger the DAG of every policy the hold covers (403), a JSON
+  body (415: a cross-site form cannot send one), a reason (422) and a known policy
+  (422); the user is recorded. See :mod:`retention.airflow.hold_actions`.
+
 The Retention view's pages (``/retention/ui/``) are added to this app by
 :func:`retention.ui.app.create_app`: the view builds on this layer, never the reverse.
 """
@@ -30,6 +39,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from standardwebhooks.webhooks import Webhook
 
+from retention.airflow import hold_actions
 from retention.airflow.access import AirflowAccess
 from retention.airflow.connections import postgres
 from retention.airflow.lookup import LookupRefused, find_operation
@@ -75,13 +85,21 @@ def create_app(
     *,
     airflow_auth: bool = True,
     authorize: Callable[[Any, str], bool] | None = None,
+    trigger_right: Callable[[Any, str], bool] | None = None,
 ) -> FastAPI:
     """The JSON API. ``airflow_auth=False`` only where no Airflow auth manager runs (tests),
-    where ``authorize(user, dag_id)`` stands in for the auth manager's DAG permission."""
+    where ``authorize(user, dag_id)`` stands in for the auth manager's DAG permission to
+    read, and ``trigger_right(user, dag_id)`` for the one to trigger (default: ``authorize``)."""
     app = FastAPI(title="Retention", description=__doc__)
     user_dependency = _airflow_user() if airflow_auth else _no_user
     # the auth manager's DAG permission, asked the same way as the Retention view asks it
     may_read = authorize or (AirflowAccess().may_read if airflow_auth else lambda _u, _d: True)
+    may_trigger = trigger_right or (AirflowAccess().may_trigger if airflow_auth else may_read)
+
+    def user_name(user: Any) -> str:
+        if airflow_auth:
+            return AirflowAccess().user_name(user)
+        return str(getattr(user, "username", None) or user or "anonymous")
 
     @app.post("/hints", status_code=202)
     async def post_hints(request: Request) -> JSONResponse:
@@ -109,7 +127,66 @@ def create_app(
         except LookupRefused as refused:
             raise HTTPException(refused.status, refused.message) from None
 
+    @app.get("/holds")
+    def get_holds(
+        policy: str | None = None,
+        user: Any = Depends(user_dependency),  # noqa: B008
+    ) -> dict[str, Any]:
+        holds, unanswered = hold_actions.listing(
+            list(_policies().values()), lambda d: may_read(user, d), policy
+        )
+        return {"holds": holds, "unanswered": unanswered}
+
+    @app.post("/holds", status_code=201)
+    async def post_hold(request: Request, user: Any = Depends(user_dependency)) -> dict[str, Any]:  # noqa: B008
+        body = await _json_body(request)
+        try:
+            placed = await run_in_threadpool(
+                hold_actions.place,
+                list(_policies().values()),
+                body,
+                user_name(user),
+                lambda d: may_trigger(user, d),
+            )
+        except LookupRefused as refused:
+            raise HTTPException(refused.status, refused.message) from None
+        return {"holds": placed}
+
+    @app.post("/holds/{hold_id}/lift")
+    async def post_lift(
+        hold_id: int,
+        request: Request,
+        user: Any = Depends(user_dependency),  # noqa: B008
+    ) -> dict[str, Any]:
+        body = await _json_body(request)
+        try:
+            return await run_in_threadpool(
+                hold_actions.lift,
+                list(_policies().values()),
+                hold_id,
+                body.get("reason"),
+                user_name(user),
+                lambda d: may_trigger(user, d),
+                lambda d: may_read(user, d),
+            )
+        except LookupRefused as refused:
+            raise HTTPException(refused.status, refused.message) from None
+
     return app
+
+
+async def _json_body(request: Request) -> dict[str, Any]:
+    """A JSON object body; a form (what a cross-site page can send) is a 415."""
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind != "application/json":
+        raise HTTPException(415, "send the body as application/json")
+    try:
+        body = await request.json()
+    except ValueError:
+        raise HTTPException(422, "body is not JSON") from None
+    if not isinstance(body, dict):
+        raise HTTPException(422, "body must be a JSON object")
+    return body
 
 
 def _apply(hint: hints.Hint) -> dict[str, Any]:

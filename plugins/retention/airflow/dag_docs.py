@@ -332,6 +332,11 @@ def settings_rows(policy: Policy) -> list[str]:
         f"within [{policy.min_batch_rows}, {policy.max_batch_rows}] |",
     ]
     rows += coupled_rows(policy)
+    if policy.hold_column is not None:
+        rows.append(
+            f"| hold_column | `{policy.hold_column}`: a row where it is set (true, or not "
+            "null) is held, never deleted |"
+        )
     if policy.max_lag_hours is not None:
         rows.append(f"| max_lag_hours | {policy.max_lag_hours:g} (reconcile fails past it) |")
     if policy.remote is not None:
@@ -393,6 +398,15 @@ def remote_call_rows(policy: Policy) -> list[str]:
         if remote.not_found_is_deleted
         else "is a rejection (dead for review)"
     )
+    held = (
+        [
+            f"| held answers | {', '.join(str(s) for s in remote.held_statuses)} put the "
+            "operation in `held` (the remote side holds the object): no attempt spent, "
+            "re-checked on the next run |"
+        ]
+        if remote.held_statuses
+        else []
+    )
     return [
         f"| calls | claim batch {remote.claim_batch}, max attempts {remote.max_attempts}, "
         f"lease {remote.lease:g} s, request timeout {remote.request_timeout_seconds:g} s, "
@@ -402,6 +416,7 @@ def remote_call_rows(policy: Policy) -> list[str]:
         f"attempt; {remote.auth_failure_limit} refusals (401/403) in a row stop the task |",
         f"| 404 | {not_found} |",
         *derivative_rows(remote),
+        *held,
     ]
 
 

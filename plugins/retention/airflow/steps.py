@@ -28,6 +28,7 @@ from retention.events.outbox import Signer, deliver_events
 from retention.evidence.audit import purge_audit, purge_removed_policies
 from retention.evidence.reconcile import RunNotPlanned, raise_if_dirty, reconcile
 from retention.evidence.report import format_summary
+from retention.holds.store import release_held_operations
 from retention.objects.deleter import ObjectDeleter, work_operations
 from retention.objects.kind import ObjectKind, OperationsKind
 from retention.policy.model import NotifySpec, Policy
@@ -338,9 +339,13 @@ def drain_operations_step(policy: Policy, run_id: str) -> dict[str, Any]:
         gate = Gate(policy.name, policy.health, policy.table_spec, read_pause_switch)
         outcome: dict[str, Any] = {}
         try:
+            # held operations no hold of ours keeps (the remote side held them, or a
+            # hold_column was cleared) are re-checked: pending, screened again just
+            # before their call
+            rechecked = release_held_operations(conn, policy.name)
             with graceful_stop(conn):
                 stats = work_operations(conn, kind, gate=gate)
-            outcome = {**stats.as_dict(), "pause": gate.totals()}
+            outcome = {**stats.as_dict(), "pause": gate.totals(), "held_rechecked": rechecked}
             return outcome
         except BaseException as failed:  # a task timeout too: the pass is recorded either way
             done = stats_of(failed)

@@ -35,6 +35,7 @@ SQL_PREFIXES = {
     "run": "retention.runs",
     "run_lease": "retention.run_leases",
     "window": "retention.windows",
+    "hold": "retention.holds, and the held-row predicate every delete statement embeds",
     # what a statement reads when it is no single ledger table
     "target": "the policy's table",
     "plan": "the planner's probes of the policy's table",

@@ -3,8 +3,9 @@
 Evidence of a deletion (the done operation, its attempts and its event) is
 purged once it was confirmed more than ``audit_days`` ago, never before; the
 window ledger and run summaries go once planned more than ``audit_days`` ago.
-Live work (pending, in-flight and dead operations) is never purged, nor the
-discard record that explains a dead operation. Each batch
+Live work (pending, in-flight, held and dead operations) is never purged, nor the
+discard record that explains a dead operation, nor an active legal hold; a lifted
+hold is evidence and goes ``audit_days`` after it was lifted. Each batch
 is one short transaction, so purging never holds locks for long.
 """
 
@@ -46,6 +47,7 @@ def purge_audit(
         ("purge_hint_receipts", "hint_receipts"),
         ("purge_replays", "replays"),
         ("purge_discards", "discards"),  # only those that explain nothing any more
+        ("purge_holds", "holds"),  # only lifted ones; an active hold is never purged
     ):
         for _ in range(max_batches):
             gone = conn.execute(query(name), params).rowcount

@@ -1,10 +1,11 @@
 """Evidence on demand: one readable record per operation key, from durable state alone.
 
-Answers six questions: which object and version was selected; why it was
+Answers seven questions: which object and version was selected; why it was
 eligible; whether the deletion was confirmed and when; which event announced
-it; how many attempts it took; and what happens next. An object with
-derivatives (``remote.derivatives``) has one operation per resource; the record
-of any of them lists every resource's state, and names those its row waits on.
+it; how many attempts it took; which legal holds keep it (``holds``); and
+what happens next. An object with derivatives (``remote.derivatives``) has one
+operation per resource; the record of any of them lists every resource's state,
+and names those its row waits on.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 from retention.db.connection import Connection
 from retention.db.sqlfiles import query
+from retention.holds.store import Hold, matching_holds
 from retention.objects.finish import all_resources_confirmed
 
 
@@ -44,6 +46,9 @@ def explain(conn: Connection, key: str) -> dict[str, Any]:
     replays = [h for h in history if h["kind"] == "replay"]
     object_key = op["parent_key"] or key
     resources = conn.execute(query("explain_resources"), {"object_key": object_key}).fetchall()
+    holds = matching_holds(
+        conn, op["policy"], tenant=op["tenant"], key=op["row_key"], object_id=op["object_id"]
+    )
     return {
         "operation_key": key,
         "resource": op["resource"],
@@ -110,7 +115,8 @@ def explain(conn: Connection, key: str) -> dict[str, Any]:
             for r in resources
         ],
         "row": _row(resources),
-        "next": _next_step(op, resources),
+        "holds": [hold.as_json() for hold in holds],
+        "next": _next_step(op, resources, holds),
     }
 
 
@@ -150,8 +156,21 @@ def _eligibility(op: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _next_step(op: dict[str, Any], resources: list[dict[str, Any]]) -> dict[str, Any]:
+def _next_step(
+    op: dict[str, Any], resources: list[dict[str, Any]], holds: list[Hold]
+) -> dict[str, Any]:
     state = op["state"]
+    if state == "held" or (holds and state in ("pending", "in_flight")):
+        named = "; ".join(hold.described for hold in holds) or op["reason"]
+        lift = ", ".join(f"holds lift {hold.hold_id}" for hold in holds)
+        return {
+            "action": "legal hold",
+            "at": None,
+            "detail": f"kept by {named}. Nothing is called while it holds; lifting it "
+            + (f"({lift} --reason …) " if lift else "")
+            + "makes the operation pending again (a remote side's hold is re-checked by "
+            "the next run).",
+        }
     if state == "done" and not all_resources_confirmed(
         {r["resource"]: r["state"] for r in resources}
     ):
@@ -253,6 +272,12 @@ def render(record: dict[str, Any]) -> str:
             for r in record["resources"]
         ]
     lines += [f"  replayed:   {r['at']} by {r['by']}: {r['reason']}" for r in record["replays"]]
+    lines += [
+        f"  held by:    hold {h['id']} ({h['match']} {h['value']}, "
+        f"{h['policy'] or 'every policy'}), placed {h['placed_at']} by {h['placed_by']}: "
+        f"{h['reason']}"
+        for h in record.get("holds", [])
+    ]
     lines.append(
         f"  next:       {n['action']}" + (f" at {n['at']}" if n["at"] else "") + f"; {n['detail']}"
     )

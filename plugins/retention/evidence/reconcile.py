@@ -95,6 +95,8 @@ class _Gathered:
     run: dict[str, Any]
     dirty_windows: list[dict[str, Any]]
     rows_remaining: int
+    rows_held: int
+    objects_held: int | None
     ledger: dict[str, dict[str, Any]]
     drain_passes: list[dict[str, Any]]
     remote: dict[str, Any] | None
@@ -117,6 +119,7 @@ class _Gathered:
         return RunFacts(
             dry_run=self.dry_run,
             rows_remaining=self.rows_remaining,
+            rows_held=self.rows_held,
             windows_unfinished=len(self.unfinished),
             partition_problems=len(self.partitions["partition_problems"]),
             event_problems=len(self.events["problems"]) if self.events else 0,
@@ -163,6 +166,8 @@ class _Gathered:
             rows_remaining=self.rows_remaining,
             rows_remaining_in_windows=in_windows,
             rows_outside_windows=self.rows_remaining - in_windows,
+            rows_held=self.rows_held,
+            objects_held=self.objects_held,
             # A dry run deletes nothing, so every window still has its rows: not dirt.
             dirty_windows=[]
             if dry_run
@@ -199,11 +204,16 @@ def _gather(
     """Count what remains (per window and in the whole table) and read the ledgers."""
     cutoff: dt.datetime = run["cutoff"]
     dirty_windows = count_windows(conn, policy, windows)
-    target = TargetTable.of(policy.table_spec)
+    target = TargetTable.of(policy.table_spec, policy.remote)  # object holds count too
     with bounded(conn, policy.timeouts, reads=True, timezone=policy.timestamp_timezone):
         total_row = conn.execute(
-            target.query("target_count_eligible"), {"cutoff": cutoff}
+            target.query("target_count_eligible"), {"cutoff": cutoff, "hold_policy": policy.name}
         ).fetchone()
+        objects_held = (
+            conn.execute(query("ops_held_count"), {"policy": policy.name}).fetchone()
+            if policy.remote is not None
+            else None
+        )
     ledger = {
         row["window_key"]: row
         for row in conn.execute(
@@ -216,6 +226,8 @@ def _gather(
         run=run,
         dirty_windows=dirty_windows,
         rows_remaining=int(total_row["n"]) if total_row else 0,
+        rows_held=int(total_row["held"]) if total_row else 0,
+        objects_held=int(objects_held["n"]) if objects_held else None,
         ledger=ledger,
         drain_passes=run["drain"] or [],
         remote=explain_remote(conn, policy, cutoff, run["planned_at"]) if policy.remote else None,
@@ -571,6 +583,7 @@ def explain_remote(
         "revision": policy.revision,
         "table_name": policy.table,
         "cutoff": cutoff,
+        "hold_policy": policy.name,
     }
     with bounded(conn, policy.timeouts, reads=True, timezone=policy.timestamp_timezone):
         rows = conn.execute(target.query("ops_reconcile"), params).fetchall()
@@ -581,7 +594,7 @@ def explain_remote(
         (
             as_aware(row["oldest"], policy.timestamp_timezone)
             for row in rows
-            if row["state"] != "discarded"
+            if row["state"] not in ("discarded", "held")
         ),
         default=None,
     )

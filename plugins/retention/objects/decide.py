@@ -51,6 +51,19 @@ def not_called(failure_class: str, reason: str) -> Finish:
     )
 
 
+def held_finish(reason: str, *, status: int | None = None, failure_class: str = "held") -> Finish:
+    """Kept by a legal hold: waits in ``held``, no attempt spent, not a failure; lifting
+    the hold (or the next run's re-check) makes it pending again."""
+    return Finish(
+        state=State.HELD,
+        outcome=Outcome.HELD,
+        status=status,
+        failure_class=failure_class,
+        reason=reason,
+        attempt_spent=0,
+    )
+
+
 def decide_operation(
     op: Operation, c: Classification, now: dt.datetime, remote: RemoteSpec
 ) -> Finish:
@@ -74,6 +87,8 @@ def decide_operation(
             not_before=now + dt.timedelta(seconds=NOT_FOUND_HOLD_SECONDS),
             attempt_spent=0,
         )
+    if c.outcome is Outcome.HELD:
+        return held_finish(c.reason, status=c.status, failure_class="remote_held")
     if c.outcome is Outcome.CONFIRMED:
         return Finish(state=State.DONE, outcome=c.outcome, status=c.status, reason=c.reason)
     if c.outcome is Outcome.RATE_LIMITED:

@@ -20,9 +20,11 @@ from typing import Any
 
 from retention.db.connection import Connection, bounded
 from retention.db.sqlfiles import query
+from retention.holds.store import Hold
 from retention.objects.decide import (
     OperationClassification,
     decide_operation,
+    held_finish,
     known,
     not_called,
 )
@@ -87,17 +89,25 @@ class ObjectKind:
     def screen(self, conn: Connection, jobs: list[Operation]) -> dict[str, Finish]:
         """Refuse calls that could delete the wrong thing (no call is made).
 
-        A restored row (new version), a row whose object or tenant changed, or
-        one that is no longer older than its window's cutoff is ``superseded``;
+        An operation whose object a legal hold keeps (a hold on its key, tenant
+        or object id, or the row's ``hold_column``) goes ``held``, spending no
+        attempt; this check is the last before the call, so a hold placed while
+        the operation waited applies. A restored row (new version), a row whose
+        object or tenant changed, or one that is no longer older than its
+        window's cutoff is ``superseded``;
         what the transport refuses (an object id or tenant that cannot be a path
         segment) is dead as it says; a confirmed deletion whose local delete
         failed for a moment is completed without calling again.
         """
         current = self._rows_now(conn, jobs)
+        holds = self._holds_now(conn, jobs)
         refused: dict[str, Finish] = {}
         for op in jobs:
             row = current.get(op.key)
-            if op.local_delete_pending:
+            keeping = holds.get(op.key, [])
+            if keeping or (row is not None and row["held"]):
+                refused[op.key] = self._held(op, keeping)
+            elif op.local_delete_pending:
                 refused[op.key] = Finish(
                     state=State.DONE,
                     outcome=Outcome.LOCAL_DELETE_RETRY,
@@ -110,6 +120,36 @@ class ObjectKind:
             elif (why := self.refuse(op)) is not None:
                 refused[op.key] = not_called(*why)
         return refused
+
+    def _held(self, op: Operation, keeping: list[Hold]) -> Finish:
+        """The held finish, naming what keeps the object; an operation whose call was
+        already confirmed keeps that mark, so that once released only its row is deleted."""
+        if keeping:
+            why = "kept by " + "; ".join(hold.described for hold in keeping)
+        else:
+            why = f"kept by the row's hold_column {self.policy.hold_column}"
+        finish = held_finish(why[:300])
+        if op.local_delete_pending:
+            return replace(finish, failure_class=op.failure_class)
+        return finish
+
+    def _holds_now(self, conn: Connection, jobs: list[Operation]) -> dict[str, list[Hold]]:
+        """The active holds keeping each operation's object (by key, tenant or object id)."""
+        rows = conn.execute(
+            query("hold_for_operations"),
+            {
+                "hold_policy": self.policy.name,
+                "row_keys": [op.row_key for op in jobs],
+                "tenants": [op.tenant for op in jobs],
+                "object_ids": [op.object_id for op in jobs],
+            },
+            prepare=True,
+        ).fetchall()
+        found: dict[str, list[Hold]] = {}
+        for row in rows:
+            op = jobs[row.pop("position") - 1]
+            found.setdefault(op.key, []).append(Hold.from_row(row))
+        return found
 
     def _rows_now(self, conn: Connection, jobs: list[Operation]) -> dict[str, dict[str, Any]]:
         """Each operation's row as it is now, keyed by operation (two may share a row).
@@ -130,6 +170,7 @@ class ObjectKind:
                 {
                     "row_keys": [op.row_key for op in jobs],
                     "cutoffs": [cutoffs.get(op.window_key or "", limit) for op in jobs],
+                    "hold_policy": self.policy.name,
                 },
                 prepare=True,
             ).fetchall()
@@ -219,6 +260,15 @@ class OperationsKind(ObjectKind):
     def attempt(self, conn: Connection, job: Operation) -> OperationClassification:
         """Call the endpoint and classify the answer with the policy's table."""
         result = self.send(job)
+        if result.status is not None and result.status in self.remote.held_statuses:
+            return OperationClassification(
+                Outcome.HELD,
+                result.status,
+                "remote_held",
+                None,
+                f"the API answered {result.status}, which remote.held_statuses reads as "
+                "the remote side holding the object; re-checked on the next run",
+            )
         now = dt.datetime.now(dt.UTC)
         c = classify(result.status, result.headers, result.error, now, self.calls[job.resource][2])
         return self._refine(conn, known(c), job.resource)

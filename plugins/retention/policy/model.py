@@ -60,6 +60,7 @@ COLUMN_FIELDS = (
     "key_column",
     "timestamp_column",
     "tenant_column",
+    "hold_column",
     "remote.object_id_column",
     "remote.version_column",
 )
@@ -305,6 +306,14 @@ class RemoteSpec(Section):
         True,
         description="A 404 confirms the deletion (the object is already gone); false makes "
         "it a rejection, dead for review.",
+    )
+    held_statuses: Annotated[
+        tuple[Annotated[int, Field(ge=300, le=599)], ...], Field(strict=False, max_length=50)
+    ] = Field(
+        (),
+        description="Answers meaning the remote side holds the object (e.g. [423], an object "
+        "store's lock refusal): the operation waits in 'held' with the answer as its reason, "
+        "is re-checked on the next run, and spends no attempt (never dead-lettered for it).",
     )
     not_found_breaker: int = Field(
         20,
@@ -553,6 +562,7 @@ class TableSpec:
     timestamp_column: str
     tenant_column: str | None
     timestamp_timezone: str = "UTC"  # how a column without a time zone is read
+    hold_column: str | None = None  # the application's own hold flag (see holds.predicate)
 
     def __str__(self) -> str:
         return f"{self.schema}.{self.name}"
@@ -778,6 +788,12 @@ class Policy(Section):
     )
     pool_slots: int = Field(1, gt=0, le=1000, description="Pool slots each window takes.")
     tenant_column: Identifier | None = Field(None, description="Column naming the tenant.")
+    hold_column: Identifier | None = Field(
+        None,
+        description="Column of the application's own legal holds: a row where it is true "
+        "(or, for a column that is not boolean, not null) is held and never deleted, nor "
+        "its object.",
+    )
     partitions: Literal["drop", "detach_only", "rows"] = Field(
         "drop",
         description="When the table is range-partitioned on timestamp_column: partitions "
@@ -914,6 +930,7 @@ class Policy(Section):
             self.timestamp_column,
             self.tenant_column,
             self.timestamp_timezone,
+            self.hold_column,
         )
 
     def child_tables(self) -> list[tuple[int, ChildTable]]:

@@ -61,6 +61,8 @@ def _type(prop: dict[str, Any]) -> str:
     kind = prop.get("type", "")
     if kind == "array" and "$ref" in prop.get("items", {}):
         return "list of mappings"
+    if kind == "array" and prop.get("items", {}).get("type") == "integer":
+        return "list of whole numbers"
     return {"integer": "whole number", "number": "number", "boolean": "true/false"}.get(
         kind, "list of strings" if kind == "array" else kind
     )

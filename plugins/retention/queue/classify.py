@@ -39,6 +39,7 @@ class Outcome(StrEnum):
     REJECTED = "rejected"  # will not happen: dead, for review
     AUTH = "auth"  # 401/403: the credentials, or this one object, are refused
     GONE = "gone"  # the receiver asks never to be called again
+    HELD = "held"  # a legal hold keeps the object (ours, or the remote side's answer)
     # What is recorded without an answer of its own.
     NOT_CALLED = "not_called"  # screened out before any call (superseded, unsafe path)
     OUTAGE = "outage"  # no answer while the calls around it got none either

@@ -41,6 +41,7 @@ class State(StrEnum):
     DONE = "done"  # operations: deleted remotely and locally
     DEAD = "dead"
     DELIVERED = "delivered"  # events: the receiver answered 2xx
+    HELD = "held"  # operations: a legal hold keeps the object; no claim until it is lifted
 
 
 @dataclass(frozen=True)

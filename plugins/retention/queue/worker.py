@@ -145,6 +145,7 @@ class WorkerStats:
     retried: int = 0
     snoozed: int = 0
     dead: int = 0
+    held: int = 0  # kept by a legal hold (ours, or the remote side's): waits in 'held'
     released: int = 0
     stale: int = 0
     lost_leases: int = 0
@@ -172,6 +173,7 @@ class WorkerStats:
             "retried": self.retried,
             "snoozed": self.snoozed,
             "dead": self.dead,
+            "held": self.held,
             "released": self.released,
             "stale_leases": self.stale,
             "lost_leases": self.lost_leases,
@@ -287,6 +289,7 @@ class Worker:
             "retried": stats.retried,
             "snoozed": stats.snoozed,
             "dead": stats.dead,
+            "held": stats.held,
             "released": stats.released,
             "stale": stats.stale,
             "lost leases": stats.lost_leases,
@@ -460,6 +463,9 @@ class Worker:
             finish = recorded.finishes.get(attempt.job.key)
             if finish is None:  # lost its lease: someone else records it
                 self.stats.stale += 1
+                continue
+            if finish.state == State.HELD:  # not a failure: kept on purpose
+                self.stats.held += 1
                 continue
             if finish.failure_class and finish.state != State.DONE:
                 self.stats.failure_classes[finish.failure_class] += 1

@@ -152,6 +152,7 @@ class RowDeleter(WindowDeleter):
                 "cutoff": window.cutoff,
                 "batch_rows": size,
                 "tenant": window.tenant,
+                "hold_policy": window.policy,
             }
             began = time.perf_counter()
             try:

@@ -207,6 +207,7 @@ def count_window(conn: Connection, table: TableSpec, timeouts: Timeouts, window:
                 "last_id": window.last_id,
                 "cutoff": window.cutoff,
                 "tenant": window.tenant,
+                "hold_policy": window.policy,
             },
         ).fetchone()
     return int(row["n"]) if row else 0

@@ -23,6 +23,8 @@ would delete can go whole. The rules, in the order they apply:
 3. **Dependencies.** A partition that a view reads, that a foreign key
    references, or that a publication carries (itself or through its parent) is
    left to the row path, which lets the key act and whose deletes replicate.
+   So is a partition holding a row a legal hold keeps (``partition_held_rows.sql``):
+   the row path deletes its other rows and keeps the held ones.
 4. **Detach.** ``DETACH PARTITION … CONCURRENTLY`` when the table has no
    default partition, else a plain detach bounded by ``lock_timeout``; a
    detach left pending by an interrupted ``CONCURRENTLY`` that this package
@@ -70,8 +72,10 @@ from psycopg import sql
 
 from retention.db.connection import Connection, bounded
 from retention.db.sqlfiles import query
+from retention.holds.store import list_holds
 from retention.policy.model import Policy
 from retention.rows.locks import ALL_MODES, SHARE_UPDATE_EXCLUSIVE_CONFLICTS, table_lock_holders
+from retention.rows.target import TargetTable
 
 log = logging.getLogger(__name__)
 
@@ -260,6 +264,8 @@ def why_left_to_rows(
             f"in use by {', '.join(found)}: dropping it would break or bypass "
             f"{'them' if len(found) > 1 else 'it'}, so its rows are deleted row by row"
         )
+    if (held := _held_rows(conn, policy, partition)) is not None:
+        return held
     if partition.clear_of_gap:
         return None
     zone = policy.timestamp_timezone
@@ -285,6 +291,37 @@ def why_left_to_rows(
             f"it holds rows that read as at or after the cutoff in {zone} (wall-clock times "
             f"at a change of the zone's UTC offset, up to {_hours(gap)}), which the row "
             "deletes keep"
+        )
+    return None
+
+
+def _held_rows(conn: Connection, policy: Policy, partition: ExpiredPartition) -> str | None:
+    """Why a partition must go through the rows because of a legal hold (rule 3b), or None.
+
+    Only asked when a hold could apply (an active hold of the policy or of every policy
+    on a key or a tenant, or a ``hold_column``), so the common case reads nothing of the
+    partition; a scan that cannot finish in time also leaves the partition to the rows.
+    """
+    holds = [h for h in list_holds(conn, policy.name, include_lifted=False) if h.match != "object"]
+    if not holds and policy.hold_column is None:
+        return None
+    statement = query(
+        "partition_held_rows",
+        partition=sql.Identifier(partition.schema, partition.name),
+        held=TargetTable.of(policy.table_spec).held(),
+    )
+    try:
+        with bounded(conn, policy.timeouts, reads=True):
+            row = conn.execute(statement, {"hold_policy": policy.name}).fetchone()
+    except psycopg.errors.QueryCanceled:
+        return (
+            "a legal hold may keep one of its rows, and whether one does could not be read "
+            "within plan_statement_timeout_ms"
+        )
+    if row and row["held"]:
+        return (
+            "it holds a row a legal hold keeps (retention.holds or hold_column): it is never "
+            "dropped or detached; its other rows are deleted row by row"
         )
     return None
 

@@ -13,6 +13,7 @@ from typing import Literal
 from psycopg import sql
 
 from retention.db.sqlfiles import query
+from retention.holds.predicate import held_row
 from retention.policy.model import RemoteSpec, TableSpec
 
 TenantScope = Literal["all", "one", "null"]
@@ -28,6 +29,7 @@ class TargetTable:
     tenant: sql.Identifier | None
     object_id: sql.Identifier | None = None
     version: sql.Identifier | None = None
+    hold_column: sql.Identifier | None = None
 
     @classmethod
     def of(cls, table: TableSpec, remote: RemoteSpec | None = None) -> TargetTable:
@@ -40,6 +42,7 @@ class TargetTable:
             version=sql.Identifier(remote.version_column)
             if remote and remote.version_column
             else None,
+            hold_column=sql.Identifier(table.hold_column) if table.hold_column else None,
         )
 
     def operation_key_expr(self) -> sql.Composable:
@@ -65,16 +68,23 @@ class TargetTable:
             return sql.SQL("{} IS NULL").format(self.tenant)
         return sql.SQL("{} = %(tenant)s").format(self.tenant)
 
+    def held(self) -> sql.Composed:
+        """TRUE when a row is held (``include/sql/hold_row_held.sql``); binds ``hold_policy``."""
+        return held_row(
+            self.key, tenant=self.tenant, object_id=self.object_id, hold_column=self.hold_column
+        )
+
     def query(self, name: str, scope: TenantScope = "all", **more: sql.Composable) -> sql.Composed:
-        """A SQL file with this table's identifiers and the scope's tenant filter (and
-        ``more`` parts a statement needs besides, such as a child's column or another
-        file's text)."""
+        """A SQL file with this table's identifiers, the scope's tenant filter,
+        ``{held}``, the held-row predicate (a statement using it binds ``hold_policy``),
+        and ``more`` parts a statement needs besides (a child's column, another file's text)."""
         parts: dict[str, sql.Composable] = {
             **more,
             "table": self.table,
             "key": self.key,
             "ts": self.ts,
             "tenant_filter": self.tenant_filter(scope),
+            "held": self.held(),
         }
         if self.tenant is not None:
             parts["tenant"] = self.tenant

@@ -38,11 +38,14 @@ class RunFacts:
     running or never ran; ``partition_problems`` and ``event_problems`` count the
     lines reconcile wrote for each (see ``partition_evidence`` and ``explain_events``);
     ``orphans`` counts the orphans reconcile found in listed children without a constraint.
-    ``remote`` is None for a policy without remote deletions.
+    ``remote`` is None for a policy without remote deletions. ``rows_remaining``
+    counts only rows no legal hold keeps; ``rows_held`` (those a hold keeps) never
+    makes a run unfinished: the run is clean when everything not held is gone.
     """
 
     dry_run: bool
     rows_remaining: int
+    rows_held: int = 0
     windows_unfinished: int = 0
     partition_problems: int = 0
     event_problems: int = 0
@@ -58,7 +61,7 @@ def run_status(facts: RunFacts) -> RunStatus:
       dropped, an event delivery problem, or orphans in a listed child table without a
       foreign key constraint (child rows whose parent is gone) makes the run ``dirty``,
       whatever the table looks like: the work is not done.
-    - No eligible rows left: ``clean``.
+    - No eligible rows left but the held ones (a legal hold keeps them): ``clean``.
     - Rows left on a remote policy, each explained by an operation under way and
       none later than ``max_lag_hours``: ``backlog`` (the queue is working on them).
     - Any other rows left: ``dirty``.

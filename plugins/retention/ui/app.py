@@ -20,6 +20,11 @@
   reviewed and discarded (``retention.discards``: who, when, the note typed), with
   the replay's right and guard (:mod:`retention.evidence.discard` says what a
   discard changes, and how it is undone: by a recorded replay).
+- ``GET  /retention/ui/holds``: legal holds of the policies the user may read (and
+  every-policy holds), with a form to place one and a button to lift each, for users
+  who may trigger the policies' DAGs; ``POST /retention/ui/holds/place`` and
+  ``POST /retention/ui/holds/{id}/lift`` follow the JSON API's rules
+  (:mod:`retention.airflow.hold_actions`) behind the same origin guard as a replay.
 - ``GET  /retention/ui/operations/{key}``: one operation's evidence record
   (what ``python -m retention.cli explain KEY`` prints), found and refused (404,
   503) exactly as the JSON API does it: :func:`retention.airflow.lookup.find_operation`.
@@ -53,6 +58,7 @@ from fastapi.routing import APIRoute
 from fastapi.templating import Jinja2Templates
 from jinja2 import Environment, FileSystemLoader
 
+from retention.airflow import hold_actions
 from retention.airflow.access import REPLAY_DAG_ID, Access, AirflowAccess, TriggerRefused
 from retention.airflow.api import create_app as create_api
 from retention.airflow.connections import api_base_url
@@ -280,6 +286,7 @@ def ui_router(access: Access | None = None) -> APIRouter:
         )
 
     _dead_letter_actions(router, access, readable, user_of_request)
+    _hold_pages(router, access, pages, readable, user_of_request)
 
     @router.get("/operations/{key}", response_class=HTMLResponse, name="operation")
     async def operation(request: Request, key: str, user: Any = user_of_request) -> Response:
@@ -357,6 +364,84 @@ def _dead_letter_actions(
         )
         shown = urlencode([("discarded_now", recorded)])
         return RedirectResponse(f"{request.url_for('dead_letters').path}?{shown}", status_code=303)
+
+
+def _hold_pages(
+    router: APIRouter,
+    access: Access,
+    pages: Jinja2Templates,
+    readable: Callable[[Any], list[Policy]],
+    user_of_request: Any,
+) -> None:
+    """The legal holds page and its two posts (place, lift)."""
+
+    @router.get("/holds", response_class=HTMLResponse, name="holds")
+    async def holds_page(request: Request, user: Any = user_of_request) -> Response:
+        policies = readable(user)
+        holds, unanswered = await run_in_threadpool(hold_actions.listing, policies, lambda _d: True)
+        placeable = [p.name for p in policies if access.may_trigger(user, p.dag_id)]
+        every = load_policies().policies
+        return pages.TemplateResponse(
+            request,
+            "holds.html",
+            {
+                "holds": holds,
+                "unanswered": unanswered,
+                "placeable": placeable,
+                "all_placeable": bool(every)
+                and all(access.may_trigger(user, p.dag_id) for p in every),
+                "placed_now": request.query_params.get("placed_now"),
+                "lifted_now": request.query_params.get("lifted_now"),
+                "user": access.user_name(user),
+            },
+        )
+
+    def guarded(request: Request) -> None:
+        if not _same_origin(request):
+            raise ViewError(
+                403,
+                "This hold request did not come from this Airflow's own pages (its Origin "
+                "header names another site, or none); open the legal holds page and use it.",
+            )
+
+    @router.post("/holds/place", name="place_hold")
+    async def place_hold_post(request: Request, user: Any = user_of_request) -> Response:
+        guarded(request)
+        form = await request.form()
+        body = {k: form.get(k) for k in ("policy", "match", "value", "reason")}
+        try:
+            placed = await run_in_threadpool(
+                hold_actions.place,
+                load_policies().policies,
+                body,
+                access.user_name(user),
+                lambda d: access.may_trigger(user, d),
+            )
+        except LookupRefused as refused:
+            raise ViewError(refused.status, refused.message) from None
+        shown = urlencode([("placed_now", ", ".join(str(h["id"]) for h in placed))])
+        return RedirectResponse(f"{request.url_for('holds').path}?{shown}", status_code=303)
+
+    @router.post("/holds/{hold_id}/lift", name="lift_hold")
+    async def lift_hold_post(
+        request: Request, hold_id: int, user: Any = user_of_request
+    ) -> Response:
+        guarded(request)
+        form = await request.form()
+        try:
+            lifted = await run_in_threadpool(
+                hold_actions.lift,
+                load_policies().policies,
+                hold_id,
+                form.get("reason"),
+                access.user_name(user),
+                lambda d: access.may_trigger(user, d),
+                lambda d: access.may_read(user, d),
+            )
+        except LookupRefused as refused:
+            raise ViewError(refused.status, refused.message) from None
+        shown = urlencode([("lifted_now", lifted["id"])])
+        return RedirectResponse(f"{request.url_for('holds').path}?{shown}", status_code=303)
 
 
 def _policy_problems(access: Access, user: Any, policy_set: PolicySet) -> str:

@@ -126,8 +126,8 @@ def policy_figures(conn: Connection, policy: Policy, now: dt.datetime) -> Policy
         )
         runs = conn.execute(query("ui_runs"), params).fetchall()
         oldest = conn.execute(
-            TargetTable.of(policy.table_spec).query("target_oldest_eligible"),
-            {"cutoff": cutoff_now},
+            TargetTable.of(policy.table_spec, policy.remote).query("target_oldest_eligible"),
+            {"cutoff": cutoff_now, "hold_policy": policy.name},  # a held row is no lag
         ).fetchone()
         queue = conn.execute(query("ui_queue"), {**params, "scope": scope}).fetchone()
         remote = {**params, "remote": policy.remote is not None}

@@ -1,0 +1,51 @@
+"""The held-row predicate, composed for one table: what every delete statement embeds.
+
+``include/sql/hold_row_held.sql`` is a fragment that is TRUE when the current row is
+held (an active hold on its key, tenant or object id, of this policy or of every
+policy; or its ``hold_column`` set). Delete statements add ``AND NOT {held}`` and bind
+``%(hold_policy)s`` to the policy's name. It is read once per statement (hashed
+subplans over the few active holds), so a hold placed mid-window applies from the
+next statement.
+"""
+
+from __future__ import annotations
+
+from psycopg import sql
+
+from retention.db.sqlfiles import query
+
+HOLD_POLICY_PARAM = "hold_policy"  # the bound parameter the fragment reads
+
+
+def held_row(
+    key: sql.Composable,
+    *,
+    tenant: sql.Composable | None = None,
+    object_id: sql.Composable | None = None,
+    hold_column: sql.Composable | None = None,
+) -> sql.Composed:
+    """TRUE when the row is held (never NULL); identifiers may be qualified (``t.key``).
+
+    A column the table does not have (no tenant column, no object id, no
+    ``hold_column``) is simply not asked.
+    """
+    nothing = sql.SQL("NULL::text")
+    return query(
+        "hold_row_held",
+        key=key,
+        tenant_text=sql.SQL("{}::text").format(tenant) if tenant is not None else nothing,
+        object_text=sql.SQL("{}::text").format(object_id) if object_id is not None else nothing,
+        hold_value=hold_column if hold_column is not None else sql.SQL("NULL::boolean"),
+    )
+
+
+def not_held(
+    key: sql.Composable,
+    *,
+    tenant: sql.Composable | None = None,
+    object_id: sql.Composable | None = None,
+    hold_column: sql.Composable | None = None,
+) -> sql.Composed:
+    """TRUE when the row is not held: the condition a delete statement's WHERE adds."""
+    held = held_row(key, tenant=tenant, object_id=object_id, hold_column=hold_column)
+    return sql.SQL("NOT {}").format(held)
