@@ -17,6 +17,7 @@
 --   0011_alerts
 --   0012_partition_drop_identity
 --   0013_dead_letter_discards
+--   0014_operation_priority
 
 CREATE TABLE retention.alerts (
     policy      text NOT NULL,
@@ -103,17 +104,19 @@ CREATE TABLE retention.operations (
     created_at         timestamp with time zone NOT NULL DEFAULT now(),
     updated_at         timestamp with time zone NOT NULL DEFAULT now(),
     done_at            timestamp with time zone,
+    priority           text NOT NULL DEFAULT 'routine'::text,
     CONSTRAINT operations_pkey PRIMARY KEY (operation_key),
+    CONSTRAINT operations_priority_check CHECK (priority = ANY (ARRAY['urgent'::text, 'routine'::text])),
     CONSTRAINT operations_state_check CHECK (state = ANY (ARRAY['pending'::text, 'in_flight'::text, 'done'::text, 'dead'::text]))
 );
 CREATE INDEX operations_dead ON retention.operations USING btree (policy, failure_class) WHERE (state = 'dead'::text);
 CREATE INDEX operations_done ON retention.operations USING btree (policy, done_at) WHERE (state = 'done'::text);
 CREATE INDEX operations_leased ON retention.operations USING btree (policy, lease_expires_at) WHERE (state = 'in_flight'::text);
-CREATE INDEX operations_pending ON retention.operations USING btree (policy, not_before) WHERE (state = 'pending'::text);
+CREATE INDEX operations_pending_by_priority ON retention.operations USING btree (policy, ((priority <> 'urgent'::text)), not_before) WHERE (state = 'pending'::text);
 CREATE INDEX operations_policy ON retention.operations USING btree (policy);
 CREATE INDEX operations_window ON retention.operations USING btree (window_key);
 CREATE INDEX operations_window_leased ON retention.operations USING btree (window_key, lease_expires_at) WHERE (state = 'in_flight'::text);
-CREATE INDEX operations_window_pending ON retention.operations USING btree (window_key, not_before) WHERE (state = 'pending'::text);
+CREATE INDEX operations_window_pending_by_priority ON retention.operations USING btree (window_key, ((priority <> 'urgent'::text)), not_before) WHERE (state = 'pending'::text);
 
 CREATE TABLE retention.outbox (
     event_id         text NOT NULL,
