@@ -18,6 +18,7 @@
 --   0012_partition_drop_identity
 --   0013_dead_letter_discards
 --   0014_operation_priority
+--   0015_erasures
 
 CREATE TABLE retention.alerts (
     policy      text NOT NULL,
@@ -32,7 +33,7 @@ CREATE TABLE retention.alerts (
     error       text,
     message     jsonb NOT NULL,
     CONSTRAINT alerts_pkey PRIMARY KEY (policy, run_id, kind),
-    CONSTRAINT alerts_kind_check CHECK (kind = ANY (ARRAY['dirty'::text, 'lag'::text, 'dead_letters'::text, 'failure'::text, 'deadline'::text])),
+    CONSTRAINT alerts_kind_check CHECK (kind = ANY (ARRAY['dirty'::text, 'lag'::text, 'dead_letters'::text, 'failure'::text, 'deadline'::text, 'erasure_late'::text])),
     CONSTRAINT alerts_status_check CHECK (status = ANY (ARRAY['claimed'::text, 'sent'::text, 'failed'::text]))
 );
 CREATE INDEX alerts_claimed_at ON retention.alerts USING btree (claimed_at);
@@ -62,6 +63,34 @@ CREATE TABLE retention.discards (
     CONSTRAINT discards_pkey PRIMARY KEY (discard_id)
 );
 CREATE INDEX discards_operation ON retention.discards USING btree (operation_key, dead_since);
+
+CREATE TABLE retention.erasures (
+    erasure_id     bigint NOT NULL GENERATED ALWAYS AS IDENTITY,
+    request_key    text NOT NULL,
+    policy         text NOT NULL,
+    scope          text NOT NULL,
+    value          text NOT NULL,
+    reason         text NOT NULL,
+    requested_by   text NOT NULL,
+    requested_at   timestamp with time zone NOT NULL DEFAULT now(),
+    deadline       timestamp with time zone NOT NULL DEFAULT (now() + '30 days'::interval),
+    state          text NOT NULL DEFAULT 'requested'::text,
+    started_at     timestamp with time zone,
+    finished_at    timestamp with time zone,
+    rows_deleted   jsonb NOT NULL DEFAULT '{}'::jsonb,
+    objects        jsonb NOT NULL DEFAULT '[]'::jsonb,
+    blocking_holds jsonb NOT NULL DEFAULT '[]'::jsonb,
+    error          text,
+    updated_at     timestamp with time zone NOT NULL DEFAULT now(),
+    CONSTRAINT erasures_pkey PRIMARY KEY (erasure_id),
+    CONSTRAINT erasures_request_key_key UNIQUE (request_key),
+    CONSTRAINT erasures_reason_check CHECK (btrim(reason) <> ''::text),
+    CONSTRAINT erasures_scope_check CHECK (scope = ANY (ARRAY['tenant'::text, 'key'::text, 'object'::text])),
+    CONSTRAINT erasures_state_check CHECK (state = ANY (ARRAY['requested'::text, 'running'::text, 'done'::text, 'blocked_by_hold'::text, 'failed'::text])),
+    CONSTRAINT erasures_value_check CHECK (value <> ''::text)
+);
+CREATE INDEX erasures_open ON retention.erasures USING btree (deadline) WHERE (state = ANY (ARRAY['requested'::text, 'running'::text]));
+CREATE INDEX erasures_policy ON retention.erasures USING btree (policy, requested_at);
 
 CREATE TABLE retention.hint_receipts (
     webhook_id  text NOT NULL,

@@ -26,6 +26,8 @@ RANK = {
     "objects": 4,
     "events": 4,
     "evidence": 5,
+    "holds": 2,  # legal holds (issue 20 part 1): its branch's rank wins on merge
+    "erasures": 5,  # urgent erasures: through the rows' deleter and the objects' ledger
     "alerts": 5,  # the rules, the messages and the ledger; Airflow's side is airflow/alerts.py
     "airflow": 6,
     "cli": 6,

@@ -133,12 +133,20 @@ class Finish:
 
 
 @cache
-def _claim_statement(table: QueueTable, state: State, scoped: bool) -> sql.Composed:
+def _claim_statement(
+    table: QueueTable, state: State, scoped: bool, urgent_only: bool = False
+) -> sql.Composed:
     scope_filter: sql.Composable = sql.SQL("TRUE")
     if scoped:
         if table.scope_column is None:
             raise ValueError(f"{table.kind} jobs have no scope to claim by")
         scope_filter = sql.SQL("{} = %(scope)s").format(sql.Identifier(table.scope_column))
+    if urgent_only:
+        if table.priority_column is None:
+            raise ValueError(f"{table.kind} jobs have no priority to claim by")
+        scope_filter = sql.SQL("{} AND {} = {}").format(
+            scope_filter, sql.Identifier(table.priority_column), sql.Literal(Priority.URGENT.value)
+        )
     due = "lease_expires_at" if state == State.IN_FLIGHT else "not_before"
     priority_order: sql.Composable = sql.SQL("")
     if table.priority_column is not None and state == State.PENDING:
@@ -157,10 +165,19 @@ def _claim_statement(table: QueueTable, state: State, scoped: bool) -> sql.Compo
 class LeasedQueue:
     """The queue of one job kind of one policy."""
 
-    def __init__(self, table: QueueTable, policy: str, lease_seconds: float) -> None:
+    def __init__(
+        self, table: QueueTable, policy: str, lease_seconds: float, *, urgent_only: bool = False
+    ) -> None:
         self.table = table
         self.policy = policy
         self.lease_seconds = lease_seconds
+        # An erasure's pass claims urgent jobs only: it ends when its own work is done,
+        # never drifting into the routine backlog that the scheduled runs drain.
+        self.urgent_only = urgent_only
+
+    def urgent(self) -> LeasedQueue:
+        """The same queue, claiming urgent jobs only (an erasure's pass)."""
+        return LeasedQueue(self.table, self.policy, self.lease_seconds, urgent_only=True)
 
     def claim(
         self, conn: Connection, owner: str, n: int, scope: str | None = None
@@ -176,7 +193,9 @@ class LeasedQueue:
         with conn.transaction():
             for state in (State.IN_FLIGHT, State.PENDING):
                 if len(rows) < n:
-                    statement = _claim_statement(self.table, state, scope is not None)
+                    statement = _claim_statement(
+                        self.table, state, scope is not None, self.urgent_only
+                    )
                     rows += conn.execute(
                         statement, {**params, "state": state, "n": n - len(rows)}, prepare=True
                     ).fetchall()

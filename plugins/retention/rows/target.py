@@ -65,9 +65,11 @@ class TargetTable:
             return sql.SQL("{} IS NULL").format(self.tenant)
         return sql.SQL("{} = %(tenant)s").format(self.tenant)
 
-    def query(self, name: str, scope: TenantScope = "all") -> sql.Composed:
-        """A SQL file with this table's identifiers and the scope's tenant filter."""
+    def query(self, name: str, scope: TenantScope = "all", **extra: sql.Composable) -> sql.Composed:
+        """A SQL file with this table's identifiers and the scope's tenant filter (and
+        ``extra`` composables, such as an erasure's scope filter)."""
         parts: dict[str, sql.Composable] = {
+            **extra,
             "table": self.table,
             "key": self.key,
             "ts": self.ts,
