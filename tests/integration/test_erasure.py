@@ -290,3 +290,28 @@ def test_an_erasure_of_fifty_objects_finishes_before_a_tenth_of_a_routine_backlo
 )
 def test_the_erasure_verdict(facts, state):
     assert _verdict(**facts)[0].value == state
+
+
+def test_the_erasure_dag_step_works_every_open_erasure(db, unique_name, holds):
+    from retention.airflow.steps import work_erasures_step
+
+    create_media_table(db, unique_name, 9, new_rows=3, tenants=3)
+    policy = make_policy(unique_name)
+    first, _ = request(db, policy, value="1")
+    second, _ = request(db, policy, scope="key", value="5", reason="contract ended")
+    done = work_erasures_step([policy], budget_seconds=10)
+    mine = {e["erasure_id"]: e for e in done["erasures"] if e["policy"] == policy.name}
+    assert mine[first["erasure_id"]]["state"] == "done"
+    assert mine[second["erasure_id"]]["state"] == "done"
+    assert rows_of_tenant(db, unique_name, 1) == 0
+    assert (
+        count(
+            db,
+            sql.SQL("SELECT count(*) FROM {} WHERE id = 5")
+            .format(sql.Identifier("public", unique_name))
+            .as_string(db),
+        )
+        == 0
+    )
+    again = work_erasures_step([policy], budget_seconds=10)
+    assert [e for e in again["erasures"] if e["policy"] == policy.name] == []
