@@ -29,9 +29,9 @@ from typing import Any
 from airflow.sdk import DAG, task
 
 from retention.airflow.steps import work_erasures_step
+from retention.erasures.request import ERASURE_DAG_ID
 from retention.policy import load_policies
 
-ERASURE_DAG_ID = "retention__erasure-requests"  # a dash: never retention__<policy name>
 PASS_BUDGET_SECONDS = 240.0  # a pass ends well before the next minute's run would queue
 
 _policies = list(load_policies().policies)

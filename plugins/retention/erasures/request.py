@@ -19,6 +19,9 @@ from retention.db.sqlfiles import query
 from retention.policy.model import Policy
 
 DEFAULT_DEADLINE = dt.timedelta(days=30)  # GDPR allows one month
+# The DAG that works open erasures (dags/retention_erasures.py). The dash keeps it out of
+# the policies' DAG ids, retention__<name>, whose names are letters, digits and underscores.
+ERASURE_DAG_ID = "retention__erasure-requests"
 
 
 class Scope(StrEnum):
