@@ -20,7 +20,7 @@ import pytest
 from psycopg import sql
 
 from retention.db.connection import connect_dsn
-from retention.erasures.process import _verdict, process_erasure
+from retention.erasures.process import ErasureOutcome, _verdict, process_erasure
 from retention.erasures.request import (
     ErasureRejected,
     ErasureState,
@@ -315,3 +315,48 @@ def test_the_erasure_dag_step_works_every_open_erasure(db, unique_name, holds):
     )
     again = work_erasures_step([policy], budget_seconds=10)
     assert [e for e in again["erasures"] if e["policy"] == policy.name] == []
+
+
+def test_an_erasure_past_its_deadline_is_told_once(db, unique_name, holds, monkeypatch):
+    from devtools.receiver import Receiver
+    from retention.airflow.steps import work_erasures_step
+
+    receiver = Receiver().start()
+    monkeypatch.setenv("AIRFLOW_CONN_ERASURE_ALERTS", receiver.connection())
+    try:
+        create_media_table(db, unique_name, 6, tenants=3)
+        policy = make_policy(unique_name, alerts={"on_erasure_late": "erasure_alerts"})
+        erasure, _ = request(db, policy)
+        # an erasure that cannot finish (its remote side is down, say): still running, late
+        db.execute(
+            "UPDATE retention.erasures SET state = 'running', deadline = now() - interval "
+            "'2 hours' WHERE erasure_id = %s",
+            (erasure["erasure_id"],),
+        )
+        monkeypatch.setattr(  # each pass leaves it running, as a remote side that is down does
+            "retention.airflow.steps.process_erasure",
+            lambda _c, _p, erasure_id, **_k: ErasureOutcome(erasure_id, ErasureState.RUNNING),
+        )
+        monkeypatch.setattr("retention.airflow.steps.list_erasures", _only(erasure["erasure_id"]))
+        first = work_erasures_step([policy], budget_seconds=1)
+        second = work_erasures_step([policy], budget_seconds=1)
+    finally:
+        receiver.stop()
+    assert [a["state"] for a in first["late_alerts"]] == ["sent"]
+    assert [a["state"] for a in second["late_alerts"]] == ["already_claimed"]
+    assert len(receiver.received) == 1
+    message = receiver.received[0]["json"]
+    assert message["kind"] == "erasure_late"
+    assert message["figures"]["erasure_id"] == erasure["erasure_id"]
+    assert message["runbook"]["section"] == "An erasure is late"
+
+
+def _only(erasure_id: int):
+    """list_erasures, as the step asks it, for one erasure only: the tables are shared."""
+    from retention.erasures.request import list_erasures
+
+    def listed(conn, **kw):
+        rows = list_erasures(conn, **kw)
+        return [row for row in rows if row["erasure_id"] == erasure_id]
+
+    return listed

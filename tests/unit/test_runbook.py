@@ -20,6 +20,7 @@ HEADINGS = [
     "Changing batch size and pool slots mid-flight",
     "Rotating secrets",
     "Moving a policy to a new table",
+    "An erasure is late",
 ]
 
 

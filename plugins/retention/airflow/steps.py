@@ -19,13 +19,15 @@ from airflow.sdk import Variable
 from airflow.sdk.observability import stats
 
 from retention import metrics
+from retention.airflow.alerts import deliver
 from retention.airflow.connections import http_sender, postgres, signing_secret
+from retention.alerts.messages import erasure_late_alert
 from retention.db.gate import PAUSE_VARIABLE, Gate
 from retention.db.migrate import migrate
 from retention.db.sqlfiles import query
 from retention.db.table_check import check_table
 from retention.erasures.process import process_erasure
-from retention.erasures.request import list_erasures
+from retention.erasures.request import ERASURE_DAG_ID, list_erasures
 from retention.events.outbox import Signer, deliver_events
 from retention.evidence.audit import purge_audit, purge_removed_policies
 from retention.evidence.reconcile import RunNotPlanned, raise_if_dirty, reconcile
@@ -469,6 +471,7 @@ def work_erasures_step(policies: list[Policy], budget_seconds: float) -> dict[st
     """
     outcomes: list[dict[str, Any]] = []
     failures: list[str] = []
+    alerts: list[dict[str, Any]] = []
     by_conn: dict[str, list[Policy]] = {}
     for policy in policies:
         by_conn.setdefault(policy.postgres_conn_id, []).append(policy)
@@ -491,6 +494,7 @@ def work_erasures_step(policies: list[Policy], budget_seconds: float) -> dict[st
                         switch=read_pause_switch,
                     )
                     outcomes.append({"policy": policy.name, **outcome.as_dict()})
+                alerts += _tell_late_erasures(conn, named)
         except psycopg.Error as failed:
             log.exception("erasures of connection %s: %s", conn_id, failed)
             failures.append(f"{conn_id}: {type(failed).__name__}: {failed}"[:300])
@@ -500,7 +504,29 @@ def work_erasures_step(policies: list[Policy], budget_seconds: float) -> dict[st
             + "; ".join(failures)
             + ". They stay open and the next pass (within a minute) tries again."
         )
-    return {"erasures": outcomes}
+    return {"erasures": outcomes, "late_alerts": alerts}
+
+
+def _tell_late_erasures(conn: Any, policies: dict[str, Policy]) -> list[dict[str, Any]]:
+    """Alert once per erasure that is not done by its deadline (the alert ledger keys the
+    claim by the erasure), through its policy's ``alerts:``."""
+    told: list[dict[str, Any]] = []
+    now = dt.datetime.now(dt.UTC)
+    for erasure in list_erasures(conn, open_only=True, limit=1000):
+        policy = policies.get(erasure["policy"])
+        alert = erasure_late_alert(policy.alerts if policy else None, erasure, now)
+        if policy is None or alert is None:
+            continue
+        outcome = deliver(
+            conn,
+            alert,
+            policy=policy.name,
+            dag_id=ERASURE_DAG_ID,
+            run_id=f"erasure:{erasure['erasure_id']}",
+            url=None,
+        )
+        told.append({"erasure_id": erasure["erasure_id"], **outcome.as_dict()})
+    return told
 
 
 def _existing_tables(conn: Any) -> set[str]:
