@@ -50,6 +50,7 @@ from retention.stopping import stop_requested, stoppable_sleep
 log = logging.getLogger(__name__)
 
 LOWEST_KEY, HIGHEST_KEY = -(2**63) + 1, 2**63 - 1
+MAX_HELD_OBJECTS_NAMED = 20  # held objects whose holds a receipt looks up and names
 OTHERS_POLL_SECONDS = 0.2  # how often a pass looks whether another worker finished its work
 
 
@@ -182,6 +183,11 @@ def process_erasure(
         ledger = _work_urgent(conn, policy, open_kind, scope, params, gate, budget)
         objects = list(ledger["objects"])
         unfinished, dead = int(ledger["unfinished"]), int(ledger["dead"])
+        for object_id in list(ledger["held_objects"])[:MAX_HELD_OBJECTS_NAMED]:
+            # a hold on one object inside a tenant's or key's scope: name it too
+            for hold in blocking_holds(conn, policy.name, Scope.OBJECT, object_id):
+                if hold not in holds:
+                    holds.append(hold)
         rows_deleted[policy.table] = int(ledger["done"])
     with bounded(conn, policy.timeouts, timezone=policy.timestamp_timezone):
         left = conn.execute(
