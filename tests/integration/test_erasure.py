@@ -8,6 +8,7 @@ installed by the ``holds`` fixture below (tests only; see the fixture).
 from __future__ import annotations
 
 import datetime as dt
+import importlib
 import json
 import re
 import sys
@@ -62,7 +63,9 @@ def holds(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, dict[str, str], St
     module.matching_holds = matching_holds  # type: ignore[attr-defined]
     package = types.ModuleType("retention.holds")
     package.store = module  # type: ignore[attr-defined]
-    if "retention.holds.store" not in sys.modules:  # the real store, once merged, wins
+    try:  # the real store, once merged, wins (and the tests placing holds must use it)
+        importlib.import_module("retention.holds.store")
+    except ModuleNotFoundError:
         monkeypatch.setitem(sys.modules, "retention.holds", package)
         monkeypatch.setitem(sys.modules, "retention.holds.store", module)
     return placed
