@@ -2,9 +2,12 @@
 -- Claim up to n jobs of a policy (or of one scope, e.g. a window, by scope_filter)
 -- that are in the given state and due: pending ones whose not_before has passed,
 -- or in-flight ones whose lease expired (reclaiming counts a lease expiry).
+-- A kind with priorities (operations: 'urgent' erasures before 'routine' work) claims
+-- pending jobs by priority, then by the due column ({priority_order} is the rank, or
+-- nothing for a kind without priorities or for reclaimed leases).
 -- FOR UPDATE SKIP LOCKED lets concurrent claimers take disjoint sets; the partial
--- indexes on (policy | scope, due column) WHERE state = ... make this an ordered
--- index scan that stops after n rows, however long the backlog.
+-- indexes on (policy | scope, [priority rank,] due column) WHERE state = ... make this
+-- an ordered index scan that stops after n rows, however long the backlog.
 -- Locks the claimed rows until the (short) claiming transaction commits.
 WITH picked AS (
     SELECT {id} AS job_id
@@ -13,7 +16,7 @@ WITH picked AS (
       AND {scope_filter}
       AND state = %(state)s
       AND {due_column} <= now()
-    ORDER BY {due_column}
+    ORDER BY {priority_order}{due_column}
     LIMIT %(n)s
     FOR UPDATE SKIP LOCKED
 )

@@ -20,6 +20,8 @@
 --   0014_operation_resources
 --   0015_window_rows_by_table
 --   0016_legal_holds
+--   0017_operation_priority
+--   0018_erasures
 
 CREATE TABLE retention.alerts (
     policy      text NOT NULL,
@@ -34,7 +36,7 @@ CREATE TABLE retention.alerts (
     error       text,
     message     jsonb NOT NULL,
     CONSTRAINT alerts_pkey PRIMARY KEY (policy, run_id, kind),
-    CONSTRAINT alerts_kind_check CHECK (kind = ANY (ARRAY['dirty'::text, 'lag'::text, 'dead_letters'::text, 'failure'::text, 'deadline'::text])),
+    CONSTRAINT alerts_kind_check CHECK (kind = ANY (ARRAY['dirty'::text, 'lag'::text, 'dead_letters'::text, 'failure'::text, 'deadline'::text, 'erasure_late'::text])),
     CONSTRAINT alerts_status_check CHECK (status = ANY (ARRAY['claimed'::text, 'sent'::text, 'failed'::text]))
 );
 CREATE INDEX alerts_claimed_at ON retention.alerts USING btree (claimed_at);
@@ -64,6 +66,34 @@ CREATE TABLE retention.discards (
     CONSTRAINT discards_pkey PRIMARY KEY (discard_id)
 );
 CREATE INDEX discards_operation ON retention.discards USING btree (operation_key, dead_since);
+
+CREATE TABLE retention.erasures (
+    erasure_id     bigint NOT NULL GENERATED ALWAYS AS IDENTITY,
+    request_key    text NOT NULL,
+    policy         text NOT NULL,
+    scope          text NOT NULL,
+    value          text NOT NULL,
+    reason         text NOT NULL,
+    requested_by   text NOT NULL,
+    requested_at   timestamp with time zone NOT NULL DEFAULT now(),
+    deadline       timestamp with time zone NOT NULL DEFAULT (now() + '30 days'::interval),
+    state          text NOT NULL DEFAULT 'requested'::text,
+    started_at     timestamp with time zone,
+    finished_at    timestamp with time zone,
+    rows_deleted   jsonb NOT NULL DEFAULT '{}'::jsonb,
+    objects        jsonb NOT NULL DEFAULT '[]'::jsonb,
+    blocking_holds jsonb NOT NULL DEFAULT '[]'::jsonb,
+    error          text,
+    updated_at     timestamp with time zone NOT NULL DEFAULT now(),
+    CONSTRAINT erasures_pkey PRIMARY KEY (erasure_id),
+    CONSTRAINT erasures_request_key_key UNIQUE (request_key),
+    CONSTRAINT erasures_reason_check CHECK (btrim(reason) <> ''::text),
+    CONSTRAINT erasures_scope_check CHECK (scope = ANY (ARRAY['tenant'::text, 'key'::text, 'object'::text])),
+    CONSTRAINT erasures_state_check CHECK (state = ANY (ARRAY['requested'::text, 'running'::text, 'done'::text, 'blocked_by_hold'::text, 'failed'::text])),
+    CONSTRAINT erasures_value_check CHECK (value <> ''::text)
+);
+CREATE INDEX erasures_open ON retention.erasures USING btree (deadline) WHERE (state = ANY (ARRAY['requested'::text, 'running'::text]));
+CREATE INDEX erasures_policy ON retention.erasures USING btree (policy, requested_at);
 
 CREATE TABLE retention.hint_receipts (
     webhook_id  text NOT NULL,
@@ -129,7 +159,9 @@ CREATE TABLE retention.operations (
     done_at            timestamp with time zone,
     resource           text NOT NULL DEFAULT 'object'::text,
     parent_key         text,
+    priority           text NOT NULL DEFAULT 'routine'::text,
     CONSTRAINT operations_pkey PRIMARY KEY (operation_key),
+    CONSTRAINT operations_priority_check CHECK (priority = ANY (ARRAY['urgent'::text, 'routine'::text])),
     CONSTRAINT operations_state_check CHECK (state = ANY (ARRAY['pending'::text, 'in_flight'::text, 'done'::text, 'dead'::text, 'held'::text]))
 );
 CREATE INDEX operations_dead ON retention.operations USING btree (policy, failure_class) WHERE (state = 'dead'::text);
@@ -137,11 +169,11 @@ CREATE INDEX operations_done ON retention.operations USING btree (policy, done_a
 CREATE INDEX operations_held ON retention.operations USING btree (policy) WHERE (state = 'held'::text);
 CREATE INDEX operations_leased ON retention.operations USING btree (policy, lease_expires_at) WHERE (state = 'in_flight'::text);
 CREATE UNIQUE INDEX operations_object_resource ON retention.operations USING btree (parent_key, resource) WHERE (parent_key IS NOT NULL);
-CREATE INDEX operations_pending ON retention.operations USING btree (policy, not_before) WHERE (state = 'pending'::text);
+CREATE INDEX operations_pending_by_priority ON retention.operations USING btree (policy, ((priority <> 'urgent'::text)), not_before) WHERE (state = 'pending'::text);
 CREATE INDEX operations_policy ON retention.operations USING btree (policy);
 CREATE INDEX operations_window ON retention.operations USING btree (window_key);
 CREATE INDEX operations_window_leased ON retention.operations USING btree (window_key, lease_expires_at) WHERE (state = 'in_flight'::text);
-CREATE INDEX operations_window_pending ON retention.operations USING btree (window_key, not_before) WHERE (state = 'pending'::text);
+CREATE INDEX operations_window_pending_by_priority ON retention.operations USING btree (window_key, ((priority <> 'urgent'::text)), not_before) WHERE (state = 'pending'::text);
 
 CREATE TABLE retention.outbox (
     event_id         text NOT NULL,

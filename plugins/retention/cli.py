@@ -13,6 +13,12 @@
   every policy) prints the new hold's id as its last line; ``holds lift ID --reason
   "…"``; ``holds list [--policy P] [--json]``. The user recorded is ``--by``, else
   the login name;
+- ``erase --policy P (--tenant T | --key K | --object O) --reason "…" [--deadline …]``:
+  request an urgent erasure (idempotent on ``--request-key``, by default derived
+  from the policy, scope and reason); the ``retention__erasure-requests`` DAG works
+  it within a minute; the erasure's id is the last line printed;
+- ``explain --erasure ID``: an erasure's state, deadline, counts and blocking holds;
+  ``erasures [--policy P] [--json]`` lists them, newest first;
 - ``schema``: print the policies file's JSON Schema (``--write`` refreshes the
   checked-in copy, the field table of docs/policies.md and the DAG steps of
   docs/runs.md);
@@ -30,6 +36,7 @@ ARGS="..."`` does the same with ``plugins/`` on the path.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import sys
 from typing import Any
@@ -71,11 +78,32 @@ def _parser() -> argparse.ArgumentParser:
     )
     explain_cmd.add_argument(
         "term",
+        nargs="?",
         metavar="KEY|PREFIX|OBJECT_ID|ROW_KEY",
         help="an operation key, its first digits (4 or more), an object id or a row key",
     )
+    explain_cmd.add_argument("--erasure", type=int, metavar="ID", help="an erasure, by its id")
     explain_cmd.add_argument("--policy", help="only operations of this policy")
     explain_cmd.add_argument("--json", action="store_true")
+    erase = commands.add_parser(
+        "erase", help="request an urgent erasure of a tenant's, a key's or an object's data"
+    )
+    erase.add_argument("--policy", required=True)
+    scope = erase.add_mutually_exclusive_group(required=True)
+    scope.add_argument("--tenant")
+    scope.add_argument("--key")
+    scope.add_argument("--object")
+    erase.add_argument("--reason", required=True, help="why (kept with the erasure)")
+    erase.add_argument(
+        "--deadline",
+        help="ISO 8601 with a time zone, or a number of days (default: 30 days from now)",
+    )
+    erase.add_argument("--request-key", help="the same key twice is one erasure")
+    erase.add_argument("--requested-by", help="who asks (default: the operating-system user)")
+    erasures = commands.add_parser("erasures", help="list erasures, newest first")
+    erasures.add_argument("--policy")
+    erasures.add_argument("--limit", type=int, default=20)
+    erasures.add_argument("--json", action="store_true", help="one JSON object per line")
     runs = commands.add_parser(
         "runs", help="the latest runs, their progress, and which holds the run lease"
     )
@@ -117,8 +145,17 @@ def main(argv: list[str] | None = None) -> int:
             applied = migrate(conn)
         print(f"applied {', '.join(applied)}" if applied else "retention schema is up to date")
         return 0
+    if args.command == "explain" and args.erasure is not None:
+        return _explain_erasure(args)
     if args.command == "explain":
+        if not args.term:
+            print("explain needs a KEY|PREFIX|OBJECT_ID|ROW_KEY, or --erasure ID", file=sys.stderr)
+            return 2
         return _explain(args)
+    if args.command == "erase":
+        return _erase(args)
+    if args.command == "erasures":
+        return _erasures(args)
     if args.command == "runs":
         return _runs(args)
     if args.command == "holds":
@@ -320,6 +357,124 @@ def _holds_on(conn: Connection, term: str, policy: str | None) -> list[Any]:
     from retention.holds.store import list_holds
 
     return [h for h in list_holds(conn, policy, include_lifted=False) if h.value == term]
+
+
+def _deadline(text: str | None) -> dt.datetime | None:
+    """``--deadline``: a number of days from now, or an ISO 8601 moment."""
+    if text is None:
+        return None
+    if text.strip().isdigit():
+        return dt.datetime.now(dt.UTC) + dt.timedelta(days=int(text))
+    try:
+        return dt.datetime.fromisoformat(text)
+    except ValueError as bad:
+        raise ValueError(
+            f"erase: --deadline {text!r} is neither a number of days nor an ISO 8601 time "
+            "such as 2026-12-31T00:00:00+00:00. Nothing was written."
+        ) from bad
+
+
+def _erase(args: argparse.Namespace) -> int:
+    import getpass
+
+    from retention.erasures.request import ErasureRejected, request_erasure, validate
+    from retention.policy import load_policies
+
+    scope, value = next(
+        (name, getattr(args, name))
+        for name in ("tenant", "key", "object")
+        if getattr(args, name) is not None
+    )
+    try:
+        asked = validate(
+            {p.name: p for p in load_policies().policies},
+            policy=args.policy,
+            scope=scope,
+            value=value,
+            reason=args.reason,
+            requested_by=args.requested_by or f"cli:{getpass.getuser()}",
+            deadline=_deadline(args.deadline),
+            request_key=args.request_key,
+        )
+    except (ErasureRejected, ValueError) as refused:
+        print(refused, file=sys.stderr)
+        return 2
+    with _connection(args) as conn:
+        erasure, created = request_erasure(conn, asked)
+    print(
+        ("requested" if created else "already requested (the same request key)")
+        + f": erasure of {erasure['scope']} {erasure['value']!r} in policy {erasure['policy']!r}, "
+        f"{erasure['state']}, due by {erasure['deadline']:%Y-%m-%d %H:%M %Z}; the "
+        "retention__erasure-requests DAG works it within a minute"
+    )
+    print(erasure["erasure_id"])
+    return 0
+
+
+def _erasure_line(row: dict[str, Any]) -> str:
+    counts = ", ".join(f"{table} {n}" for table, n in (row["rows_deleted"] or {}).items())
+    return (
+        f"{row['erasure_id']}  {row['policy']}  {row['scope']}={row['value']}  {row['state']}"
+        + ("  LATE" if row.get("late") else "")
+        + f"  due {row['deadline']:%Y-%m-%d %H:%M}"
+        + (f"  rows: {counts}" if counts else "")
+        + (f"  objects: {len(row['objects'])}" if row["objects"] else "")
+        + (
+            "  held by " + ", ".join(f"{h['id']} ({h['reason']})" for h in row["blocking_holds"])
+            if row["blocking_holds"]
+            else ""
+        )
+    )
+
+
+def _explain_erasure(args: argparse.Namespace) -> int:
+    from retention.erasures.request import get_erasure
+
+    with _connection(args) as conn:
+        row = get_erasure(conn, args.erasure)
+    if row is None:
+        print(f"no erasure {args.erasure}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(row, default=str, indent=2))
+        return 0
+    holds = row["blocking_holds"] or []
+    finished = row["finished_at"]
+    lines = [
+        f"erasure {row['erasure_id']} of policy {row['policy']!r}: {row['scope']} {row['value']!r}",
+        f"  state: {row['state']}"
+        + (f" (finished {finished:%Y-%m-%d %H:%M:%S %Z})" if finished else ""),
+        f"  deadline: {row['deadline']:%Y-%m-%d %H:%M %Z}",
+        f"  reason: {row['reason']}",
+        f"  requested by {row['requested_by']} at {row['requested_at']:%Y-%m-%d %H:%M:%S %Z} "
+        f"(request key {row['request_key']})",
+        f"  rows deleted: {json.dumps(row['rows_deleted'])}",
+        f"  objects deleted: {len(row['objects'])}"
+        + (f" ({', '.join(row['objects'][:20])})" if row["objects"] else ""),
+        "  blocking holds: "
+        + (", ".join(f"{h['id']} ({h['reason']})" for h in holds) if holds else "none"),
+    ]
+    if row["error"]:
+        lines.append(f"  error: {row['error']}")
+    print("\n".join(lines))
+    return 0
+
+
+def _erasures(args: argparse.Namespace) -> int:
+    from retention.erasures.request import list_erasures
+
+    with _connection(args) as conn:
+        rows = list_erasures(conn, policy=args.policy, limit=args.limit)
+    if args.json:
+        for row in rows:
+            print(json.dumps(row, default=str))
+        return 0
+    if not rows:
+        print("no erasures" + (f" of policy {args.policy!r}" if args.policy else ""))
+        return 0
+    for row in rows:
+        print(_erasure_line(row))
+    return 0
 
 
 def _failure_classes(conn: Connection, policy: str | None) -> str:

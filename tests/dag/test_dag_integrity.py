@@ -56,7 +56,11 @@ def test_every_dag_follows_the_house_rules(shipped: DagBag) -> None:
 @pytest.fixture
 def policy_dags(shipped: DagBag) -> dict[str, DAG]:
     """The shipped policies' DAGs (not ``retention__replay``), by DAG id."""
-    return {k: v for k, v in shipped.dags.items() if k != "retention__replay"}
+    return {
+        k: v
+        for k, v in shipped.dags.items()
+        if k not in ("retention__replay", "retention__erasure-requests")
+    }
 
 
 def upstream(dag: DAG, task_id: str) -> set[str]:
@@ -225,7 +229,11 @@ def test_bad_policy_is_an_import_error_that_names_it(
         },
     )
     bag = dag_bag(path, monkeypatch)
-    assert sorted(bag.dags) == ["retention__fine", "retention__replay"]
+    assert sorted(bag.dags) == [
+        "retention__erasure-requests",
+        "retention__fine",
+        "retention__replay",
+    ]
     (error,) = bag.import_errors.values()
     assert "policy 'broken', field 'batch_rows'" in error
     assert "larger than window_rows" in error
@@ -237,7 +245,7 @@ def test_unreadable_policy_file_is_an_import_error(
     path = tmp_path / "policies.yaml"
     path.write_text("policies:\n  a: [unclosed")
     bag = dag_bag(path, monkeypatch)
-    assert list(bag.dags) == ["retention__replay"]
+    assert sorted(bag.dags) == ["retention__erasure-requests", "retention__replay"]
     (error,) = bag.import_errors.values()
     assert "not valid YAML" in error
 
@@ -274,7 +282,12 @@ def test_a_policy_whose_dag_cannot_be_built_is_named_and_the_others_load(
         },
     )
     bag = dag_bag(path, monkeypatch)
-    assert sorted(bag.dags) == ["retention__also_fine", "retention__fine", "retention__replay"]
+    assert sorted(bag.dags) == [
+        "retention__also_fine",
+        "retention__erasure-requests",
+        "retention__fine",
+        "retention__replay",
+    ]
     (error,) = bag.import_errors.values()
     assert "policy 'odd', field 'schedule': its DAG could not be built" in error
 
@@ -290,6 +303,10 @@ def test_a_101_character_tag_is_named_and_leaves_the_other_policies_loaded(
         },
     )
     bag = dag_bag(path, monkeypatch)
-    assert sorted(bag.dags) == ["retention__fine", "retention__replay"]
+    assert sorted(bag.dags) == [
+        "retention__erasure-requests",
+        "retention__fine",
+        "retention__replay",
+    ]
     (error,) = bag.import_errors.values()
     assert "policy 'long_tag', field 'tags'" in error

@@ -187,6 +187,36 @@ def seed_orders_runs(served: Served, db: Connection) -> str:
     return run_id
 
 
+def seed_erasures(db: Connection) -> tuple[int, int]:
+    """Two erasures of ``ui_orders``: one done, one still requested past its deadline."""
+    ids = []
+    for key, state, deadline in (
+        ("ui-done", "done", "29 days"),
+        ("ui-late", "requested", "-1 hour"),
+    ):
+        row = db.execute(
+            "INSERT INTO retention.erasures (request_key, policy, scope, value, reason, "
+            "requested_by, deadline, state, rows_deleted) VALUES (%s, %s, 'tenant', '7', "
+            "'ticket 4', 'test', now() + %s::interval, %s, %s) RETURNING erasure_id",
+            (f"{key}-{ORDERS_POLICY}", ORDERS_POLICY, deadline, state, '{"public.orders": 3}'),
+        ).fetchone()
+        ids.append(row["erasure_id"])
+    return ids[0], ids[1]
+
+
+def check_erasures(view: Any, done: int, late: int) -> None:
+    """The card lists the policy's erasures with their state and deadline; a late one says so."""
+    table = view.locator(f"section[data-policy={ORDERS_POLICY}] [data-figure=erasures]")
+    late_row = table.locator(f"tr[data-erasure='{late}']")
+    assert late_row.locator("[data-figure=erasure_state]").inner_text() == "requested"
+    assert late_row.locator("[data-figure=erasure_late]").inner_text() == "late"
+    assert late_row.locator("[data-figure=erasure_deadline]").inner_text().strip()
+    done_row = table.locator(f"tr[data-erasure='{done}']")
+    assert done_row.locator("[data-figure=erasure_state]").inner_text() == "done"
+    assert done_row.locator("[data-figure=erasure_late]").count() == 0
+    assert "3 rows" in done_row.inner_text()
+
+
 def check_orders_card(view: Any, admin: Any, run_id: str) -> None:
     """The latest run by logical date, as Airflow has it; the others apart; the run id
     short, whole in its title, linked to the run's page in Airflow."""
@@ -443,6 +473,7 @@ def test_the_retention_view_in_chromium(chromium: str, served: Served, db: Conne
     # created unpaused, though new DAGs are paused here: a replay started from the view runs
     assert api(served, "GET", "dags/retention__replay")["is_paused"] is False
     orders_run = seed_orders_runs(served, db)
+    erasure_done, erasure_late = seed_erasures(db)
 
     # no login: the browser is sent to Airflow's login page
     anonymous = requests.get(f"{served.url}/retention/ui/", allow_redirects=False, timeout=30)
@@ -456,7 +487,8 @@ def test_the_retention_view_in_chromium(chromium: str, served: Served, db: Conne
             view = open_retention_entry(admin, served)
             check_overview(view, seeded, run)
             admin.screenshot(path=str(SCREENSHOTS / "retention-overview-admin.png"))
-            check_orders_card(view, admin, orders_run)
+            check_erasures(view, erasure_done, erasure_late)
+            check_orders_card(view, admin, orders_run)  # leaves the view for Airflow's run page
             viewer = log_in(browser, served, VIEWER)
             check_viewer(viewer, served)
             check_replay_paused(admin, viewer, served)

@@ -241,6 +241,12 @@ def hint_nul(row: Row, bench: Bench) -> list[str]:
     return [answer_text(post_hint(bench.api, body))]
 
 
+@INTEGRATION.of('`"priority": "urgent"` without a `reason`')
+def hint_urgent_without_reason(row: Row, bench: Bench) -> list[str]:
+    body = {**one_object(bench.api), "priority": "urgent"}
+    return [answer_text(post_hint(bench.api, body))]
+
+
 @INTEGRATION.of("an object whose row is younger than `retain_days`")
 def hint_young_object(row: Row, bench: Bench) -> list[str]:
     """The module's policy keeps 30 days; its row 10 is made 10 days old for the hint."""

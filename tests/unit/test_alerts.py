@@ -38,7 +38,7 @@ EVERY = {
             {},
             "alerts",
             "name at least one connection: on_dirty, on_lag, on_dead_letters, on_failure, "
-            "on_deadline",
+            "on_deadline, on_erasure_late",
         ),
         ("ops", "alerts", "must be a mapping of fields"),
         (
@@ -82,7 +82,7 @@ EVERY = {
             {"on_dirty": "ops", "on_slack": "x"},
             "alerts.on_slack",
             "unknown field; known fields are on_dirty, on_lag, lag_minutes, on_dead_letters, "
-            "on_failure, on_deadline, deadline_minutes",
+            "on_failure, on_deadline, deadline_minutes, on_erasure_late",
         ),
     ],
 )
@@ -392,6 +392,7 @@ def test_runbook_anchors_are_githubs() -> None:
         "outage": "#an-api-outage",
         "dead_letters": "#dead-letters-replay-or-not",
         "receiver": "#a-410-receiver",
+        "erasure_late": "#an-erasure-is-late",
         "slow": "#changing-batch-size-and-pool-slots-mid-flight",
     }
     assert heading_anchor("Stopping and pausing a run") == "stopping-and-pausing-a-run"

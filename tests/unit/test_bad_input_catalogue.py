@@ -9,6 +9,7 @@ checks that every row that quotes something has a producer in one of the two.
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
+from retention.erasures.request import ErasureRejected, validate
 from retention.policy import load_policies
 from retention.policy.params import ParamError, run_settings
 from retention.progress import PROGRESS_SECONDS_VARIABLE, progress_interval
@@ -178,6 +180,34 @@ def trigger_params(row: Row, tmp_path: Path) -> list[str]:
     params = fields_written_in(row)
     with pytest.raises(ParamError) as refused:
         run_settings(make_policy("p", window_rows=1000, batch_rows=100), params)
+    return [str(refused.value)]
+
+
+ERASURE_ASKS: dict[str, dict[str, Any]] = {
+    '`erase --reason " "` (an empty reason)': {"reason": " "},
+    "`erase --policy no_such_policy`": {"policy": "no_such_policy"},
+    "`erase --deadline 2020-01-01T00:00:00+00:00` (in the past)": {
+        "deadline": dt.datetime(2020, 1, 1, tzinfo=dt.UTC)
+    },
+    "`erase --key seven`": {"scope": "key", "value": "seven"},
+    "`erase --object obj-1` on a policy without `remote:`": {"scope": "object", "value": "obj-1"},
+}
+
+
+@UNIT.of(*ERASURE_ASKS)
+def erasure_requests(row: Row, tmp_path: Path) -> list[str]:
+    """The request as the CLI passes it to the one validation every entry point shares."""
+    policy = make_policy("p")
+    asked = {
+        "policy": "p",
+        "scope": "tenant",
+        "value": "7",
+        "reason": "ticket 1",
+        "requested_by": "test",
+        **ERASURE_ASKS[row.input],
+    }
+    with pytest.raises(ErasureRejected) as refused:
+        validate({"p": policy}, **asked)
     return [str(refused.value)]
 
 

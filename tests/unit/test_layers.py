@@ -27,6 +27,7 @@ RANK = {
     "objects": 4,
     "events": 4,
     "evidence": 5,
+    "erasures": 5,  # urgent erasures: through the rows' deleter and the objects' ledger
     "alerts": 5,  # the rules, the messages and the ledger; Airflow's side is airflow/alerts.py
     "airflow": 6,
     "cli": 6,

@@ -21,6 +21,7 @@ HEADINGS = [
     "Rotating secrets",
     "Moving a policy to a new table",
     "Placing and lifting a legal hold",
+    "An erasure is late",
 ]
 
 

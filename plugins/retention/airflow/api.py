@@ -23,6 +23,16 @@
   Both need the right to trigger the DAG of every policy the hold covers (403), a JSON
   body (415: a cross-site form cannot send one), a reason (422) and a known policy
   (422); the user is recorded. See :mod:`retention.airflow.hold_actions`.
+- ``POST /retention/erasures``: request an urgent erasure, the body
+  ``{policy, tenant | key | object, reason, deadline?, request_key?}``; the user
+  needs the right to trigger the policy's DAG (401 without a login, 403 without
+  the right, 422 bad input, nothing written). 201 with the erasure, 200 with the
+  same erasure for a repeated request key; the ``retention__erasure-requests`` DAG
+  is triggered at once (``triggered``; else its every-minute run takes it).
+- ``GET /retention/erasures/{id}``: one erasure (state, deadline, counts, holds),
+  for users who may read the policy's DAG (404 otherwise, as for operations).
+- A hint with ``"priority": "urgent"`` and a ``reason`` records one erasure per
+  object (request key ``hint:<webhook-id>:<object>``) and answers 202 with their ids.
 
 The Retention view's pages (``/retention/ui/``) are added to this app by
 :func:`retention.ui.app.create_app`: the view builds on this layer, never the reverse.
@@ -30,6 +40,8 @@ The Retention view's pages (``/retention/ui/``) are added to this app by
 
 from __future__ import annotations
 
+import datetime as dt
+import logging
 import os
 from collections.abc import Callable
 from typing import Any
@@ -43,8 +55,19 @@ from retention.airflow import hold_actions
 from retention.airflow.access import AirflowAccess
 from retention.airflow.connections import postgres
 from retention.airflow.lookup import LookupRefused, find_operation
+from retention.erasures.request import (
+    ERASURE_DAG_ID,
+    ErasureRejected,
+    ErasureRequest,
+    Scope,
+    get_erasure,
+    request_erasure,
+    validate,
+)
 from retention.events import hints
 from retention.policy import Policy, load_policies
+
+log = logging.getLogger(__name__)
 
 
 def _policies() -> dict[str, Policy]:
@@ -86,20 +109,30 @@ def create_app(
     airflow_auth: bool = True,
     authorize: Callable[[Any, str], bool] | None = None,
     trigger_right: Callable[[Any, str], bool] | None = None,
+    may_trigger: Callable[[Any, str], bool] | None = None,
+    start_erasures: Callable[[Any, str], str | None] | None = None,
 ) -> FastAPI:
     """The JSON API. ``airflow_auth=False`` only where no Airflow auth manager runs (tests),
     where ``authorize(user, dag_id)`` stands in for the auth manager's DAG permission to
-    read, and ``trigger_right(user, dag_id)`` for the one to trigger (default: ``authorize``)."""
+    read, ``trigger_right(user, dag_id)`` for the one to trigger when placing or lifting
+    holds (default: ``authorize``), ``may_trigger(user, dag_id)`` for it when requesting
+    erasures (default: allowed), and ``start_erasures(user, note)`` for triggering the
+    erasure DAG."""
     app = FastAPI(title="Retention", description=__doc__)
     user_dependency = _airflow_user() if airflow_auth else _no_user
     # the auth manager's DAG permission, asked the same way as the Retention view asks it
     may_read = authorize or (AirflowAccess().may_read if airflow_auth else lambda _u, _d: True)
-    may_trigger = trigger_right or (AirflowAccess().may_trigger if airflow_auth else may_read)
+    may_place_holds = trigger_right or (AirflowAccess().may_trigger if airflow_auth else may_read)
 
     def user_name(user: Any) -> str:
         if airflow_auth:
             return AirflowAccess().user_name(user)
         return str(getattr(user, "username", None) or user or "anonymous")
+
+    may_request = may_trigger or (
+        AirflowAccess().may_trigger if airflow_auth else lambda _u, _d: True
+    )
+    start = start_erasures or (_trigger_erasures if airflow_auth else lambda _u, _n: None)
 
     @app.post("/hints", status_code=202)
     async def post_hints(request: Request) -> JSONResponse:
@@ -115,10 +148,19 @@ def create_app(
         try:
             hints.verify(body, headers, _hint_secret())
             hint = hints.parse(body, headers, _policies())
-            result = await run_in_threadpool(_apply, hint)
+            if hint.priority == "urgent":
+                result = await run_in_threadpool(_apply_urgent, hint)
+            else:
+                result = await run_in_threadpool(_apply, hint)
         except hints.HintRejected as rejected:
             raise HTTPException(rejected.status, str(rejected)) from rejected
+        if hint.priority == "urgent" and not result["duplicate"]:
+            result["triggered"] = await run_in_threadpool(
+                _start_quietly, start, None, f"urgent hint {hint.webhook_id}"
+            )
         return JSONResponse(result, status_code=200 if result["duplicate"] else 202)
+
+    _erasure_routes(app, user_dependency, may_read, may_request, start)
 
     @app.get("/operations/{key}")
     def get_operation(key: str, user: Any = Depends(user_dependency)) -> dict[str, Any]:  # noqa: B008
@@ -126,6 +168,58 @@ def create_app(
             return find_operation(key, list(_policies().values()), lambda d: may_read(user, d))
         except LookupRefused as refused:
             raise HTTPException(refused.status, refused.message) from None
+
+    _hold_routes(app, user_dependency, may_read, may_place_holds, user_name)
+    return app
+
+
+def _erasure_routes(
+    app: FastAPI,
+    user_dependency: Callable[..., Any],
+    may_read: Callable[[Any, str], bool],
+    may_request: Callable[[Any, str], bool],
+    start: Callable[[Any, str], str | None],
+) -> None:
+    """``/erasures``: request an urgent erasure (and start its DAG), read one back."""
+
+    @app.post("/erasures", status_code=201)
+    async def post_erasure(
+        request: Request,
+        user: Any = Depends(user_dependency),  # noqa: B008
+    ) -> JSONResponse:
+        body = await _json_body(request)  # a form, what a cross-site page can send: 415
+        asked = _erasure_request(body, user, may_request)
+        erasure, created = await run_in_threadpool(_record_erasure, asked)
+        answer = _erasure_json(erasure)
+        if created:
+            answer["triggered"] = await run_in_threadpool(
+                _start_quietly, start, user, f"erasure {erasure['erasure_id']}"
+            )
+        return JSONResponse(answer, status_code=201 if created else 200)
+
+    @app.get("/erasures/{erasure_id}")
+    def get_erasure_route(erasure_id: int, user: Any = Depends(user_dependency)) -> dict[str, Any]:  # noqa: B008
+        for policy in _policies().values():
+            if not may_read(user, policy.dag_id):
+                continue
+            try:
+                with postgres(policy.postgres_conn_id) as conn:
+                    row = get_erasure(conn, erasure_id)
+            except Exception:  # another policy's database may answer
+                continue
+            if row is not None and row["policy"] == policy.name:
+                return _erasure_json(row)
+        raise HTTPException(404, f"no erasure {erasure_id} of a policy you may read")
+
+
+def _hold_routes(
+    app: FastAPI,
+    user_dependency: Callable[..., Any],
+    may_read: Callable[[Any, str], bool],
+    may_place_holds: Callable[[Any, str], bool],
+    user_name: Callable[[Any], str],
+) -> None:
+    """``/holds``: list, place and lift legal holds (see :mod:`retention.airflow.hold_actions`)."""
 
     @app.get("/holds")
     def get_holds(
@@ -146,7 +240,7 @@ def create_app(
                 list(_policies().values()),
                 body,
                 user_name(user),
-                lambda d: may_trigger(user, d),
+                lambda d: may_place_holds(user, d),
             )
         except LookupRefused as refused:
             raise HTTPException(refused.status, refused.message) from None
@@ -166,13 +260,11 @@ def create_app(
                 hold_id,
                 body.get("reason"),
                 user_name(user),
-                lambda d: may_trigger(user, d),
+                lambda d: may_place_holds(user, d),
                 lambda d: may_read(user, d),
             )
         except LookupRefused as refused:
             raise HTTPException(refused.status, refused.message) from None
-
-    return app
 
 
 async def _json_body(request: Request) -> dict[str, Any]:
@@ -192,3 +284,113 @@ async def _json_body(request: Request) -> dict[str, Any]:
 def _apply(hint: hints.Hint) -> dict[str, Any]:
     with postgres(hint.policy.postgres_conn_id) as conn:
         return hints.apply(conn, hint)
+
+
+def _erasure_request(
+    body: Any, user: Any, may_request: Callable[[Any, str], bool]
+) -> ErasureRequest:
+    """The body as a validated request, or the HTTP answer that refuses it (nothing written)."""
+    if not isinstance(body, dict):
+        raise HTTPException(422, "body must be an object {policy, tenant|key|object, reason}")
+    unknown = set(body) - {"policy", "tenant", "key", "object", "reason", "deadline", "request_key"}
+    if unknown:
+        raise HTTPException(422, f"unknown field(s) {sorted(unknown)}; nothing written")
+    scopes = [name for name in ("tenant", "key", "object") if body.get(name) is not None]
+    if len(scopes) != 1:
+        raise HTTPException(422, "give exactly one of 'tenant', 'key' or 'object'; nothing written")
+    policies = _policies()
+    name = str(body.get("policy") or "")
+    if name in policies and not may_request(user, policies[name].dag_id):
+        raise HTTPException(
+            403,
+            f"requesting an erasure of policy {name!r} needs the right to trigger its DAG "
+            f"{policies[name].dag_id!r}; nothing written",
+        )
+    deadline = None
+    if body.get("deadline") is not None:
+        try:
+            deadline = dt.datetime.fromisoformat(str(body["deadline"]))
+        except ValueError as bad:
+            raise HTTPException(
+                422, f"'deadline' {body['deadline']!r} is not ISO 8601; nothing written"
+            ) from bad
+    try:
+        return validate(
+            policies,
+            policy=name,
+            scope=scopes[0],
+            value=body[scopes[0]],
+            reason=body.get("reason"),
+            requested_by=f"api:{_user_name(user)}",
+            deadline=deadline,
+            request_key=body.get("request_key"),
+        )
+    except ErasureRejected as refused:
+        raise HTTPException(422, str(refused)) from refused
+
+
+def _user_name(user: Any) -> str:
+    if user is None:
+        return "anonymous"
+    get_name = getattr(user, "get_name", None)
+    return str(get_name() if callable(get_name) else user)
+
+
+def _record_erasure(asked: ErasureRequest) -> tuple[dict[str, Any], bool]:
+    with postgres(asked.policy.postgres_conn_id) as conn:
+        return request_erasure(conn, asked)
+
+
+def _erasure_json(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        key: value.isoformat() if isinstance(value, dt.datetime) else value
+        for key, value in row.items()
+    }
+
+
+def _apply_urgent(hint: hints.Hint) -> dict[str, Any]:
+    """An urgent hint's objects as erasure requests, one per object, in one transaction."""
+    policy = hint.policy
+    made: list[int] = []
+    known = 0
+    with postgres(policy.postgres_conn_id) as conn, conn.transaction():
+        for object_id, _ in hint.objects:
+            try:
+                asked = validate(
+                    {policy.name: policy},
+                    policy=policy.name,
+                    scope=Scope.OBJECT,
+                    value=object_id,
+                    reason=hint.reason,
+                    requested_by=f"hint:{hint.webhook_id}",
+                    request_key=f"hint:{hint.webhook_id}:{object_id}",
+                )
+            except ErasureRejected as refused:
+                raise hints.HintRejected(422, str(refused)) from refused
+            erasure, created = request_erasure(conn, asked)
+            made.append(erasure["erasure_id"])
+            known += not created
+    return {
+        "duplicate": known == len(made),
+        "webhook_id": hint.webhook_id,
+        "priority": "urgent",
+        "erasures": made,
+        "operations": [],
+    }
+
+
+def _trigger_erasures(user: Any, note: str) -> str | None:
+    """Start a run of the erasure DAG now (its every-minute schedule is the fallback)."""
+    return AirflowAccess().trigger(ERASURE_DAG_ID, {}, user, note)
+
+
+def _start_quietly(start: Callable[[Any, str], str | None], user: Any, note: str) -> str | None:
+    """Trigger the erasure DAG; a refusal is logged, not answered: the request is recorded
+    and the DAG's every-minute run works it anyway."""
+    try:
+        return start(user, note)
+    except Exception:
+        log.exception(
+            "could not trigger %s for %s; its next scheduled run takes it", ERASURE_DAG_ID, note
+        )
+        return None

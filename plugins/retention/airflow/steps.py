@@ -19,11 +19,15 @@ from airflow.sdk import Variable
 from airflow.sdk.observability import stats
 
 from retention import metrics
+from retention.airflow.alerts import deliver
 from retention.airflow.connections import http_sender, postgres, signing_secret
+from retention.alerts.messages import erasure_late_alert
 from retention.db.gate import PAUSE_VARIABLE, Gate
 from retention.db.migrate import migrate
 from retention.db.sqlfiles import query
 from retention.db.table_check import check_table
+from retention.erasures.process import process_erasure
+from retention.erasures.request import ERASURE_DAG_ID, list_erasures
 from retention.events.outbox import Signer, deliver_events
 from retention.evidence.audit import purge_audit, purge_removed_policies
 from retention.evidence.reconcile import RunNotPlanned, raise_if_dirty, reconcile
@@ -480,3 +484,75 @@ def reconcile_step(policy: Policy, *, run_id: str) -> dict[str, Any]:
     log.info("policy %s run summary:\n%s", policy.name, format_summary(summary))
     raise_if_dirty(summary)
     return summary.to_json()
+
+
+def work_erasures_step(policies: list[Policy], budget_seconds: float) -> dict[str, Any]:
+    """One pass over every open erasure (requested or running) of these policies, oldest
+    deadline first, each through its policy's own deleters (``retention.erasures.process``).
+
+    One policy's database that does not answer does not stop the others': its
+    erasures stay open for the next pass, and the task fails at the end, naming it.
+    """
+    outcomes: list[dict[str, Any]] = []
+    failures: list[str] = []
+    alerts: list[dict[str, Any]] = []
+    by_conn: dict[str, list[Policy]] = {}
+    for policy in policies:
+        by_conn.setdefault(policy.postgres_conn_id, []).append(policy)
+    for conn_id, group in by_conn.items():
+        named = {p.name: p for p in group}
+        try:
+            with postgres(conn_id) as conn, graceful_stop(conn):
+                if "retention.erasures" not in _existing_tables(conn):
+                    continue  # no policy of this database has migrated to erasures yet
+                for erasure in reversed(list_erasures(conn, open_only=True, limit=1000)):
+                    policy = named.get(erasure["policy"])
+                    if policy is None:
+                        continue  # another database's policy of the same name: not ours
+                    outcome = process_erasure(
+                        conn,
+                        policy,
+                        erasure["erasure_id"],
+                        open_kind=partial(open_kind, policy) if policy.remote else None,
+                        budget_seconds=budget_seconds,
+                        switch=read_pause_switch,
+                    )
+                    outcomes.append({"policy": policy.name, **outcome.as_dict()})
+                alerts += _tell_late_erasures(conn, named)
+        except psycopg.Error as failed:
+            log.exception("erasures of connection %s: %s", conn_id, failed)
+            failures.append(f"{conn_id}: {type(failed).__name__}: {failed}"[:300])
+    if failures:
+        raise RuntimeError(
+            "erasures could not be worked on connection(s) "
+            + "; ".join(failures)
+            + ". They stay open and the next pass (within a minute) tries again."
+        )
+    return {"erasures": outcomes, "late_alerts": alerts}
+
+
+def _tell_late_erasures(conn: Any, policies: dict[str, Policy]) -> list[dict[str, Any]]:
+    """Alert once per erasure that is not done by its deadline (the alert ledger keys the
+    claim by the erasure), through its policy's ``alerts:``."""
+    told: list[dict[str, Any]] = []
+    now = dt.datetime.now(dt.UTC)
+    for erasure in list_erasures(conn, open_only=True, limit=1000):
+        policy = policies.get(erasure["policy"])
+        alert = erasure_late_alert(policy.alerts if policy else None, erasure, now)
+        if policy is None or alert is None:
+            continue
+        outcome = deliver(
+            conn,
+            alert,
+            policy=policy.name,
+            dag_id=ERASURE_DAG_ID,
+            run_id=f"erasure:{erasure['erasure_id']}",
+            url=None,
+        )
+        told.append({"erasure_id": erasure["erasure_id"], **outcome.as_dict()})
+    return told
+
+
+def _existing_tables(conn: Any) -> set[str]:
+    row = conn.execute("SELECT to_regclass('retention.erasures')::text AS erasures").fetchone()
+    return {row["erasures"]} if row and row["erasures"] else set()

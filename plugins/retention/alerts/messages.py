@@ -5,6 +5,7 @@ first step. Pure: no database, no network (``retention.alerts.delivery`` sends).
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -14,7 +15,7 @@ from urllib.parse import quote
 from retention.policy.model import AlertsSpec
 from retention.summary import RunSummary
 
-AlertKind = Literal["dirty", "lag", "dead_letters", "failure", "deadline"]
+AlertKind = Literal["dirty", "lag", "dead_letters", "failure", "deadline", "erasure_late"]
 MessageFormat = Literal["json", "slack"]
 MAX_LISTED = 5
 MESSAGE_TYPE = "retention.alert"
@@ -57,6 +58,12 @@ RUNBOOK: dict[str, RunbookStep] = {
         "A 410 receiver",
         "Ask the receiver's owner whether the endpoint moved or is gone. Nothing is lost: "
         "the events stay pending in retention.outbox, not dead.",
+    ),
+    "erasure_late": RunbookStep(
+        "An erasure is late",
+        "`python -m retention.cli explain --erasure <id>`: its state, what it deleted, the "
+        "holds that block it and its error; then the retention__erasure-requests DAG's last "
+        "runs.",
     ),
     "slow": RunbookStep(
         "Changing batch size and pool slots mid-flight",
@@ -391,3 +398,44 @@ def message_body(
             },
         ],
     }
+
+
+def erasure_late_alert(
+    spec: AlertsSpec | None, erasure: Mapping[str, Any], now: dt.datetime
+) -> Alert | None:
+    """The alert of an erasure not done by its deadline (``on_erasure_late``, else
+    ``on_failure``), or None: not late, finished, or no connection to tell (pure)."""
+    if spec is None or erasure["state"] not in ("requested", "running"):
+        return None
+    if erasure["deadline"] >= now:
+        return None
+    conn_id = spec.on_erasure_late or spec.on_failure
+    if conn_id is None:
+        return None
+    late_by = now - erasure["deadline"]
+    text = (
+        f"Erasure {erasure['erasure_id']} of policy {erasure['policy']!r} "
+        f"({erasure['scope']} {erasure['value']!r}, requested by {erasure['requested_by']} "
+        f"at {erasure['requested_at']:%Y-%m-%d %H:%M %Z}) is still {erasure['state']} "
+        f"{_hours(late_by)} after its deadline {erasure['deadline']:%Y-%m-%d %H:%M %Z}."
+        + (f" Last error: {erasure['error']}" if erasure.get("error") else "")
+    )
+    return Alert(
+        kind="erasure_late",
+        conn_id=conn_id,
+        title=f"retention: erasure {erasure['erasure_id']} of {erasure['policy']} is late",
+        text=text,
+        figures={
+            "erasure_id": erasure["erasure_id"],
+            "state": erasure["state"],
+            "deadline": erasure["deadline"].isoformat(),
+            "late_seconds": round(late_by.total_seconds()),
+            "scope": {erasure["scope"]: erasure["value"]},
+        },
+        runbook=RUNBOOK["erasure_late"],
+    )
+
+
+def _hours(delta: dt.timedelta) -> str:
+    hours = delta.total_seconds() / 3600
+    return f"{hours:.1f} hours" if hours < 48 else f"{hours / 24:.1f} days"

@@ -29,6 +29,7 @@ SQL_PREFIXES = {
     "attempt": "retention.attempts",
     "dead_letter": "the retention.dead_operations and retention.dead_events views",
     "endpoint": "retention.notify_endpoints",
+    "erasure": "retention.erasures, and the rows and operations of an erasure's scope",
     "ops": "retention.operations",
     "outbox": "retention.outbox",
     "partition_drop": "retention.partition_drops",

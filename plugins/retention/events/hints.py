@@ -7,6 +7,12 @@ deletes them. Nothing here calls the remote API, and the scan stays the
 reconciliation path. A hint never shortens retention: an object whose rows are
 all younger than ``now − retain_days`` is refused, as every cutoff is bounded
 (``retention.rows.cutoff``).
+
+A hint with ``"priority": "urgent"`` (and a ``reason``) is different: each of its
+objects is an erasure request, which ignores ``retain_days`` by design. It is
+parsed here and recorded by the API (``retention.airflow.api``) as erasures
+(``retention.erasures``), one per object, keyed by the hint's ``webhook-id`` and
+the object, so a redelivered hint is the same erasures.
 """
 
 from __future__ import annotations
@@ -44,6 +50,10 @@ class Hint:
     webhook_id: str
     policy: Policy
     objects: list[tuple[str, dt.datetime | None]]
+    # "urgent": each object is an erasure request (``retention.erasures``), worked now
+    # whatever its rows' age; the API records those (this layer knows no erasures).
+    priority: str = "routine"
+    reason: str = ""
 
 
 def verify(body: bytes, headers: dict[str, str], secret: str) -> None:
@@ -67,8 +77,27 @@ def parse(body: bytes, headers: dict[str, str], policies: dict[str, Policy]) -> 
     problem = _hostile(document)
     if problem:
         raise HintRejected(422, problem)
-    if not isinstance(document, dict) or set(document) - {"policy", "objects"}:
-        raise HintRejected(422, "body must be an object with 'policy' and 'objects' only")
+    if not isinstance(document, dict) or set(document) - {
+        "policy",
+        "objects",
+        "priority",
+        "reason",
+    }:
+        raise HintRejected(
+            422,
+            "body must be an object with 'policy', 'objects' and optionally 'priority' "
+            "and 'reason' only",
+        )
+    priority = document.get("priority", "routine")
+    if priority not in ("routine", "urgent"):
+        raise HintRejected(422, f"'priority' must be 'routine' or 'urgent', not {priority!r}")
+    reason = document.get("reason") or ""
+    if priority == "urgent" and (not isinstance(reason, str) or not reason.strip()):
+        raise HintRejected(
+            422,
+            "an urgent hint erases its objects now: 'reason' must say why (it is kept with "
+            "each erasure and its receipt); nothing written",
+        )
     name = document.get("policy")
     policy = policies.get(name) if isinstance(name, str) else None
     if policy is None or policy.remote is None:
@@ -87,6 +116,10 @@ def parse(body: bytes, headers: dict[str, str], policies: dict[str, Policy]) -> 
         if not isinstance(key, str | int) or isinstance(key, bool) or not str(key):
             raise HintRejected(422, f"objects[{index}].key must be a non-empty string")
         due = item.get("due_at")
+        if due is not None and priority == "urgent":
+            raise HintRejected(
+                422, f"objects[{index}].due_at: an urgent hint is due now; leave due_at out"
+            )
         if due is not None:
             try:
                 due = dt.datetime.fromisoformat(str(due))
@@ -102,7 +135,13 @@ def parse(body: bytes, headers: dict[str, str], policies: dict[str, Policy]) -> 
                     "within ±14:00",
                 )
         parsed.append((str(key), due))
-    return Hint(headers.get("webhook-id", ""), policy, earliest_per_key(parsed))
+    return Hint(
+        headers.get("webhook-id", ""),
+        policy,
+        earliest_per_key(parsed),
+        priority=priority,
+        reason=str(reason).strip(),
+    )
 
 
 def earliest_per_key(

@@ -56,6 +56,9 @@ class Operation:
     last_status_code: int | None = None
     resource: str = MAIN_RESOURCE
     parent_key: str | None = None
+    # 'urgent' for an erasure's operation: it is judged against no cutoff (an erasure
+    # ignores retain_days); 'routine' for every other.
+    priority: str = "routine"
 
     @property
     def key(self) -> str:
@@ -80,7 +83,7 @@ class Operation:
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Operation:
-        return cls(**{name: row[name] for name in cls.__dataclass_fields__})
+        return cls(**{name: row[name] for name in cls.__dataclass_fields__ if name in row})
 
 
 def bad_path_value(value: str | None) -> str | None:

@@ -39,12 +39,16 @@ from retention.queue.classify import (
     classify,
 )
 from retention.queue.http import HttpResult, HttpSender
-from retention.queue.leased import OPERATIONS, Finish, LeasedQueue, State
+from retention.queue.leased import OPERATIONS, Finish, LeasedQueue, Priority, State
 from retention.queue.worker import Attempt, Recorded, Stop
 from retention.rows.cutoff import latest_cutoff
 from retention.rows.target import TargetTable
 
 log = logging.getLogger(__name__)
+
+# An erasure deletes every row of its scope whatever its age: the "cutoff" its operations
+# are screened against is later than any timestamp a row can have.
+ERASURE_CUTOFF = dt.datetime(9999, 12, 31, tzinfo=dt.UTC)
 
 
 class CredentialFailure(RuntimeError):
@@ -156,7 +160,9 @@ class ObjectKind:
 
         Each row is judged against its window's cutoff, bounded by ``now − retain_days``;
         an operation without a window (a hint's) or whose window is gone is judged against
-        ``now − retain_days`` itself: no path makes a row younger than that eligible.
+        ``now − retain_days`` itself: no path makes a row younger than that eligible,
+        except an erasure, which ignores ``retain_days`` by design: its (urgent)
+        operations are judged against no cutoff (``ERASURE_CUTOFF``).
         """
         limit = latest_cutoff(self.policy.retain_days, dt.datetime.now(dt.UTC))
         windows = sorted({op.window_key for op in jobs if op.window_key})
@@ -169,7 +175,12 @@ class ObjectKind:
                 self.target.query("ops_screen"),
                 {
                     "row_keys": [op.row_key for op in jobs],
-                    "cutoffs": [cutoffs.get(op.window_key or "", limit) for op in jobs],
+                    "cutoffs": [
+                        ERASURE_CUTOFF
+                        if op.priority == Priority.URGENT
+                        else cutoffs.get(op.window_key or "", limit)
+                        for op in jobs
+                    ],
                     "hold_policy": self.policy.name,
                 },
                 prepare=True,

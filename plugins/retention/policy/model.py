@@ -429,7 +429,14 @@ class NotifySpec(Section):
         return self.lease_seconds or max(60.0, 3 * self.timeout_seconds)
 
 
-ALERT_TARGETS = ("on_dirty", "on_lag", "on_dead_letters", "on_failure", "on_deadline")
+ALERT_TARGETS = (
+    "on_dirty",
+    "on_lag",
+    "on_dead_letters",
+    "on_failure",
+    "on_deadline",
+    "on_erasure_late",
+)
 
 
 class AlertsSpec(Section):
@@ -478,6 +485,11 @@ class AlertsSpec(Section):
         gt=0,
         le=525_600,
         description="Minutes after a run is queued by which it should have finished.",
+    )
+    on_erasure_late: NonEmpty | None = Field(
+        None,
+        description="HTTP connection told, once, when an erasure of the policy is not done by "
+        "its deadline; without it, on_failure is told.",
     )
 
     @model_validator(mode="after")

@@ -5,7 +5,9 @@ the statements are the same for both, parameterised by table and column names
 through :mod:`psycopg.sql` identifiers:
 
 - **claim**: ``FOR UPDATE SKIP LOCKED``, expired leases first, then pending jobs
-  that are due, in one short transaction that commits before any HTTP call;
+  that are due, urgent before routine (a kind with priorities: the operations,
+  whose urgent jobs are erasures'), in one short transaction that commits before
+  any HTTP call;
 - **renew**: extends the leases a worker still holds and tells it which ones it
   lost (a worker that lost a lease stops working that job);
 - **release**: unstarted jobs back to pending, no attempt spent;
@@ -44,6 +46,13 @@ class State(StrEnum):
     HELD = "held"  # operations: a legal hold keeps the object; no claim until it is lifted
 
 
+class Priority(StrEnum):
+    """Which due jobs are claimed first: urgent ones (an erasure's), then routine ones."""
+
+    URGENT = "urgent"
+    ROUTINE = "routine"
+
+
 @dataclass(frozen=True)
 class QueueTable:
     """Where a job kind lives, and what its table calls the queue's columns."""
@@ -56,6 +65,9 @@ class QueueTable:
     done_column: str
     done_state: State
     scope_column: str | None = None
+    # A text column naming the job's priority ('urgent' before anything else), or None
+    # for a kind whose jobs are all alike (events).
+    priority_column: str | None = None
     replay_resets: tuple[str, ...] = ()
     # A kind whose completion does more than change the job (the operations'
     # atomic finish also deletes the row and writes the event) must complete
@@ -91,6 +103,7 @@ OPERATIONS = QueueTable(
     done_column="done_at",
     done_state=State.DONE,
     scope_column="window_key",
+    priority_column="priority",
     replay_resets=("auth_failure_count",),
     own_completer=True,
 )
@@ -121,23 +134,51 @@ class Finish:
 
 
 @cache
-def _claim_statement(table: QueueTable, state: State, scoped: bool) -> sql.Composed:
+def _claim_statement(
+    table: QueueTable, state: State, scoped: bool, urgent_only: bool = False
+) -> sql.Composed:
     scope_filter: sql.Composable = sql.SQL("TRUE")
     if scoped:
         if table.scope_column is None:
             raise ValueError(f"{table.kind} jobs have no scope to claim by")
         scope_filter = sql.SQL("{} = %(scope)s").format(sql.Identifier(table.scope_column))
+    if urgent_only:
+        if table.priority_column is None:
+            raise ValueError(f"{table.kind} jobs have no priority to claim by")
+        scope_filter = sql.SQL("{} AND {} = {}").format(
+            scope_filter, sql.Identifier(table.priority_column), sql.Literal(Priority.URGENT.value)
+        )
     due = "lease_expires_at" if state == State.IN_FLIGHT else "not_before"
-    return table.statement("queue_claim", scope_filter=scope_filter, due_column=sql.Identifier(due))
+    priority_order: sql.Composable = sql.SQL("")
+    if table.priority_column is not None and state == State.PENDING:
+        # the expression of the partial indexes of migration 0014, so the order is an index scan
+        priority_order = sql.SQL("({} <> {}), ").format(
+            sql.Identifier(table.priority_column), sql.Literal(Priority.URGENT.value)
+        )
+    return table.statement(
+        "queue_claim",
+        scope_filter=scope_filter,
+        due_column=sql.Identifier(due),
+        priority_order=priority_order,
+    )
 
 
 class LeasedQueue:
     """The queue of one job kind of one policy."""
 
-    def __init__(self, table: QueueTable, policy: str, lease_seconds: float) -> None:
+    def __init__(
+        self, table: QueueTable, policy: str, lease_seconds: float, *, urgent_only: bool = False
+    ) -> None:
         self.table = table
         self.policy = policy
         self.lease_seconds = lease_seconds
+        # An erasure's pass claims urgent jobs only: it ends when its own work is done,
+        # never drifting into the routine backlog that the scheduled runs drain.
+        self.urgent_only = urgent_only
+
+    def urgent(self) -> LeasedQueue:
+        """The same queue, claiming urgent jobs only (an erasure's pass)."""
+        return LeasedQueue(self.table, self.policy, self.lease_seconds, urgent_only=True)
 
     def claim(
         self, conn: Connection, owner: str, n: int, scope: str | None = None
@@ -153,7 +194,9 @@ class LeasedQueue:
         with conn.transaction():
             for state in (State.IN_FLIGHT, State.PENDING):
                 if len(rows) < n:
-                    statement = _claim_statement(self.table, state, scope is not None)
+                    statement = _claim_statement(
+                        self.table, state, scope is not None, self.urgent_only
+                    )
                     rows += conn.execute(
                         statement, {**params, "state": state, "n": n - len(rows)}, prepare=True
                     ).fetchall()

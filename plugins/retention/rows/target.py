@@ -77,7 +77,8 @@ class TargetTable:
     def query(self, name: str, scope: TenantScope = "all", **more: sql.Composable) -> sql.Composed:
         """A SQL file with this table's identifiers, the scope's tenant filter,
         ``{held}``, the held-row predicate (a statement using it binds ``hold_policy``),
-        and ``more`` parts a statement needs besides (a child's column, another file's text)."""
+        and ``more`` parts a statement needs besides (a child's column, another file's
+        text, an erasure's scope filter)."""
         parts: dict[str, sql.Composable] = {
             **more,
             "table": self.table,

@@ -19,11 +19,13 @@ from retention.db.connection import Connection, set_local
 from retention.db.oldest import as_aware
 from retention.db.sqlfiles import query
 from retention.db.table_check import TableFit, table_fit
+from retention.erasures.request import list_erasures
 from retention.policy import Policy
 from retention.rows.target import TargetTable
 
 DEAD_LETTER_LIMIT = 200  # rows one dead-letter page lists
 STATEMENT_MS = 5000  # a page view's statements: enough for index reads, short for a person
+ERASURES_SHOWN = 10  # a policy card lists its latest erasures (the CLI lists them all)
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,8 @@ class PolicyFigures:
     last_dry_run: LastRun | None = None  # the latest dry run: it deleted nothing
     day: list[Minute] = field(default_factory=list)  # the last 24 hours, for the charts
     day_error: str | None = None  # why the 24 hours could not be read (the rest could)
+    # the policy's latest erasures, newest first, each with its state, deadline and ``late``
+    erasures: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def lag_seconds(self) -> float | None:
@@ -133,6 +137,7 @@ def policy_figures(conn: Connection, policy: Policy, now: dt.datetime) -> Policy
         remote = {**params, "remote": policy.remote is not None}
         minutes = conn.execute(query("ui_per_minute"), remote).fetchall()
         day, day_error = _day(conn, remote)
+        erasures = list_erasures(conn, policy=policy.name, limit=ERASURES_SHOWN)
     assert queue is not None
     oldest_value = oldest["oldest"] if oldest else None
     return PolicyFigures(
@@ -157,6 +162,7 @@ def policy_figures(conn: Connection, policy: Policy, now: dt.datetime) -> Policy
         minutes=[Minute(m["minute"], int(m["deletions"]), int(m["rate_limited"])) for m in minutes],
         day=day,
         day_error=day_error,
+        erasures=erasures,
     )
 
 

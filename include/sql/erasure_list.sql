@@ -1,0 +1,8 @@
+-- Erasures, newest first (optionally of one policy, optionally only unfinished ones):
+-- the Retention view, the CLI and the late-erasure alert read them. Read-only.
+SELECT *, (state IN ('requested', 'running') AND deadline < now()) AS late
+FROM retention.erasures
+WHERE (%(policy)s::text IS NULL OR policy = %(policy)s)
+  AND (NOT %(open_only)s OR state IN ('requested', 'running'))
+ORDER BY requested_at DESC, erasure_id DESC
+LIMIT %(limit)s

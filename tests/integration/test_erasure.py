@@ -1,0 +1,326 @@
+"""Urgent erasures: requested once, worked now through the policy's own deleters, holds win,
+and every final state leaves a receipt.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import threading
+import time
+
+import pytest
+from psycopg import sql
+
+from retention.db.connection import connect_dsn
+from retention.erasures.process import ErasureOutcome, _verdict, process_erasure
+from retention.erasures.request import (
+    ErasureRejected,
+    ErasureState,
+    request_erasure,
+    validate,
+)
+from retention.holds.store import place_hold
+from retention.objects.deleter import work_operations
+from retention.objects.kind import OperationsKind
+from retention.runs.lease import take_run_lease
+from tests.support.policies import make_policy, remote_policy
+from tests.support.remote import enqueue_all, sandbox_sender
+from tests.support.tables import count, create_media_table
+
+NOTIFY = {"http_conn_id": "unused", "endpoint": "/e"}
+
+
+def erasures_of(db, policy: str) -> int:
+    return count(db, "SELECT count(*) FROM retention.erasures WHERE policy = %s", policy)
+
+
+def rows_of_tenant(db, name: str, tenant: int) -> int:
+    return count(
+        db,
+        sql.SQL("SELECT count(*) FROM {} WHERE tenant_id = %s")
+        .format(sql.Identifier("public", name))
+        .as_string(db),
+        tenant,
+    )
+
+
+def request(db, policy, scope="tenant", value="2", reason="GDPR art. 17, ticket 1", **kw):
+    asked = validate(
+        {policy.name: policy},
+        policy=policy.name,
+        scope=scope,
+        value=value,
+        reason=reason,
+        requested_by="test",
+        **kw,
+    )
+    return request_erasure(db, asked)
+
+
+def test_a_row_policy_erases_a_tenant_whatever_its_age(db, unique_name):
+    create_media_table(db, unique_name, 30, new_rows=30, tenants=3)
+    policy = make_policy(unique_name)
+    young_of_tenant = rows_of_tenant(db, unique_name, 2)
+    erasure, created = request(db, policy)
+    assert created
+    assert erasure["state"] == "requested"
+    outcome = process_erasure(db, policy, erasure["erasure_id"])
+    assert outcome.state is ErasureState.DONE
+    assert rows_of_tenant(db, unique_name, 2) == 0, "young rows go too: retain_days is ignored"
+    assert rows_of_tenant(db, unique_name, 1) == 20
+    assert rows_of_tenant(db, unique_name, 3) == 20
+    assert outcome.rows_deleted == {policy.table: young_of_tenant}
+    row = db.execute(
+        "SELECT * FROM retention.erasures WHERE erasure_id = %s", (erasure["erasure_id"],)
+    ).fetchone()
+    assert row["state"] == "done"
+    assert row["finished_at"] is not None
+
+
+def test_the_same_request_twice_is_one_erasure(db, unique_name):
+    create_media_table(db, unique_name, 6)
+    policy = make_policy(unique_name)
+    first, made_first = request(db, policy)
+    second, made_second = request(db, policy)
+    assert (made_first, made_second) == (True, False)
+    assert first["erasure_id"] == second["erasure_id"]
+    assert erasures_of(db, policy.name) == 1
+
+
+@pytest.mark.parametrize(
+    ("asked", "says"),
+    [
+        ({"reason": "  "}, "the reason is empty"),
+        ({"policy": "no_such_policy"}, "unknown policy 'no_such_policy'"),
+        (
+            {"deadline": dt.datetime(2020, 1, 1, tzinfo=dt.UTC)},
+            "the deadline 2020-01-01T00:00:00+00:00 is in the past",
+        ),
+        ({"scope": "key", "value": "seven"}, "the key 'seven' is not an integer"),
+        ({"scope": "object", "value": "obj-1"}, "has no remote section"),
+    ],
+)
+def test_bad_input_is_refused_and_writes_nothing(db, unique_name, asked, says):
+    policy = make_policy(unique_name)
+    fields = {
+        "policy": policy.name,
+        "scope": "tenant",
+        "value": "2",
+        "reason": "ticket 9",
+        "requested_by": "test",
+        **asked,
+    }
+    with pytest.raises(ErasureRejected, match=re.escape(says)) as refused:
+        validate({policy.name: policy}, **fields)
+    assert "Nothing was written" in str(refused.value)
+    assert erasures_of(db, policy.name) == 0
+
+
+def test_a_scope_matching_nothing_is_a_done_erasure_with_zero_counts(db, unique_name):
+    create_media_table(db, unique_name, 6, tenants=3)
+    policy = make_policy(unique_name)
+    erasure, _ = request(db, policy, value="99")
+    outcome = process_erasure(db, policy, erasure["erasure_id"])
+    assert outcome.state is ErasureState.DONE
+    assert outcome.rows_deleted == {policy.table: 0}
+    assert outcome.objects == []
+
+
+def test_a_hold_wins_and_the_receipt_names_it(db, unique_name, sandbox):
+    create_media_table(db, unique_name, 12, tenants=3)
+    policy = remote_policy(unique_name, notify=NOTIFY)
+    hold = place_hold(
+        db, policy=policy.name, match="tenant", value="2", reason="case 991", placed_by="ann"
+    )
+    erasure, _ = request(db, policy)
+    outcome = process_erasure(
+        db,
+        policy,
+        erasure["erasure_id"],
+        open_kind=lambda: OperationsKind(policy, sandbox_sender(sandbox)),
+    )
+    assert outcome.state is ErasureState.BLOCKED_BY_HOLD
+    assert outcome.blocking_holds == [{"id": hold.hold_id, "reason": "case 991"}]
+    event = db.execute(
+        "SELECT payload FROM retention.outbox WHERE policy = %s AND event_type = "
+        "'retention.erased'",
+        (policy.name,),
+    ).fetchall()
+    assert len(event) == 1
+    data = json.loads(event[0]["payload"])["data"]
+    assert data["state"] == "blocked_by_hold"
+    assert data["blocking_holds"] == [{"id": hold.hold_id, "reason": "case 991"}]
+    assert data["scope"] == {"tenant": "2"}
+    assert data["erasure_id"] == erasure["erasure_id"]
+
+
+def test_a_routine_run_holding_the_run_lease_does_not_block_an_erasure(db, unique_name, sandbox):
+    create_media_table(db, unique_name, 12, tenants=3)
+    policy = remote_policy(unique_name, notify=NOTIFY)
+    enqueue_all(db, policy)  # the routine run's operations, some of them the erasure's rows
+    lease = take_run_lease(
+        db, policy.name, policy.dag_id, "scheduled__routine", lambda _: "running"
+    )
+    assert lease.taken
+    erasure, _ = request(db, policy)
+    outcome = process_erasure(
+        db,
+        policy,
+        erasure["erasure_id"],
+        open_kind=lambda: OperationsKind(policy, sandbox_sender(sandbox)),
+    )
+    assert outcome.state is ErasureState.DONE, outcome
+    assert sorted(outcome.objects) == sorted(f"obj-{i}" for i in range(1, 13) if i % 3 == 1)
+    assert outcome.rows_deleted == {policy.table: 4}
+    assert rows_of_tenant(db, unique_name, 2) == 0
+    effects = sandbox.state.stats()["effects"]
+    assert set(effects) == set(outcome.objects)
+    assert set(effects.values()) == {1}
+    # the routine run then drains the rest, and touches none of the erased rows again
+    work_operations(db, OperationsKind(policy, sandbox_sender(sandbox)), budget_seconds=5)
+    effects = sandbox.state.stats()["effects"]
+    assert len(effects) == 12
+    assert set(effects.values()) == {1}, "each object deleted once"
+    events = count(
+        db,
+        "SELECT count(*) FROM retention.outbox WHERE policy = %s AND event_type = "
+        "'retention.erased'",
+        policy.name,
+    )
+    assert events == 1
+
+
+BACKLOG, TENANTS = 20_050, 401  # 50 rows a tenant
+
+
+def test_an_erasure_of_fifty_objects_finishes_before_a_tenth_of_a_routine_backlog(
+    db, unique_name, sandbox, test_dsn
+):
+    create_media_table(db, unique_name, BACKLOG, tenants=TENANTS)
+    policy = remote_policy(unique_name, rate_per_second=2000, burst=50, claim_batch=50)
+    sandbox.state.configure(rate=5000, burst=500)
+    assert enqueue_all(db, policy, batch_rows=5000, window_rows=100_000) == BACKLOG
+    stop, errors = threading.Event(), []
+
+    def routine_drain() -> None:
+        try:
+            with connect_dsn(test_dsn) as conn:
+                kind = OperationsKind(policy, sandbox_sender(sandbox))
+                while not stop.is_set():
+                    work_operations(conn, kind, budget_seconds=0.5)
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+
+    drain = threading.Thread(target=routine_drain, daemon=True)
+    drain.start()
+    try:
+        while len(sandbox.state.stats()["requests"]) < 200:
+            time.sleep(0.01)
+        erasure, _ = request(db, policy, value="8")
+        with connect_dsn(test_dsn) as conn:
+            outcome = process_erasure(
+                conn,
+                policy,
+                erasure["erasure_id"],
+                open_kind=lambda: OperationsKind(policy, sandbox_sender(sandbox)),
+                budget_seconds=30,
+            )
+    finally:
+        stop.set()
+        drain.join(30)
+    assert not errors, errors
+    assert outcome.state is ErasureState.DONE, outcome
+    erased = {f"obj-{i}" for i in range(1, BACKLOG + 1) if i % TENANTS == 7}  # tenant 8
+    assert len(erased) == 50
+    assert set(outcome.objects) <= erased
+    assert erased <= set(sandbox.state.stats()["effects"]), "every object of the tenant is gone"
+    deleted = [r["object"] for r in sandbox.state.stats()["requests"] if r["status"] == 204]
+    last = max(i for i, obj in enumerate(deleted) if obj in erased)
+    routine = sum(1 for obj in deleted[: last + 1] if obj not in erased)
+    assert routine < BACKLOG // 10, f"{routine} routine deletions went ahead of the erasure"
+
+
+@pytest.mark.parametrize(
+    ("facts", "state"),
+    [
+        ({"holds": True, "rows_left": 3, "unfinished": 2, "dead": 1}, "blocked_by_hold"),
+        ({"holds": False, "rows_left": 3, "unfinished": 2, "dead": 0}, "running"),
+        ({"holds": False, "rows_left": 3, "unfinished": 0, "dead": 1}, "failed"),
+        ({"holds": False, "rows_left": 1, "unfinished": 0, "dead": 0}, "failed"),
+        ({"holds": False, "rows_left": 0, "unfinished": 0, "dead": 0}, "done"),
+    ],
+)
+def test_the_erasure_verdict(facts, state):
+    assert _verdict(**facts)[0].value == state
+
+
+def test_the_erasure_dag_step_works_every_open_erasure(db, unique_name):
+    from retention.airflow.steps import work_erasures_step
+
+    create_media_table(db, unique_name, 9, new_rows=3, tenants=3)
+    policy = make_policy(unique_name)
+    first, _ = request(db, policy, value="1")
+    second, _ = request(db, policy, scope="key", value="5", reason="contract ended")
+    done = work_erasures_step([policy], budget_seconds=10)
+    mine = {e["erasure_id"]: e for e in done["erasures"] if e["policy"] == policy.name}
+    assert mine[first["erasure_id"]]["state"] == "done"
+    assert mine[second["erasure_id"]]["state"] == "done"
+    assert rows_of_tenant(db, unique_name, 1) == 0
+    assert (
+        count(
+            db,
+            sql.SQL("SELECT count(*) FROM {} WHERE id = 5")
+            .format(sql.Identifier("public", unique_name))
+            .as_string(db),
+        )
+        == 0
+    )
+    again = work_erasures_step([policy], budget_seconds=10)
+    assert [e for e in again["erasures"] if e["policy"] == policy.name] == []
+
+
+def test_an_erasure_past_its_deadline_is_told_once(db, unique_name, monkeypatch):
+    from devtools.receiver import Receiver
+    from retention.airflow.steps import work_erasures_step
+
+    receiver = Receiver().start()
+    monkeypatch.setenv("AIRFLOW_CONN_ERASURE_ALERTS", receiver.connection())
+    try:
+        create_media_table(db, unique_name, 6, tenants=3)
+        policy = make_policy(unique_name, alerts={"on_erasure_late": "erasure_alerts"})
+        erasure, _ = request(db, policy)
+        # an erasure that cannot finish (its remote side is down, say): still running, late
+        db.execute(
+            "UPDATE retention.erasures SET state = 'running', deadline = now() - interval "
+            "'2 hours' WHERE erasure_id = %s",
+            (erasure["erasure_id"],),
+        )
+        monkeypatch.setattr(  # each pass leaves it running, as a remote side that is down does
+            "retention.airflow.steps.process_erasure",
+            lambda _c, _p, erasure_id, **_k: ErasureOutcome(erasure_id, ErasureState.RUNNING),
+        )
+        monkeypatch.setattr("retention.airflow.steps.list_erasures", _only(erasure["erasure_id"]))
+        first = work_erasures_step([policy], budget_seconds=1)
+        second = work_erasures_step([policy], budget_seconds=1)
+    finally:
+        receiver.stop()
+    assert [a["state"] for a in first["late_alerts"]] == ["sent"]
+    assert [a["state"] for a in second["late_alerts"]] == ["already_claimed"]
+    assert len(receiver.received) == 1
+    message = receiver.received[0]["json"]
+    assert message["kind"] == "erasure_late"
+    assert message["figures"]["erasure_id"] == erasure["erasure_id"]
+    assert message["runbook"]["section"] == "An erasure is late"
+
+
+def _only(erasure_id: int):
+    """list_erasures, as the step asks it, for one erasure only: the tables are shared."""
+    from retention.erasures.request import list_erasures
+
+    def listed(conn, **kw):
+        rows = list_erasures(conn, **kw)
+        return [row for row in rows if row["erasure_id"] == erasure_id]
+
+    return listed

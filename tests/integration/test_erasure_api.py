@@ -1,0 +1,153 @@
+"""Erasures through the plugin's JSON API and urgent hints, on a real loopback server."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+import uvicorn
+import yaml
+
+from devtools.airflow_services import wait_for
+from devtools.receiver import new_secret
+from retention.airflow.api import create_app
+from tests.integration.test_hints_api import post_hint
+from tests.support.policies import policy_fields, remote_fields
+from tests.support.tables import count, create_media_table
+
+ALLOWED = "may-erase"  # the stand-in user who may trigger the policy's DAG
+
+
+@pytest.fixture
+def api(db, unique_name, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict]:
+    create_media_table(db, unique_name, 6)
+    fields = policy_fields(unique_name, window_per_tenant=False)
+    fields["remote"] = remote_fields(unique_name)
+    path = tmp_path / "policies.yaml"
+    path.write_text(yaml.safe_dump({"policies": {unique_name: fields}}))
+    monkeypatch.setenv("RETENTION_POLICIES", str(path))
+    secret = new_secret()
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_RETENTION_HINTS", json.dumps({"conn_type": "generic", "password": secret})
+    )
+    triggered: list[str] = []
+    user = {"name": ALLOWED}
+
+    def start(_user, note: str) -> str:
+        triggered.append(note)
+        return f"manual__{len(triggered)}"
+
+    app = create_app(
+        airflow_auth=False,
+        may_trigger=lambda _u, _dag: user["name"] == ALLOWED,
+        start_erasures=start,
+    )
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="error"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    wait_for(lambda: server.started, 30, "the API starting", step=0.02)
+    yield {
+        "url": f"http://127.0.0.1:{port}",
+        "secret": secret,
+        "policy": unique_name,
+        "triggered": triggered,
+        "user": user,
+    }
+    server.should_exit = True
+    thread.join(10)
+    sock.close()
+
+
+def erasures_of(db, policy: str) -> int:
+    return count(db, "SELECT count(*) FROM retention.erasures WHERE policy = %s", policy)
+
+
+def test_an_erasure_requested_through_the_api_is_recorded_once_and_started(db, api) -> None:
+    body = {"policy": api["policy"], "tenant": "2", "reason": "ticket 77", "request_key": "r-1"}
+    first = requests.post(f"{api['url']}/erasures", json=body, timeout=10)
+    assert first.status_code == 201, first.text
+    assert first.json()["state"] == "requested"
+    assert first.json()["triggered"] == "manual__1"
+    again = requests.post(f"{api['url']}/erasures", json=body, timeout=10)
+    assert again.status_code == 200
+    assert again.json()["erasure_id"] == first.json()["erasure_id"]
+    assert api["triggered"] == [f"erasure {first.json()['erasure_id']}"]
+    shown = requests.get(f"{api['url']}/erasures/{first.json()['erasure_id']}", timeout=10)
+    assert shown.status_code == 200
+    assert shown.json()["deadline"]
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "says"),
+    [
+        ({"tenant": "2", "reason": ""}, 422, "the reason is empty"),
+        ({"tenant": "2", "reason": "x", "deadline": "2020-01-01T00:00:00+00:00"}, 422, "past"),
+        ({"tenant": "2", "key": "3", "reason": "x"}, 422, "exactly one of"),
+        ({"policy": "no_such_policy", "tenant": "2", "reason": "x"}, 422, "unknown policy"),
+    ],
+)
+def test_bad_erasure_requests_are_refused_and_write_nothing(db, api, body, status, says) -> None:
+    answer = requests.post(
+        f"{api['url']}/erasures", json={"policy": api["policy"], **body}, timeout=10
+    )
+    assert answer.status_code == status
+    assert says in answer.json()["detail"]
+    assert erasures_of(db, api["policy"]) == 0
+    assert api["triggered"] == []
+
+
+def test_requesting_an_erasure_needs_the_right_to_trigger_the_policys_dag(db, api) -> None:
+    api["user"]["name"] = "reader-only"
+    body = {"policy": api["policy"], "tenant": "2", "reason": "ticket 78"}
+    answer = requests.post(f"{api['url']}/erasures", json=body, timeout=10)
+    assert answer.status_code == 403
+    assert f"retention__{api['policy']}" in answer.json()["detail"]
+    assert erasures_of(db, api["policy"]) == 0
+
+
+def test_an_urgent_hint_requests_one_erasure_per_object_once(db, api) -> None:
+    body = {
+        "policy": api["policy"],
+        "priority": "urgent",
+        "reason": "data subject request 5",
+        "objects": [{"key": "obj-1"}, {"key": "obj-2"}],
+    }
+    first = post_hint(api, body, msg_id="msg_urgent_1")
+    assert first.status_code == 202, first.text
+    assert len(first.json()["erasures"]) == 2
+    again = post_hint(api, body, msg_id="msg_urgent_1")
+    assert again.status_code == 200
+    assert again.json()["erasures"] == first.json()["erasures"]
+    assert erasures_of(db, api["policy"]) == 2
+    assert len(api["triggered"]) == 1
+
+
+def test_an_urgent_hint_without_a_reason_is_refused(db, api) -> None:
+    body = {"policy": api["policy"], "priority": "urgent", "objects": [{"key": "obj-1"}]}
+    answer = post_hint(api, body)
+    assert answer.status_code == 422
+    assert "'reason' must say why" in answer.json()["detail"]
+    assert erasures_of(db, api["policy"]) == 0
+
+
+def test_an_erasure_request_that_is_not_json_is_refused(db, api) -> None:
+    """A cross-site page can post a form or text/plain, never application/json without a
+    preflight: an erasure (it deletes whatever the age) is only taken as JSON."""
+    body = json.dumps({"policy": api["policy"], "tenant": "2", "reason": "ticket 79"})
+    for content_type in ("text/plain", "application/x-www-form-urlencoded"):
+        answer = requests.post(
+            f"{api['url']}/erasures",
+            data=body,
+            headers={"Content-Type": content_type},
+            timeout=10,
+        )
+        assert answer.status_code == 415, content_type
+    assert erasures_of(db, api["policy"]) == 0

@@ -1,0 +1,80 @@
+"""``erase`` and ``explain --erasure`` as an operator types them: the id is the last line,
+the same request twice is one erasure, and bad input says why and writes nothing."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+from retention.db.connection import Connection
+from tests.integration.test_cli import cli
+from tests.support.policies import policy_fields
+from tests.support.tables import count
+
+
+@pytest.fixture
+def env(tmp_path: Path, unique_name: str) -> dict[str, str]:
+    path = tmp_path / "policies.yaml"
+    path.write_text(yaml.safe_dump({"policies": {unique_name: policy_fields(unique_name)}}))
+    return {**os.environ, "RETENTION_POLICIES": str(path)}
+
+
+def erase(test_dsn: str, env: dict[str, str], policy: str, *extra: str):
+    return cli("--dsn", test_dsn, "erase", "--policy", policy, *extra, env=env)
+
+
+def erasures_of(db: Connection, policy: str) -> int:
+    return count(db, "SELECT count(*) FROM retention.erasures WHERE policy = %s", policy)
+
+
+def test_erase_prints_the_id_last_and_the_same_request_twice_is_one_erasure(
+    db: Connection, unique_name: str, test_dsn: str, env: dict[str, str]
+) -> None:
+    first = erase(test_dsn, env, unique_name, "--tenant", "7", "--reason", "ticket 12")
+    assert first.returncode == 0, first.stderr
+    erasure_id = first.stdout.strip().splitlines()[-1]
+    again = erase(test_dsn, env, unique_name, "--tenant", "7", "--reason", "ticket 12")
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.strip().splitlines()[-1] == erasure_id
+    assert "already requested" in again.stdout
+    assert erasures_of(db, unique_name) == 1
+    shown = cli("--dsn", test_dsn, "explain", "--erasure", erasure_id, env=env)
+    assert shown.returncode == 0, shown.stderr
+    assert "state: requested" in shown.stdout
+    assert "deadline: " in shown.stdout
+    assert "blocking holds: none" in shown.stdout
+    listed = cli("--dsn", test_dsn, "erasures", "--policy", unique_name, env=env)
+    assert listed.stdout.startswith(f"{erasure_id}  {unique_name}  tenant=7  requested")
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        (("--tenant", "7", "--reason", " "), "erase: the reason is empty"),
+        (
+            ("--tenant", "7", "--reason", "x", "--deadline", "2020-01-01T00:00:00+00:00"),
+            "erase: the deadline 2020-01-01T00:00:00+00:00 is in the past",
+        ),
+        (("--tenant", "7", "--reason", "x", "--deadline", "soon"), "erase: --deadline 'soon'"),
+    ],
+)
+def test_erase_refuses_bad_input_and_writes_nothing(
+    db: Connection, unique_name: str, test_dsn: str, env: dict[str, str], extra, says
+) -> None:
+    run = erase(test_dsn, env, unique_name, *extra)
+    assert run.returncode == 2
+    assert says in run.stderr
+    assert "Nothing was written." in run.stderr
+    assert erasures_of(db, unique_name) == 0
+
+
+def test_erase_refuses_an_unknown_policy(
+    db: Connection, unique_name: str, test_dsn: str, env: dict[str, str]
+) -> None:
+    run = erase(test_dsn, env, "no_such_policy", "--tenant", "7", "--reason", "x")
+    assert run.returncode == 2
+    assert "erase: unknown policy 'no_such_policy'" in run.stderr
+    assert erasures_of(db, "no_such_policy") == 0
