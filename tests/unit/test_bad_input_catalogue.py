@@ -134,6 +134,11 @@ def described_fields(row: Row, tmp_path: Path) -> list[str]:
     return problems_in(tmp_path, policies_file(m=fields))
 
 
+@UNIT.of("a policy named `replay`")
+def policy_named_replay(row: Row, tmp_path: Path) -> list[str]:
+    return problems_in(tmp_path, policies_file(replay=policy_fields("replay")))
+
+
 @UNIT.of("a key written twice in one policy")
 def key_written_twice(row: Row, tmp_path: Path) -> list[str]:
     return problems_in(tmp_path, policies_file(m=policy_fields("m")) + "    retain_days: 7\n")

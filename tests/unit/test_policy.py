@@ -204,6 +204,14 @@ def test_bad_policy_names_are_refused(name: str) -> None:
     assert problems[0].field == "name"
 
 
+def test_a_policy_may_not_take_the_replay_dags_id() -> None:
+    """retention__replay is the package's own DAG: a policy named replay would shadow it."""
+    policy, problems = parse_policy("replay", policy_fields("replay"))
+    assert policy is None
+    assert problems[0].field == "name"
+    assert "retention__replay is the package's own DAG" in problems[0].message
+
+
 def test_lowercase_methods_and_numeric_descriptions_still_load() -> None:
     policy, problems = parse_policy(
         "p", policy_fields("p", description=2026, remote={**REMOTE, "method": "post"})

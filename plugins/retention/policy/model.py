@@ -88,9 +88,17 @@ def _table(value: str) -> str:
     return value if len(parts) == 2 else f"public.{value}"
 
 
+# Names whose DAG id (retention__<name>) the package's own DAGs take.
+RESERVED_POLICY_NAMES = frozenset({"replay"})
+
+
 def _policy_name(value: str) -> str:
     if not POLICY_NAME.fullmatch(value):
         raise ValueError("use letters, digits and underscores only (it becomes the DAG id)")
+    if value in RESERVED_POLICY_NAMES:
+        raise ValueError(
+            f"{value!r} is taken: retention__{value} is the package's own DAG; choose another name"
+        )
     return value
 
 
