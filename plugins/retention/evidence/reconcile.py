@@ -30,7 +30,7 @@ from retention.rows.planner import load_plan
 from retention.rows.run_lease import holds_run_lease
 from retention.rows.target import TargetTable
 from retention.rows.windows import Window
-from retention.summary import DirtyWindow, EventEvidence, RemoteEvidence, RunSummary
+from retention.summary import CoveredBy, DirtyWindow, EventEvidence, RemoteEvidence, RunSummary
 
 MAX_LISTED_WINDOWS = 10
 
@@ -100,6 +100,7 @@ class _Gathered:
     partitions: dict[str, Any]
     events: dict[str, Any] | None
     other_runs: list[dict[str, Any]]
+    covering_run: dict[str, Any] | None  # a clean run that deleted this cutoff's rows first
 
     @property
     def dry_run(self) -> bool:
@@ -178,6 +179,21 @@ class _Gathered:
             drain=None if self.remote is None else drain_summary(self.drain_passes),
             other_runs=self.other_runs,
             events=None if self.events is None else EventEvidence(**self.events),
+            covered_by=self.covered_by(status, deleted_by_windows + deleted_by_drain),
+        )
+
+    def covered_by(self, status: RunStatus, rows_deleted: int) -> CoveredBy | None:
+        """The run that had left this one nothing to delete: only for a clean run that
+        deleted nothing, so "nothing was left" is what this run found."""
+        covering = self.covering_run
+        if covering is None or self.dry_run or rows_deleted or status != RunStatus.CLEAN:
+            return None
+        return CoveredBy.of_run(
+            cutoff=self.run["cutoff"],
+            run_id=covering["run_id"],
+            logical_date=covering["logical_date"],
+            its_cutoff=covering["cutoff"],
+            finished_at=covering["finished_at"],
         )
 
 
@@ -215,6 +231,15 @@ def _gather(
         if policy.notify is not None
         else None,
         other_runs=other_runs(conn, policy.name, run_id, run["planned_at"]),
+        covering_run=conn.execute(
+            query("runs_covering"),
+            {
+                "policy": policy.name,
+                "run_id": run_id,
+                "cutoff": cutoff,
+                "planned_at": run["planned_at"],
+            },
+        ).fetchone(),
     )
 
 

@@ -31,7 +31,7 @@ import datetime as dt
 import logging
 import re
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlsplit
@@ -44,7 +44,13 @@ from fastapi.routing import APIRoute
 from fastapi.templating import Jinja2Templates
 from jinja2 import Environment, FileSystemLoader
 
-from retention.airflow.access import REPLAY_DAG_ID, Access, AirflowAccess, TriggerRefused
+from retention.airflow.access import (
+    REPLAY_DAG_ID,
+    Access,
+    AirflowAccess,
+    FutureRun,
+    TriggerRefused,
+)
 from retention.airflow.api import create_app as create_api
 from retention.airflow.connections import api_base_url
 from retention.airflow.lookup import (
@@ -58,6 +64,7 @@ from retention.db.connection import Connection
 from retention.db.gate import PAUSE_VARIABLE, switch_pauses
 from retention.policy import Policy, PolicySet, load_policies
 from retention.policy.model import DAG_ID_PREFIX
+from retention.rows.cutoff import future_run_note
 from retention.ui import formatting
 from retention.ui.queries import (
     DEAD_LETTER_LIMIT,
@@ -94,6 +101,7 @@ class PolicyRow:
     error: str | None
     paused_by_variable: bool
     dag_paused: bool | None  # None: Airflow does not know the DAG (not parsed yet)
+    future_runs: list[str] = field(default_factory=list)  # runs Airflow will not start yet
 
 
 class ViewError(Exception):
@@ -320,6 +328,7 @@ def _overview_rows(access: Access, policies: list[Policy]) -> list[PolicyRow]:
     now = dt.datetime.now(dt.UTC)
     switch = _read_switch(access)
     paused = access.paused_dags([p.dag_id for p in policies])
+    future = _future_runs(access, [p.dag_id for p in policies], now)
 
     def figures_of(conn: Connection, members: list[Policy]) -> dict[str, PolicyFigures | str]:
         figures: dict[str, PolicyFigures | str] = {}
@@ -347,9 +356,23 @@ def _overview_rows(access: Access, policies: list[Policy]) -> list[PolicyRow]:
                 error=figures if isinstance(figures, str) else None,
                 paused_by_variable=switch_pauses(switch, policy.name),
                 dag_paused=paused.get(policy.dag_id),
+                future_runs=[
+                    future_run_note(run.run_id, run.logical_date, now)
+                    for run in future
+                    if run.dag_id == policy.dag_id
+                ],
             )
         )
     return rows
+
+
+def _future_runs(access: Access, dag_ids: list[str], now: dt.datetime) -> list[FutureRun]:
+    """Runs Airflow will not start before their logical date (none when it cannot say)."""
+    try:
+        return access.future_runs(dag_ids, now)
+    except Exception as unreadable:  # the page still shows everything else
+        log.warning("retention view: could not read the DAG runs: %s", unreadable)
+        return []
 
 
 def _read_switch(access: Access) -> str | None:

@@ -40,6 +40,7 @@ class LastRun:
     rows_deleted_so_far: int = 0  # by its windows, counted in each batch: progress while it runs
     lease_holder: str | None = None  # the run holding the policy's run lease (None: free)
     lease_taken_at: dt.datetime | None = None
+    covered_note: str | None = None  # why it deleted nothing: another run had already
 
 
 @dataclass(frozen=True)
@@ -162,6 +163,7 @@ def _last_run(row: dict[str, Any] | None) -> LastRun | None:
         rows_deleted_so_far=int(row["rows_deleted_so_far"]),
         lease_holder=row["lease_holder"],
         lease_taken_at=row["lease_taken_at"],
+        covered_note=row["covered_note"],
     )
 
 
