@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 
 from retention.db.connection import Connection
@@ -9,7 +11,9 @@ from retention.evidence.reconcile import RetentionIncomplete, raise_if_dirty, re
 from retention.rows.deleter import delete_window
 from retention.rows.planner import plan_windows
 from tests.support.policies import make_policy
-from tests.support.tables import create_table, new, old, request
+from tests.support.tables import CUTOFF, create_table, new, old, request
+
+THIRTY_DAYS = dt.timedelta(days=30)  # make_policy's retain_days
 
 
 def run_all(db: Connection, policy, **kw) -> None:
@@ -93,3 +97,32 @@ def test_dry_run_reports_the_count_and_does_not_fail(db: Connection, unique_name
 def test_reconcile_without_a_plan_says_so(db: Connection, unique_name: str) -> None:
     with pytest.raises(RuntimeError, match="has no recorded plan"):
         reconcile_run(db, make_policy(unique_name), "never-planned")
+
+
+def test_a_date_whose_rows_a_later_date_deleted_first_says_which_run_did(
+    db: Connection, unique_name: str
+) -> None:
+    """A backfill whose 11-27 ran before 11-25: the older date finds nothing left, and its
+    summary says so instead of a bare "deleted 0"."""
+    from retention.evidence.report import format_summary
+
+    create_table(db, unique_name, [(i, 1, old() if i <= 20 else new()) for i in range(1, 41)])
+    policy = make_policy(unique_name, window_rows=10, batch_rows=5)
+    later = CUTOFF + dt.timedelta(days=2)
+    run_all(db, policy, run_id="run-later", cutoff=later, logical_date=later + THIRTY_DAYS)
+    first = reconcile_run(db, policy, "run-later")
+    assert (first["status"], first["rows_deleted"]) == ("clean", 40)
+    assert "covered_by" not in first, "nothing had deleted its rows before it"
+
+    run_all(db, policy, run_id="run-earlier", cutoff=CUTOFF, logical_date=CUTOFF + THIRTY_DAYS)
+    summary = reconcile_run(db, policy, "run-earlier")
+    assert (summary["status"], summary["rows_deleted"]) == ("clean", 0)
+    assert summary["covered_by"]["run_id"] == "run-later"
+    note = "nothing older than 2026-03-01 was left: run 2026-04-02 deleted it"
+    assert summary["covered_by"]["note"] == note
+    assert note in format_summary(summary)
+    stored = db.execute(
+        "SELECT summary FROM retention.runs WHERE policy = %s AND run_id = 'run-earlier'",
+        (unique_name,),
+    ).fetchone()
+    assert stored["summary"]["covered_by"]["note"] == note

@@ -185,3 +185,26 @@ def test_dead_events_are_listed_and_grouped_by_policy(
     ).fetchone()
     chosen = [event["event_id"], pending["event_id"]]
     assert dead_event_ids_by_policy(db, chosen, [name]) == {name: [event["event_id"]]}
+
+
+def test_a_last_run_that_found_its_rows_deleted_by_another_says_which(
+    db: Connection, unique_name: str
+) -> None:
+    create_table(db, unique_name, [(i, 1, old()) for i in range(1, 11)])
+    policy = make_policy(unique_name, window_rows=10, batch_rows=5, retain_days=3650)
+    later = CUTOFF + dt.timedelta(days=1)
+    ten_years = dt.timedelta(days=3650)
+    for window in plan(
+        db, policy, run_id="run-later", cutoff=later, logical_date=later + ten_years
+    ):
+        delete_window(db, policy, window, batch_rows=5, dry_run=False)
+    reconcile_run(db, policy, "run-later")
+    plan(db, policy, run_id="run-earlier")
+    reconcile_run(db, policy, "run-earlier")
+    figures = policy_figures(db, policy, now())
+    assert figures.last_run is not None
+    assert figures.last_run.run_id == "run-earlier"
+    assert figures.last_run.rows_deleted == 0
+    assert figures.last_run.covered_note == (
+        f"nothing older than 2026-03-01 was left: run {later + ten_years:%Y-%m-%d} deleted it"
+    )
