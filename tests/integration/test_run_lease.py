@@ -293,20 +293,33 @@ def test_a_waiter_that_stopped_looking_or_whose_run_ended_is_passed_over(
     assert waiting == [], "the ended waiter is forgotten"
 
 
-def test_a_run_that_joins_while_others_run_lets_them_join_first(
+def test_a_free_lease_waits_for_an_earlier_run_that_has_not_looked_yet(
     db: Connection, unique_name: str
 ) -> None:
-    """A backfill starts its runs together: the first to look at a free lease must not take
-    it for that alone, when a run with an earlier date is about to look too."""
-    running = states(**{"run-11-27": "running", "run-11-25": "running"})
-    first = look(db, unique_name, "run-11-27", NOV_25 + 2 * DAY, running, alone=False)
+    """A backfill starts its runs together: the first to look must not take the free lease
+    for that alone while a run of an earlier date (Airflow knows it runs) has not looked."""
+    running = states(**{"run-11-27": "running", "run-11-25": "running", "run-11-28": "running"})
+    first = look(db, unique_name, "run-11-27", NOV_25 + 2 * DAY, running, earlier="run-11-25")
     assert not first.taken
-    assert first.joined
-    assert "joined the line" in first.message(unique_name)
-    assert look(db, unique_name, "run-11-25", NOV_25, running, alone=False).joined
-    assert look(db, unique_name, "run-11-25", NOV_25, running, alone=False).taken
+    assert first.coming == "run-11-25"
+    assert "run run-11-25 of an earlier logical date is running and has not looked for it" in (
+        first.message(unique_name)
+    )
+    assert look(db, unique_name, "run-11-25", NOV_25, running).taken, "it looks: it goes first"
     release_run_lease(db, unique_name, "run-11-25")
-    assert look(db, unique_name, "run-11-27", NOV_25 + 2 * DAY, running, alone=False).taken
+    assert look(db, unique_name, "run-11-27", NOV_25 + 2 * DAY, running).taken
+    release_run_lease(db, unique_name, "run-11-27")
+
+    stuck = {"earlier": "run-stuck", "stale_seconds": 60}  # never looks (stuck before it)
+    assert not look(db, unique_name, "run-11-28", NOV_25 + 3 * DAY, running, **stuck).taken
+    db.execute(
+        "UPDATE retention.run_lease_waiters SET first_seen = now() - interval '2 minutes' "
+        "WHERE policy = %s AND run_id = 'run-11-28'",
+        (unique_name,),
+    )
+    assert look(db, unique_name, "run-11-28", NOV_25 + 3 * DAY, running, **stuck).taken, (
+        "an earlier run that does not come holds the lease up for a few pokes at most"
+    )
 
 
 def test_a_cleared_window_of_a_later_run_yields_to_an_earlier_waiter(

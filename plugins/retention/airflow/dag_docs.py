@@ -74,9 +74,10 @@ STEPS: tuple[Step, ...] = (
         (
             "Each look records the run in `retention.run_lease_waiters`; a free lease goes "
             "only to the first waiter, and one that has not looked for six pokes, or whose "
-            "DAG run has ended, is passed over. A run that finds other runs of its DAG running "
-            "at its first look only joins the line, so the runs a backfill starts together "
-            "go oldest first. "
+            "DAG run has ended, is passed over. A run that finds the lease free while a "
+            "running run of an earlier logical date has not looked yet (Airflow's answer) lets "
+            "it go first, for six pokes at most, so the runs a backfill starts together go "
+            "oldest first. "
             "The sensor fails after 24 hours (`RETENTION_RUN_LEASE_POKE_SECONDS` and "
             "`RETENTION_RUN_LEASE_WAIT_SECONDS`, read when the DAG is parsed, change both). "
             "Airflow is asked for the holder's state (never a timeout on a healthy run), and a "

@@ -147,9 +147,25 @@ def dag_run_state(context: Any, dag_id: str) -> RunState:
     return state
 
 
-def others_running(context: Any, dag_id: str) -> bool:
-    """Whether another run of this DAG is running now (Airflow's count of running runs)."""
-    return int(context["ti"].get_dr_count(dag_id=dag_id, states=["running"])) > 1
+LOOKING_SOON = frozenset({"scheduled", "queued", "running", "up_for_retry", "restarting"})
+"""States of a ``take_run_lease`` task that has not looked for the lease yet, or is looking
+(None, "No Status", too): its run joins the line for the lease within a poke."""
+
+
+def earlier_run_coming(context: Any, dag_id: str) -> str | None:
+    """The running run of this DAG with the latest earlier logical date, when its
+    ``take_run_lease`` has not looked for the lease yet (Airflow's answer through the Task
+    SDK); None when there is none, or it has looked (then it is in the line, or past it)."""
+    ti = context["ti"]
+    previous = ti.get_previous_dagrun(state="running")
+    if previous is None:
+        return None
+    states = ti.get_task_states(
+        dag_id=dag_id, run_ids=[previous.run_id], task_ids=["take_run_lease"]
+    )
+    state = (states.get(previous.run_id) or {}).get("take_run_lease")
+    state = None if state is None else str(getattr(state, "value", state))
+    return previous.run_id if state is None or state in LOOKING_SOON else None
 
 
 def migrate_schema_task(policy: Policy) -> XComArg:
@@ -202,7 +218,7 @@ def run_lease_sensor(policy: Policy, cutoff: XComArg) -> XComArg:
             run_id=context["run_id"],
             run_state=dag_run_state(context, policy.dag_id),
             cutoff=cutoff,
-            alone=not others_running(context, policy.dag_id),
+            earlier=earlier_run_coming(context, policy.dag_id),
             stale_seconds=STALE_WAITER_POKES * poke_seconds,
         )
         return PokeReturnValue(is_done=outcome.taken, xcom_value=outcome.as_dict())

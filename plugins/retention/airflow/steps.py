@@ -257,7 +257,7 @@ def take_run_lease_step(
     run_id: str,
     run_state: RunState,
     cutoff: dict[str, Any],
-    alone: bool,
+    earlier: str | None,
     stale_seconds: float,
 ) -> LeaseOutcome:
     """Take the policy's run lease when it is this run's turn (or report the run holding it,
@@ -271,7 +271,7 @@ def take_run_lease_step(
             run_state,
             turn=turn_of(policy, cutoff, "take_run_lease"),
             waits=True,
-            alone=alone,
+            earlier=earlier,
             stale_seconds=stale_seconds,
         )
     if not outcome.taken:

@@ -146,8 +146,8 @@ def future_run_note(run_id: str, logical_date: dt.datetime, now: dt.datetime) ->
     Status" and never reaches ``compute_cutoff``, which would refuse it. Until it is
     marked failed it holds one of the DAG's run slots.
     """
-    ahead = (as_utc(logical_date) - as_utc(now)).total_seconds() / 86_400
-    when = f"{ahead:.0f} days ahead" if ahead >= 1.5 else "later today or tomorrow"
+    days = (as_utc(logical_date).date() - as_utc(now).date()).days
+    when = f"{days} days ahead" if days > 1 else ("tomorrow" if days == 1 else "later today")
     return (
         f"run {run_id} has the logical date {day(logical_date)} ({when}): Airflow starts "
         f'none of its tasks before then (the scheduler logs "{FUTURE_LOG_LINE}"), so it '

@@ -98,7 +98,7 @@ class LeaseOutcome:
     stopping_windows: int = 0  # an ended holder's windows still running: not taken yet
     grace_seconds: float = TAKEOVER_GRACE_SECONDS
     ahead: Waiter | None = None  # a waiting run that goes first (the lease is takeable)
-    joined: bool = False  # first look, other runs of the DAG running: they join the line first
+    coming: str | None = None  # an earlier run of the DAG that has not looked yet: it goes first
 
     def message(self, policy: str) -> str:
         if not self.taken and self.ahead is not None:
@@ -108,11 +108,11 @@ class LeaseOutcome:
                 "waits its turn. Waiting runs take the lease in the order of their cutoffs "
                 "(their logical dates), so each deletes its own days."
             )
-        if not self.taken and self.joined:
+        if not self.taken and self.coming is not None:
             return (
-                f"policy {policy}: run {self.run_id} joined the line for the run lease; other "
-                "runs of its DAG are running, so it takes the lease at its next look if no "
-                "run with an earlier cutoff has joined by then."
+                f"policy {policy}: the run lease can be taken, but run {self.coming} of an "
+                "earlier logical date is running and has not looked for it yet (a backfill "
+                f"starts its runs together); run {self.run_id} lets it go first."
             )
         if not self.taken:
             since = f" since {self.holder_since:%Y-%m-%d %H:%M:%S}Z" if self.holder_since else ""
@@ -159,7 +159,7 @@ def take_run_lease(
     *,
     turn: Turn | None = None,
     waits: bool = False,
-    alone: bool = True,
+    earlier: str | None = None,
     stale_seconds: float = 60.0,
 ) -> LeaseOutcome:
     """Take the policy's run lease for ``run_id`` if it is free, already this run's, or
@@ -167,11 +167,12 @@ def take_run_lease(
     no live waiter goes before ``turn``; otherwise report who holds it, or who goes first.
 
     ``waits``: the caller is the ``take_run_lease`` sensor, which looks again later: the
-    run is recorded as a waiter (its ``turn``) at every look. At its first look, when
-    other runs of its DAG are running (not ``alone``), it only joins the line: a backfill
-    starts its runs together, and the first to look must not go first for that alone.
-    A caller without a ``turn`` goes after every live waiter. Waiters that have not
-    looked for ``stale_seconds``, or whose DAG run ended, are passed over.
+    run is recorded as a waiter (its ``turn``) at every look. ``earlier`` is a running run
+    of the DAG with an earlier logical date whose sensor has not looked yet (Airflow's
+    answer): a backfill starts its runs together, and the first to look must not go first
+    for that alone, so the waiter lets it join, for at most ``stale_seconds``. A caller
+    without a ``turn`` goes after every live waiter. Waiters that have not looked for
+    ``stale_seconds``, or whose DAG run ended, are passed over.
 
     Every window task asks, and the run already holds it then: that answer is one
     read, never a write to (or a lock on) the policy's one lease row.
@@ -184,7 +185,7 @@ def take_run_lease(
         holder: str | None = row["run_id"]
         if holder == run_id:  # taken by this run since the read above
             return LeaseOutcome(taken=True, run_id=run_id)
-        joined = False
+        waited = 0.0
         if waits and turn is not None:
             beat = conn.execute(
                 query("run_lease_waiter_beat"),
@@ -196,7 +197,8 @@ def take_run_lease(
                     "logical_date": turn.logical_date,
                 },
             ).fetchone()
-            joined = bool(beat and beat["joined"])
+            assert beat is not None
+            waited = float(beat["waited_seconds"])
         state = None
         if holder is not None:
             state = run_state(holder)
@@ -228,8 +230,8 @@ def take_run_lease(
             conn.execute(query("run_lease_waiter_leave"), {"policy": policy, "run_ids": gone})
         if ahead is not None:
             return LeaseOutcome(taken=False, run_id=run_id, ahead=ahead)
-        if joined and not alone:
-            return LeaseOutcome(taken=False, run_id=run_id, joined=True)
+        if waits and earlier is not None and waited < stale_seconds:
+            return LeaseOutcome(taken=False, run_id=run_id, coming=earlier)
         took_over = holder
         conn.execute(
             query("run_lease_take"),
