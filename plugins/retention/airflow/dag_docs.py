@@ -86,8 +86,8 @@ STEPS: tuple[Step, ...] = (
             "at the first look 30 s or more after it was first seen ended (its tasks may still "
             "be stopping: Airflow ends the DAG run before its tasks hear of it), typically one "
             "or two pokes later. A cleared `delete_window` (or `drop_partitions`) of an old run "
-            "takes the lease when it is free and fails, naming the holder, when another run "
-            "holds it.",
+            "takes the lease when it is free and no waiting run has an earlier cutoff, and "
+            "fails, naming that run or the holder, otherwise.",
         ),
     ),
     Step(
