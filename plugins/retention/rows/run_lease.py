@@ -104,9 +104,9 @@ class LeaseOutcome:
         if not self.taken and self.ahead is not None:
             return (
                 f"policy {policy}: the run lease can be taken, but {self.ahead.named} "
-                f"waits for it with an earlier cutoff and goes first; run {self.run_id} "
-                "waits its turn. Waiting runs take the lease in the order of their cutoffs "
-                "(their logical dates), so each deletes its own days."
+                f"waits for it and goes first; run {self.run_id} waits its turn. Waiting "
+                "runs take the lease in the order of their cutoffs (their logical dates), "
+                "so each deletes its own days."
             )
         if not self.taken and self.coming is not None:
             return (
@@ -146,6 +146,7 @@ class LeaseOutcome:
             "closed_windows": len(self.closed_windows),
             "stopping_windows": self.stopping_windows,
             "ahead": self.ahead.run_id if self.ahead else None,
+            "coming": self.coming,
         }
 
 
