@@ -265,7 +265,7 @@ def start_services(
 
 
 def fail_unfinished_runs() -> None:
-    """Mark runs an interrupted bench left queued or running failed (max_active_runs is 1)."""
+    """Mark runs an interrupted bench left queued or running failed (they would hold run slots)."""
     from airflow.models.dagrun import DagRun
     from airflow.utils.session import create_session
     from airflow.utils.state import DagRunState

@@ -22,6 +22,7 @@
 --   0016_legal_holds
 --   0017_operation_priority
 --   0018_erasures
+--   0019_run_lease_waiters
 
 CREATE TABLE retention.alerts (
     policy      text NOT NULL,
@@ -256,6 +257,17 @@ CREATE TABLE retention.replays (
     CONSTRAINT replays_pkey PRIMARY KEY (replay_id)
 );
 CREATE INDEX replays_policy ON retention.replays USING btree (policy, replayed_at);
+
+CREATE TABLE retention.run_lease_waiters (
+    policy       text NOT NULL,
+    run_id       text NOT NULL,
+    dag_id       text NOT NULL,
+    cutoff       timestamp with time zone NOT NULL,
+    logical_date timestamp with time zone,
+    first_seen   timestamp with time zone NOT NULL DEFAULT now(),
+    last_seen    timestamp with time zone NOT NULL DEFAULT now(),
+    CONSTRAINT run_lease_waiters_pkey PRIMARY KEY (policy, run_id)
+);
 
 CREATE TABLE retention.run_leases (
     policy          text NOT NULL,

@@ -549,6 +549,7 @@ def _runs(args: argparse.Namespace) -> int:
             + ("" if row["rows_remaining"] is None else f", {row['rows_remaining']:,} remaining")
             + f"  windows: {windows or 'none'}"
             + ("  [holds the run lease]" if row["lease_holder"] == row["run_id"] else "")
+            + (f"  ({row['covered_note']})" if row["covered_note"] else "")
         )
     return 0
 

@@ -9,7 +9,8 @@ type error, not a silent ``None``.
 The JSON keeps the shape it always had (external readers parse it): the keys,
 their order and the optional blocks (``rows_deleted_by_table`` and ``orphans`` only
 for a policy with ``children``, ``remote``, ``max_lag_hours`` and ``drain`` only for a
-policy with remote deletions, ``events`` only with ``notify``).
+policy with remote deletions, ``events`` only with ``notify``, ``covered_by`` only for
+a run that found its rows already deleted by another).
 A summary written by ``run_record_stopped.sql`` for a run that stopped before
 reconcile (``partial``) has only some of the figures; every field therefore has
 a default, and the partial-only keys are fields too.
@@ -18,6 +19,7 @@ a default, and the partial-only keys are fields too.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Self
@@ -114,6 +116,51 @@ class EventEvidence:
 
 
 @dataclass(frozen=True, kw_only=True)
+class CoveredBy:
+    """The run that had already deleted everything this run's cutoff allows, before this
+    run was planned (a backfill's older date run after a later one): ``note`` says so in
+    words, the same wherever the summary is shown."""
+
+    run_id: str
+    logical_date: str | None  # ISO 8601
+    cutoff: str
+    finished_at: str
+    note: str
+
+    @classmethod
+    def of_run(
+        cls,
+        *,
+        cutoff: dt.datetime,
+        run_id: str,
+        logical_date: dt.datetime | None,
+        its_cutoff: dt.datetime,
+        finished_at: dt.datetime,
+    ) -> CoveredBy:
+        """The record for a run with ``cutoff`` covered by run ``run_id``."""
+        return cls(
+            run_id=run_id,
+            logical_date=logical_date.isoformat() if logical_date else None,
+            cutoff=its_cutoff.isoformat(),
+            finished_at=finished_at.isoformat(),
+            note=covered_note(cutoff, run_id, logical_date),
+        )
+
+
+def covered_note(cutoff: dt.datetime, run_id: str, logical_date: dt.datetime | None) -> str:
+    """``nothing older than 2026-10-26 was left: run 2026-11-27 deleted it``: the covering
+    run is named by its logical date when it has one, else by its run id."""
+    run = day(logical_date) if logical_date else run_id
+    return f"nothing older than {day(cutoff)} was left: run {run} deleted it"
+
+
+def day(value: dt.datetime) -> str:
+    """A moment as people write it: the UTC date, with the time only when it is not midnight."""
+    utc = value.astimezone(dt.UTC)
+    return f"{utc:%Y-%m-%d}" if utc.time() == dt.time() else f"{utc:%Y-%m-%d %H:%M}Z"
+
+
+@dataclass(frozen=True, kw_only=True)
 class RunSummary:
     """One run's evidence, as stored in ``retention.runs.summary``.
 
@@ -177,6 +224,8 @@ class RunSummary:
     other_runs: list[dict[str, Any]] = field(default_factory=list)
     # Only for a policy with notify:
     events: EventEvidence | None = None
+    # Only for a clean run that deleted nothing because another run had already:
+    covered_by: CoveredBy | None = None
     # Only in a partial summary (run_record_stopped.sql), never written by reconcile:
     partial: bool = False
     reason: str | None = None
@@ -201,6 +250,8 @@ class RunSummary:
             values["remote"] = RemoteEvidence(**_known(RemoteEvidence, values["remote"]))
         if values.get("events") is not None:
             values["events"] = EventEvidence(**_known(EventEvidence, values["events"]))
+        if values.get("covered_by") is not None:
+            values["covered_by"] = CoveredBy(**_known(CoveredBy, values["covered_by"]))
         return cls(**values)
 
     def to_json(self) -> dict[str, Any]:
@@ -222,4 +273,6 @@ class RunSummary:
         data["other_runs"] = self.other_runs
         if self.events is not None:
             data["events"] = dataclasses.asdict(self.events)
+        if self.covered_by is not None:
+            data["covered_by"] = dataclasses.asdict(self.covered_by)
         return data

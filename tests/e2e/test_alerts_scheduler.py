@@ -1,5 +1,8 @@
 """The deadline alert under Airflow's own processes: the scheduler notices the missed
-deadline and the triggerer runs the callback, which tells ``on_deadline`` once.
+deadline and the triggerer runs the callback, which tells ``on_deadline`` once. And the
+policy's runs under the same scheduler: a run triggered for a date weeks ahead, which
+Airflow never starts, holds no later run up, and runs started together take the run
+lease oldest date first.
 
 A run is held back with the pause switch (``retention_pause``) until the alert
 has arrived, so the test waits for events, never for a guessed duration.
@@ -8,6 +11,7 @@ has arrived, so the test waits for events, never for a guessed duration.
 from __future__ import annotations
 
 import datetime as dt
+import time
 from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -38,6 +42,7 @@ pytestmark = pytest.mark.scheduler
 CONN_ID = "ops_alerts"
 RUN_SECONDS = 300
 DEADLINE_MINUTES = 0.1  # 6 s after the run is queued; the run is held until the alert arrives
+LEASE_POKE_SECONDS = "5"  # take_run_lease looks every 5 s (10 s in production)
 
 
 @dataclass
@@ -65,6 +70,7 @@ def services(tmp_path_factory: pytest.TempPathFactory, test_dsn: str) -> Iterato
             AIRFLOW__API_AUTH__JWT_SECRET="retention-alerts-test-secret",
             # the triggerer's log server, on a port no other checkout's triggerer holds
             AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT=str(free_port()),
+            RETENTION_RUN_LEASE_POKE_SECONDS=LEASE_POKE_SECONDS,
         )
         url = stack.enter_context(api_server(env, logs, apps="execution"))
         env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"] = f"{url}/execution/"
@@ -150,3 +156,118 @@ def test_the_triggerer_sends_the_deadline_alert_of_a_late_run_once(
         "SELECT kind, status, attempts FROM retention.alerts WHERE policy = %s", (unique_name,)
     ).fetchall()
     assert ledger == [{"kind": "deadline", "status": "sent", "attempts": 1}]
+
+
+def task_states(dag_id: str, run_id: str) -> dict[str, str | None]:
+    """Airflow's state of each task instance of the run (None: "No Status")."""
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        rows = session.query(TaskInstance.task_id, TaskInstance.map_index, TaskInstance.state)
+        rows = rows.filter(TaskInstance.dag_id == dag_id, TaskInstance.run_id == run_id)
+        return {f"{task}[{index}]": state for task, index, state in rows}
+
+
+def trigger_dated(dag_id: str, logical_date: dt.datetime) -> str:
+    """Trigger a run whose data interval comes from its logical date, as the REST API and
+    a backfill make it (``trigger_run`` infers it from the moment of the trigger)."""
+    from airflow.api.common.trigger_dag import trigger_dag
+    from airflow.utils.session import create_session
+    from airflow.utils.types import DagRunTriggeredByType
+
+    with create_session() as session:
+        run = trigger_dag(
+            dag_id,
+            triggered_by=DagRunTriggeredByType.TEST,
+            logical_date=logical_date,
+            run_after=logical_date,
+            session=session,
+        )
+        assert run is not None
+        return run.run_id
+
+
+def run_state(dag_id: str, run_id: str) -> str | None:
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        return session.query(DagRun.state).filter_by(dag_id=dag_id, run_id=run_id).scalar()
+
+
+def mark_failed(dag_id: str, run_id: str) -> None:
+    """What the fix says: mark the run failed (as the UI's "Mark Dag Run as… Failed")."""
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.session import create_session
+    from airflow.utils.state import DagRunState
+
+    with create_session() as session:
+        session.query(DagRun).filter(DagRun.dag_id == dag_id, DagRun.run_id == run_id).update(
+            {DagRun.state: DagRunState.FAILED}, synchronize_session=False
+        )
+
+
+def test_a_future_run_holds_nothing_up_and_runs_started_together_go_oldest_first(
+    db: Connection, unique_name: str, services: Services
+) -> None:
+    """A run triggered for a date weeks ahead sits "running" with every task "No Status"
+    (Airflow starts none before that date); with max_active_runs 1 every later run queued
+    behind it. The two later runs are triggered newest first, as a backfill run backwards
+    starts them, and look for the lease at about the same time: the older date takes it
+    first, so each deletes its own rows and neither finds them gone."""
+    from retention.airflow.access import AirflowAccess, FutureRun
+    from retention.rows.cutoff import future_run_note
+
+    today = dt.datetime.now(dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    newer, older = today - dt.timedelta(days=1), today - dt.timedelta(days=2)
+    older_cutoff = older - dt.timedelta(days=30)
+    rows = [(i, 1, older_cutoff - dt.timedelta(hours=1)) for i in range(1, 11)]  # both runs'
+    rows += [(i, 1, older_cutoff + dt.timedelta(hours=1)) for i in range(11, 21)]  # newer's
+    rows += [(i, 1, today - dt.timedelta(days=5)) for i in range(21, 31)]  # kept
+    create_table(db, unique_name, rows)
+    fields = policy_fields(unique_name, window_rows=100, batch_rows=10)
+    dag_id = publish_policy(services.policies, services.logs, unique_name, fields)
+
+    weeks_ahead = today + dt.timedelta(days=21)
+    started = time.monotonic()
+    future_run = trigger_run(dag_id, weeks_ahead)  # as the trigger form does it: due now
+    try:
+        wait_for(
+            lambda: run_state(dag_id, future_run) == "running",
+            RUN_SECONDS,
+            f"Airflow setting {future_run} running\n{tail(services.logs)}",
+        )
+        newer_run = trigger_dated(dag_id, newer)
+        older_run = trigger_dated(dag_id, older)
+        for run_id in (newer_run, older_run):
+            state = wait_for_run_end(dag_id, run_id, RUN_SECONDS, services.logs)
+            assert state == "success", f"{run_id}\n{tail(services.logs)}"
+        ran_for = time.monotonic() - started
+
+        runs = {
+            row["run_id"]: row
+            for row in db.execute(
+                "SELECT run_id, status, rows_deleted, planned_at, finished_at, summary "
+                "FROM retention.runs WHERE policy = %s",
+                (unique_name,),
+            )
+        }
+        assert set(runs) == {newer_run, older_run}, "the future run never started a task"
+        first, second = runs[older_run], runs[newer_run]
+        assert first["finished_at"] <= second["planned_at"], "the older date went first"
+        assert (first["status"], first["rows_deleted"]) == ("clean", 10)
+        assert (second["status"], second["rows_deleted"]) == ("clean", 10)
+        assert "covered_by" not in first["summary"], "nothing had deleted its rows before it"
+
+        states = task_states(dag_id, future_run)
+        assert set(states.values()) <= {None}, f"Airflow started none of its tasks: {states}"
+        now = dt.datetime.now(dt.UTC)
+        [stuck] = AirflowAccess().future_runs([dag_id], now)
+        assert stuck == FutureRun(dag_id, future_run, weeks_ahead, "running")
+        note = future_run_note(stuck.run_id, stuck.logical_date, now)
+        assert f"has the logical date {weeks_ahead:%Y-%m-%d} (21 days ahead)" in note
+        assert f"Mark run {future_run} failed" in note
+    finally:
+        mark_failed(dag_id, future_run)  # the fix; and no run is left running for the next test
+    print(f"two runs and a future one under the scheduler: {ran_for:.0f} s")

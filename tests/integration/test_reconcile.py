@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 from psycopg import sql
 
-from devtools.plans import request
+from devtools.plans import CUTOFF, request
 from retention.db.connection import Connection
 from retention.evidence.reconcile import RetentionIncomplete, raise_if_dirty, reconcile_run
 from retention.rows.deleter import delete_window
@@ -13,6 +15,8 @@ from retention.rows.planner import plan_windows
 from tests.support.children import create_family, family_children
 from tests.support.policies import make_policy
 from tests.support.tables import create_table, new, old
+
+THIRTY_DAYS = dt.timedelta(days=30)  # make_policy's retain_days
 
 
 def run_all(db: Connection, policy, **kw) -> None:
@@ -124,3 +128,32 @@ def test_the_summary_counts_rows_by_table_and_names_orphans(
     assert (summary["status"], summary["rows_remaining"]) == ("dirty", 0)
     with pytest.raises(RetentionIncomplete, match=rf"Orphans .*\(public\.{unique_name}_p: 8\)"):
         raise_if_dirty(summary)
+
+
+def test_a_date_whose_rows_a_later_date_deleted_first_says_which_run_did(
+    db: Connection, unique_name: str
+) -> None:
+    """A backfill whose 11-27 ran before 11-25: the older date finds nothing left, and its
+    summary says so instead of a bare "deleted 0"."""
+    from retention.evidence.report import format_summary
+
+    create_table(db, unique_name, [(i, 1, old() if i <= 20 else new()) for i in range(1, 41)])
+    policy = make_policy(unique_name, window_rows=10, batch_rows=5)
+    later = CUTOFF + dt.timedelta(days=2)
+    run_all(db, policy, run_id="run-later", cutoff=later, logical_date=later + THIRTY_DAYS)
+    first = reconcile_run(db, policy, "run-later")
+    assert (first["status"], first["rows_deleted"]) == ("clean", 40)
+    assert "covered_by" not in first, "nothing had deleted its rows before it"
+
+    run_all(db, policy, run_id="run-earlier", cutoff=CUTOFF, logical_date=CUTOFF + THIRTY_DAYS)
+    summary = reconcile_run(db, policy, "run-earlier")
+    assert (summary["status"], summary["rows_deleted"]) == ("clean", 0)
+    assert summary["covered_by"]["run_id"] == "run-later"
+    note = "nothing older than 2026-03-01 was left: run 2026-04-02 deleted it"
+    assert summary["covered_by"]["note"] == note
+    assert note in format_summary(summary)
+    stored = db.execute(
+        "SELECT summary FROM retention.runs WHERE policy = %s AND run_id = 'run-earlier'",
+        (unique_name,),
+    ).fetchone()
+    assert stored["summary"]["covered_by"]["note"] == note

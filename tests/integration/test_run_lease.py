@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 
 from retention.db.connection import Connection
 from retention.db.sqlfiles import query
-from retention.runs.lease import holds_run_lease, release_run_lease, take_run_lease
+from retention.runs.lease import Turn, holds_run_lease, release_run_lease, take_run_lease
 from tests.support.policies import make_policy
 from tests.support.tables import create_table, old, plan
 
@@ -209,3 +211,132 @@ def test_a_run_is_cancelled_only_once_none_of_its_windows_still_runs(
     assert both["status"] == "cancelled"
     assert both["finished_at"] is not None
     assert both["summary"]["status"] == "cancelled"
+
+
+DAY = dt.timedelta(days=1)
+NOV_25 = dt.datetime(2026, 11, 25, tzinfo=dt.UTC)
+
+
+def turn(logical_date: dt.datetime, retain_days: int = 30) -> Turn:
+    return Turn(logical_date - dt.timedelta(days=retain_days), logical_date)
+
+
+def look(db: Connection, policy: str, run_id: str, when: dt.datetime, run_state, **kw):
+    """One poke of ``run_id``'s take_run_lease sensor (a waiter with its turn)."""
+    return take_run_lease(
+        db, policy, f"retention__{policy}", run_id, run_state, turn=turn(when), waits=True, **kw
+    )
+
+
+def test_waiting_runs_take_the_free_lease_oldest_logical_date_first(
+    db: Connection, unique_name: str
+) -> None:
+    """A backfill's runs looked in the order 11-27, 11-28, 11-26, 11-25 and used to take the
+    lease in that order; the older dates' summaries then read "deleted 0"."""
+    dates = {f"run-{d:%m-%d}": d for d in (NOV_25 + n * DAY for n in (2, 3, 1, 0))}
+    running = states(holder="running", **dict.fromkeys(dates, "running"))
+    take_run_lease(db, unique_name, f"retention__{unique_name}", "holder", running)
+    for run_id, date in dates.items():  # each looks while the holder works: all wait
+        assert not look(db, unique_name, run_id, date, running).taken
+    assert release_run_lease(db, unique_name, "holder")
+
+    order = []
+    while len(order) < len(dates):
+        for run_id, date in dates.items():  # they keep looking in the same order
+            if run_id in order:
+                continue
+            outcome = look(db, unique_name, run_id, date, running)
+            if outcome.taken:
+                order.append(run_id)
+                assert release_run_lease(db, unique_name, run_id)
+            else:
+                assert outcome.ahead is not None
+                assert "waits for it and goes first" in outcome.message(unique_name)
+    assert order == ["run-11-25", "run-11-26", "run-11-27", "run-11-28"]
+    left = db.execute(
+        "SELECT count(*) AS n FROM retention.run_lease_waiters WHERE policy = %s", (unique_name,)
+    ).fetchone()
+    assert left == {"n": 0}, "a run that took the lease no longer waits"
+
+
+def test_a_waiter_that_stopped_looking_or_whose_run_ended_is_passed_over(
+    db: Connection, unique_name: str
+) -> None:
+    running = states(**{"run-early": "running", "run-late": "running"})
+    take_run_lease(db, unique_name, f"retention__{unique_name}", "holder", states())
+    assert not look(db, unique_name, "run-early", NOV_25, states(holder="running")).taken
+    release_run_lease(db, unique_name, "holder")
+    later = NOV_25 + 3 * DAY
+
+    held_up = look(db, unique_name, "run-late", later, running)
+    assert not held_up.taken
+    assert held_up.ahead is not None
+    assert held_up.ahead.named == "run run-early (logical date 2026-11-25)"
+    db.execute(  # run-early's sensor stopped looking (marked success by hand, say)
+        "UPDATE retention.run_lease_waiters SET last_seen = now() - interval '2 minutes' "
+        "WHERE policy = %s AND run_id = 'run-early'",
+        (unique_name,),
+    )
+    assert look(db, unique_name, "run-late", later, running, stale_seconds=60).taken
+
+    assert not look(db, unique_name, "run-early", NOV_25, running).taken  # looks again
+    release_run_lease(db, unique_name, "run-late")
+    ended = states(**{"run-early": "failed", "run-next": "running"})
+    assert look(db, unique_name, "run-next", later + DAY, ended).taken, (
+        "a waiter whose DAG run was marked failed holds nobody up"
+    )
+    waiting = db.execute(
+        "SELECT run_id FROM retention.run_lease_waiters WHERE policy = %s", (unique_name,)
+    ).fetchall()
+    assert waiting == [], "the ended waiter is forgotten"
+
+
+def test_a_free_lease_waits_for_an_earlier_run_that_has_not_looked_yet(
+    db: Connection, unique_name: str
+) -> None:
+    """A backfill starts its runs together: the first to look must not take the free lease
+    for that alone while a run of an earlier date (Airflow knows it runs) has not looked."""
+    running = states(**{"run-11-27": "running", "run-11-25": "running", "run-11-28": "running"})
+    first = look(db, unique_name, "run-11-27", NOV_25 + 2 * DAY, running, earlier="run-11-25")
+    assert not first.taken
+    assert first.coming == "run-11-25"
+    assert "run run-11-25 of an earlier logical date is running and has not looked for it" in (
+        first.message(unique_name)
+    )
+    assert look(db, unique_name, "run-11-25", NOV_25, running).taken, "it looks: it goes first"
+    release_run_lease(db, unique_name, "run-11-25")
+    assert look(db, unique_name, "run-11-27", NOV_25 + 2 * DAY, running).taken
+    release_run_lease(db, unique_name, "run-11-27")
+
+    stuck = {"earlier": "run-stuck", "stale_seconds": 60}  # never looks (stuck before it)
+    assert not look(db, unique_name, "run-11-28", NOV_25 + 3 * DAY, running, **stuck).taken
+    db.execute(
+        "UPDATE retention.run_lease_waiters SET first_seen = now() - interval '2 minutes' "
+        "WHERE policy = %s AND run_id = 'run-11-28'",
+        (unique_name,),
+    )
+    assert look(db, unique_name, "run-11-28", NOV_25 + 3 * DAY, running, **stuck).taken, (
+        "an earlier run that does not come holds the lease up for a few pokes at most"
+    )
+
+
+def test_a_cleared_window_of_a_later_run_yields_to_an_earlier_waiter(
+    db: Connection, unique_name: str
+) -> None:
+    running = states(**{"run-11-25": "running"})
+    take_run_lease(db, unique_name, f"retention__{unique_name}", "holder", states())
+    assert not look(db, unique_name, "run-11-25", NOV_25, states(holder="running")).taken
+    release_run_lease(db, unique_name, "holder")
+    dag_id = f"retention__{unique_name}"
+    later = take_run_lease(
+        db, unique_name, dag_id, "run-12-01", running, turn=turn(NOV_25 + 6 * DAY)
+    )
+    assert not later.taken
+    assert later.ahead is not None
+    assert later.ahead.run_id == "run-11-25"
+    unknown = take_run_lease(db, unique_name, dag_id, "run-x", running)  # no turn: goes last
+    assert not unknown.taken
+    older = take_run_lease(
+        db, unique_name, dag_id, "run-11-01", running, turn=turn(NOV_25 - 24 * DAY)
+    )
+    assert older.taken, "a cleared window of an older date goes before the waiter"

@@ -8,6 +8,7 @@ in ``tests/e2e/test_retention_ui.py``.
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import re
 from collections.abc import Iterator
@@ -21,7 +22,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from psycopg import sql
 
-from retention.airflow.access import REPLAY_DAG_ID
+from retention.airflow.access import REPLAY_DAG_ID, FutureRun
 from retention.db.connection import Connection, connect_dsn
 from retention.db.table_check import table_fit
 from retention.ui.app import create_app
@@ -704,3 +705,29 @@ def test_the_api_and_the_evidence_page_show_each_resource_of_an_object(
     assert "Resources of the object" in page
     assert "it waits on thumbnails" in page
     assert re.search(r"<td>thumbnails</td><td><span class=\"status\">pending</span>", page)
+
+
+def test_a_run_airflow_will_not_start_before_its_future_date_is_named_with_the_fix(
+    pages: Pages,
+) -> None:
+    """Airflow leaves such a run "running" with every task "No Status"; the lease tile alone
+    said "no run is working now"."""
+    now = dt.datetime.now(dt.UTC)
+    dag_id = pages.seeded.policy.dag_id
+    ahead = (now + dt.timedelta(days=21)).replace(hour=0, minute=0, second=0, microsecond=0)
+    pages.access.runs = [
+        FutureRun(dag_id, "manual__typo", ahead, "running"),
+        FutureRun("retention__other", "manual__elsewhere", ahead, "running"),
+    ]
+    page = pages.as_user("viewer-token").get("/retention/ui/")
+    name = pages.seeded.policy.name
+    section = unescape(page.text[page.text.index(f'data-policy="{name}"') :])
+    notes = re.findall(r'data-figure="future_run">([^<]*)<', section)
+    assert len(notes) == 1, notes
+    text = " ".join(notes[0].split())
+    assert text.startswith(f"run manual__typo has the logical date {ahead:%Y-%m-%d} (")
+    assert "days ahead): Airflow starts none of its tasks before then" in text
+    assert '"Logical date is in future"' in text
+    assert "Mark run manual__typo failed" in text
+    assert "later runs go on" in text
+    assert "manual__elsewhere" not in section

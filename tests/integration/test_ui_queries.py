@@ -246,3 +246,31 @@ def test_24_hours_too_slow_to_read_lose_the_charts_not_the_figures(
     assert figures.day_error == "not read: canceling statement due to statement timeout"
     assert len(figures.minutes) == 60
     assert figures.oldest_eligible == CUTOFF - dt.timedelta(days=2)
+
+
+def test_a_last_run_that_found_its_rows_deleted_by_another_says_which(
+    db: Connection, unique_name: str
+) -> None:
+    create_table(db, unique_name, [(i, 1, old()) for i in range(1, 11)])
+    policy = make_policy(unique_name, window_rows=10, batch_rows=5, retain_days=3650)
+    later = CUTOFF + dt.timedelta(days=1)
+    ten_years = dt.timedelta(days=3650)
+    for window in plan(
+        db, policy, run_id="run-later", cutoff=later, logical_date=later + ten_years
+    ):
+        delete_window(db, policy, window, batch_rows=5, dry_run=False)
+    reconcile_run(db, policy, "run-later")
+    plan(db, policy, run_id="run-earlier")
+    reconcile_run(db, policy, "run-earlier")
+    figures = policy_figures(db, policy, now())
+    # the latest run by logical date is the later date's; the one that finished last is
+    # the older date's, which found its rows gone and says who deleted them
+    assert figures.last_run is not None
+    assert figures.last_run.run_id == "run-later"
+    assert figures.last_run.covered_note is None
+    assert figures.last_finished is not None
+    assert figures.last_finished.run_id == "run-earlier"
+    assert figures.last_finished.rows_deleted == 0
+    assert figures.last_finished.covered_note == (
+        f"nothing older than 2026-03-01 was left: run {later + ten_years:%Y-%m-%d} deleted it"
+    )

@@ -11,12 +11,13 @@ api-server in ``tests/e2e/test_retention_ui.py``.
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import Request
 
-from retention.airflow.access import TriggerRefused
+from retention.airflow.access import FutureRun, TriggerRefused
 
 TRIGGERING_ROLES = {"user", "op", "admin"}
 
@@ -41,6 +42,7 @@ class StandInAccess:
     refuse: str | None = None  # the reason Airflow would give for refusing every run
     unpaused: list[tuple[str, str]] = field(default_factory=list)  # (dag_id, user name)
     states: dict[tuple[str, str], str] = field(default_factory=dict)  # (dag_id, run_id): state
+    runs: list[FutureRun] = field(default_factory=list)  # DAG runs Airflow has, any date
 
     async def user(self, request: Request) -> StandInUser | None:
         return self.users.get(request.cookies.get("_token", ""))
@@ -75,6 +77,9 @@ class StandInAccess:
 
     def pause_switch(self) -> str | None:
         return self.switch
+
+    def future_runs(self, dag_ids: list[str], now: dt.datetime) -> list[FutureRun]:
+        return [r for r in self.runs if r.dag_id in dag_ids and r.logical_date > now]
 
     def trigger(self, dag_id: str, conf: dict[str, Any], user: Any, note: str) -> str:
         if self.refuse is not None:

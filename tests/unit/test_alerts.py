@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from typing import Any
 
@@ -408,3 +409,39 @@ def test_the_docs_document_alerts_and_have_the_runbook_sections_alerts_link_to()
     headings = set(re.findall(r"^## (.+)$", runbook, flags=re.MULTILINE))
     missing = [step.heading for step in RUNBOOK.values() if step.heading not in headings]
     assert missing == [], "alerts link to runbook sections that are not in docs/runbook.md"
+
+
+def test_the_deadline_alert_of_a_run_with_a_future_logical_date_names_it_and_the_fix() -> None:
+    """Airflow starts no task of such a run before its date: it is late, not slow."""
+    now = dt.datetime(2026, 12, 1, 9, tzinfo=dt.UTC)
+    alert = deadline_alert(
+        "pager",
+        policy="media",
+        dag_id="retention__media",
+        run_id="manual__typo",
+        deadline_minutes=90,
+        dag_run={"state": "running", "logical_date": "2026-12-22T00:00:00Z"},
+        deadline_time=None,
+        progress=None,
+        now=now,
+    )
+    assert alert.text.endswith(
+        "it is running. It has not started: run manual__typo has the logical date 2026-12-22 "
+        "(21 days ahead): Airflow starts none of its tasks before then (the scheduler logs "
+        '"Logical date is in future"), so it shows "running" with every task "No Status". '
+        "Mark run manual__typo failed (in Airflow: open the run, Mark Dag Run as… → Failed), "
+        "then trigger with a logical date that is not in the future, or leave it empty."
+    )
+    assert alert.figures["logical_date_in_future"] == "2026-12-22T00:00:00+00:00"
+    past = deadline_alert(
+        "pager",
+        policy="media",
+        dag_id="retention__media",
+        run_id="scheduled__x",
+        deadline_minutes=90,
+        dag_run={"state": "running", "logical_date": "2026-11-30T00:00:00Z"},
+        deadline_time=None,
+        progress=None,
+        now=now,
+    )
+    assert past.text.endswith("Its windows are not planned yet.")

@@ -189,3 +189,26 @@ def test_empty_summary() -> None:
 def test_a_text_of_several_lines_stays_on_its_row() -> None:
     table = format_summary({"status": "dirty", "error": "first line\n  second line\n"})
     assert table.splitlines() == ["status  dirty", "error   first line / second line"]
+
+
+def test_a_run_whose_rows_another_run_deleted_says_so_after_its_first_rows() -> None:
+    covered = {
+        "run_id": "backfill__2026-11-27T00:00:00+00:00",
+        "logical_date": "2026-11-27T00:00:00+00:00",
+        "cutoff": "2026-10-28T00:00:00+00:00",
+        "finished_at": "2026-12-01T10:00:00+00:00",
+        "note": "nothing older than 2026-10-26 was left: run 2026-11-27 deleted it",
+    }
+    lines = format_summary({**summary(), "covered_by": covered}).splitlines()
+    assert [line.split()[0] for line in lines[:5]] == [
+        "status",
+        "dry_run",
+        "policy",
+        "run_id",
+        "covered_by",
+    ]
+    assert lines[4].split(None, 1)[1] == (
+        "nothing older than 2026-10-26 was left: run 2026-11-27 deleted it "
+        "(run id backfill__2026-11-27T00:00:00+00:00)"
+    )
+    assert not any(line.startswith("covered_by.") for line in lines)

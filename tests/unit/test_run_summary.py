@@ -4,9 +4,18 @@ was stored, reconciled or partial, reads back typed."""
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
 from typing import Any
 
-from retention.summary import DirtyWindow, EventEvidence, RemoteEvidence, RunSummary
+from retention.summary import (
+    CoveredBy,
+    DirtyWindow,
+    EventEvidence,
+    RemoteEvidence,
+    RunSummary,
+    covered_note,
+)
 
 LOCAL_KEYS = [
     "run_kind",
@@ -182,3 +191,22 @@ def test_the_alert_rules_read_the_typed_summary() -> None:
     assert "Rows left in windows: ids 1–99: 12." in alert.text
     assert "media_p1 is detached, not dropped (run r0)" in alert.text
     assert alert.figures["event_problems"] == ["2 dead event(s): replay them"]
+
+
+def test_a_covered_run_names_the_run_that_deleted_its_rows() -> None:
+    covered = CoveredBy.of_run(
+        cutoff=dt.datetime(2026, 10, 26, tzinfo=dt.UTC),
+        run_id="backfill__2026-11-27T00:00:00+00:00",
+        logical_date=dt.datetime(2026, 11, 27, tzinfo=dt.UTC),
+        its_cutoff=dt.datetime(2026, 10, 28, tzinfo=dt.UTC),
+        finished_at=dt.datetime(2026, 12, 1, 10, tzinfo=dt.UTC),
+    )
+    assert covered.note == "nothing older than 2026-10-26 was left: run 2026-11-27 deleted it"
+    data = {**stored(other_runs=[]), "covered_by": dataclasses.asdict(covered)}
+    summary = RunSummary.of(data)
+    assert summary.covered_by == covered
+    assert summary.to_json() == data
+    assert list(summary.to_json()) == [*LOCAL_KEYS, "other_runs", "covered_by"]
+    assert "covered_by" not in RunSummary.of(stored(other_runs=[])).to_json()
+    no_date = covered_note(dt.datetime(2026, 10, 26, 6, 30, tzinfo=dt.UTC), "manual__x", None)
+    assert no_date == "nothing older than 2026-10-26 06:30Z was left: run manual__x deleted it"

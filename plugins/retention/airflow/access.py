@@ -11,6 +11,7 @@ layers must import without it).
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from fastapi import Request
@@ -18,6 +19,17 @@ from fastapi import Request
 from retention.airflow.rights import may_trigger_dag, request_user
 
 REPLAY_DAG_ID = "retention__replay"
+
+
+@dataclass(frozen=True)
+class FutureRun:
+    """A run of a DAG that Airflow has queued or running with a logical date still to come:
+    the scheduler starts none of its tasks before that date."""
+
+    dag_id: str
+    run_id: str
+    logical_date: dt.datetime
+    state: str
 
 
 class TriggerRefused(RuntimeError):
@@ -58,6 +70,9 @@ class Access(Protocol):
 
     def pause_switch(self) -> str | None:
         """The Variable ``retention_pause`` now (None: not set)."""
+
+    def future_runs(self, dag_ids: list[str], now: dt.datetime) -> list[FutureRun]:
+        """Runs of these DAGs, queued or running, whose logical date is after ``now``."""
 
     def trigger(self, dag_id: str, conf: dict[str, Any], user: Any, note: str) -> str:
         """Start a run of ``dag_id`` with ``conf`` on behalf of ``user``; returns its run id.
@@ -162,6 +177,30 @@ class AirflowAccess:
                 select(DagModel.dag_id, DagModel.is_paused).where(DagModel.dag_id.in_(dag_ids))
             ).all()
         return {dag_id: bool(paused) for dag_id, paused in rows}
+
+    def future_runs(self, dag_ids: list[str], now: dt.datetime) -> list[FutureRun]:
+        """Read from Airflow's metadata database, as ``paused_dags`` is. Only the api-server
+        can: a task's Task SDK counts runs (``get_dr_count``) and asks one run's state, but
+        lists no runs with their logical dates."""
+        from airflow.models.dagrun import DagRun
+        from airflow.utils.session import create_session
+        from airflow.utils.state import DagRunState
+        from sqlalchemy import select
+
+        with create_session() as session:
+            rows = session.execute(
+                select(DagRun.dag_id, DagRun.run_id, DagRun.logical_date, DagRun.state)
+                .where(
+                    DagRun.dag_id.in_(dag_ids),
+                    DagRun.state.in_([DagRunState.QUEUED, DagRunState.RUNNING]),
+                    DagRun.logical_date > now,
+                )
+                .order_by(DagRun.dag_id, DagRun.logical_date)
+            ).all()
+        return [
+            FutureRun(dag_id, run_id, logical_date, str(getattr(state, "value", state)))
+            for dag_id, run_id, logical_date, state in rows
+        ]
 
     def pause_switch(self) -> str | None:
         from airflow.models.variable import Variable

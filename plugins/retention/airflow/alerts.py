@@ -286,6 +286,7 @@ def send_deadline_alert(
             deadline_time=None if deadline_time is None else str(deadline_time),
             progress=read_run_progress(conn, policy, run_id),
             waiting_for=holds_run_lease(conn, policy, run_id),
+            now=dt.datetime.now(dt.UTC),
         )
         outcome = deliver(conn, alert, policy=policy, dag_id=dag_id, run_id=run_id, url=url)
     if outcome.state == "failed":

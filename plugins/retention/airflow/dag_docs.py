@@ -76,10 +76,17 @@ STEPS: tuple[Step, ...] = (
         "backfill of ten runs at once, a cleared task of an old run). The run takes the "
         "policy's row of `retention.run_leases` before it plans or deletes anything, and "
         "`reconcile` gives it back. While another run holds it, this sensor reschedules "
-        "itself every 60 s (holding no worker slot) and logs which run it waits for. A run "
-        "whose DAG run ended without `reconcile` is taken over, the windows it left "
-        "`running` are closed as `cancelled`, and it gets a partial summary.",
+        "itself every 10 s (holding no worker slot) and logs which run it waits for; waiting "
+        "runs take the lease in the order of their cutoffs (of their logical dates), oldest "
+        "first. A run whose DAG run ended without `reconcile` is taken over, the windows it "
+        "left `running` are closed as `cancelled`, and it gets a partial summary.",
         (
+            "Each look records the run in `retention.run_lease_waiters`; a free lease goes "
+            "only to the first waiter, and one that has not looked for six pokes, or whose "
+            "DAG run has ended, is passed over. A run that finds the lease free while a "
+            "running run of an earlier logical date has not looked yet (Airflow's answer) lets "
+            "it go first, for six pokes at most, so the runs a backfill starts together go "
+            "oldest first. "
             "The sensor fails after 24 hours (`RETENTION_RUN_LEASE_POKE_SECONDS` and "
             "`RETENTION_RUN_LEASE_WAIT_SECONDS`, read when the DAG is parsed, change both). "
             "Airflow is asked for the holder's state (never a timeout on a healthy run), and a "
@@ -88,8 +95,8 @@ STEPS: tuple[Step, ...] = (
             "at the first look 30 s or more after it was first seen ended (its tasks may still "
             "be stopping: Airflow ends the DAG run before its tasks hear of it), typically one "
             "or two pokes later. A cleared `delete_window` (or `drop_partitions`) of an old run "
-            "takes the lease when it is free and fails, naming the holder, when another run "
-            "holds it.",
+            "takes the lease when it is free and no waiting run has an earlier cutoff, and "
+            "fails, naming that run or the holder, otherwise.",
         ),
     ),
     Step(
@@ -228,6 +235,19 @@ deletions wrote to the outbox.
 
 `purge_audit` deletes this policy's ledger, attempt, window and event rows once
 they are older than `audit_days` (default 400), in bounded batches.
+
+**Backfills.** In the Airflow UI: **Trigger**, then **Backfill**, a **Date Range**, and
+**Run Backfill** (or `airflow backfill create --dag-id <this DAG> --from-date … --to-date …`).
+Each date's cutoff comes from its own dates, so a backfill replays exactly those days. Runs
+take turns: several may be running (a backfill starts up to its **Max Active Runs**, other
+runs up to 16), but only the one holding the run lease plans and deletes; the others wait
+in `take_run_lease`, looking every 10 s, and take the lease oldest logical date first (with
+**Max Active Runs** 1 the backfill starts them one at a time, in its own order). A date
+whose rows a later date's run had already deleted deletes nothing, and its summary says so
+(`nothing older than 2026-10-26 was left: run 2026-11-27 deleted it`). Airflow starts no
+task of a run whose logical date is in the future before that date (it shows "running"
+with every task "No Status", and the Retention view names it): mark that run failed. It
+does not hold up the later runs.
 
 **Idempotent:** yes. Windows are recorded once per run; rerunning any task deletes nothing twice.
 **Params:** `dry_run` (plan and count, delete nothing, call nothing), `window_rows` and

@@ -47,16 +47,22 @@ from retention.policy.loader import PolicyProblem, PolicySet
 from retention.policy.model import Policy
 from retention.policy.params import run_params, run_settings
 from retention.rows.cutoff import CutoffError
-from retention.runs.lease import RunState
+from retention.runs.lease import STALE_WAITER_POKES, RunState
 
 log = logging.getLogger(__name__)
 
-RUN_LEASE_POKE_SECONDS = 60.0
+RUN_LEASE_POKE_SECONDS = 10.0
 """How often a run waiting for the policy's run lease looks again (rescheduled, no slot held);
 ``$RETENTION_RUN_LEASE_POKE_SECONDS`` when the DAG is parsed overrides it."""
 RUN_LEASE_WAIT_SECONDS = 24 * 3600.0
 """How long a run waits for the run lease before it fails (the sensor's timeout);
 ``$RETENTION_RUN_LEASE_WAIT_SECONDS`` overrides it."""
+MAX_ACTIVE_RUNS = 16
+"""Runs of one policy's DAG that may be running at once. The run lease, not this limit,
+keeps them from overlapping (a backfill ignores it anyway), so it only needs to be large
+enough that a run Airflow never starts (a logical date in the future, which the
+scheduler leaves "running" with no task started until that date) cannot hold the policy:
+with 1, every later run queued behind such a run for weeks."""
 
 
 def build_dag(
@@ -82,8 +88,7 @@ def build_dag(
         cutoff = compute_cutoff_task(policy)
         migrate_schema_task(policy) >> cutoff
         cutoff >> purge_audit_task(policy, current, named)
-        lease = run_lease_sensor(policy)
-        cutoff >> lease
+        lease = run_lease_sensor(policy, cutoff)
         plan = plan_windows_task(policy, cutoff, (pool_slots or {}).get(window_pool(policy)))
         lease >> plan
         if policy.remote is None:  # remote rows each need their own API call
@@ -106,7 +111,7 @@ def dag_arguments(policy: Policy, warnings: list[str]) -> dict[str, Any]:
         "dag_id": policy.dag_id,
         "start_date": policy.start_date,
         "catchup": False,
-        "max_active_runs": 1,
+        "max_active_runs": MAX_ACTIVE_RUNS,
         "doc_md": policy_doc(policy, warnings),
         "description": f"Delete {policy.table} rows older than {policy.retain_days} days",
         "tags": ["retention", policy.name, *policy.tags],
@@ -147,6 +152,27 @@ def dag_run_state(context: Any, dag_id: str) -> RunState:
     return state
 
 
+LOOKING_SOON = frozenset({"scheduled", "queued", "running", "up_for_retry", "restarting"})
+"""States of a ``take_run_lease`` task that has not looked for the lease yet, or is looking
+(None, "No Status", too): its run joins the line for the lease within a poke."""
+
+
+def earlier_run_coming(context: Any, dag_id: str) -> str | None:
+    """The running run of this DAG with the latest earlier logical date, when its
+    ``take_run_lease`` has not looked for the lease yet (Airflow's answer through the Task
+    SDK); None when there is none, or it has looked (then it is in the line, or past it)."""
+    ti = context["ti"]
+    previous = ti.get_previous_dagrun(state="running")
+    if previous is None:
+        return None
+    states = ti.get_task_states(
+        dag_id=dag_id, run_ids=[previous.run_id], task_ids=["take_run_lease"]
+    )
+    state = (states.get(previous.run_id) or {}).get("take_run_lease")
+    state = None if state is None else str(getattr(state, "value", state))
+    return previous.run_id if state is None or state in LOOKING_SOON else None
+
+
 def migrate_schema_task(policy: Policy) -> XComArg:
     """``migrate_schema``: the table checked against the policy (a misspelt column fails the
     run here, without a retry), then the ``retention`` schema's pending migrations."""
@@ -177,24 +203,34 @@ def compute_cutoff_task(policy: Policy) -> XComArg:
     return compute_cutoff()
 
 
-def run_lease_sensor(policy: Policy) -> XComArg:
-    """The ``take_run_lease`` task: waits, rescheduled, while another run of the policy runs."""
+def run_lease_poke_seconds() -> float:
+    """The sensor's poke interval (``$RETENTION_RUN_LEASE_POKE_SECONDS`` at parse time)."""
+    return float(os.environ.get("RETENTION_RUN_LEASE_POKE_SECONDS", RUN_LEASE_POKE_SECONDS))
+
+
+def run_lease_sensor(policy: Policy, cutoff: XComArg) -> XComArg:
+    """The ``take_run_lease`` task: waits, rescheduled, while another run of the policy runs
+    or a waiting run with an earlier cutoff goes first."""
+    poke_seconds = run_lease_poke_seconds()
 
     @task.sensor(
-        poke_interval=float(
-            os.environ.get("RETENTION_RUN_LEASE_POKE_SECONDS", RUN_LEASE_POKE_SECONDS)
-        ),
+        poke_interval=poke_seconds,
         timeout=float(os.environ.get("RETENTION_RUN_LEASE_WAIT_SECONDS", RUN_LEASE_WAIT_SECONDS)),
         mode="reschedule",  # waits without holding a worker slot
     )
-    def take_run_lease() -> PokeReturnValue:
+    def take_run_lease(cutoff: dict[str, Any]) -> PokeReturnValue:
         context = get_current_context()
         outcome = take_run_lease_step(
-            policy, run_id=context["run_id"], run_state=dag_run_state(context, policy.dag_id)
+            policy,
+            run_id=context["run_id"],
+            run_state=dag_run_state(context, policy.dag_id),
+            cutoff=cutoff,
+            earlier=earlier_run_coming(context, policy.dag_id),
+            stale_seconds=STALE_WAITER_POKES * poke_seconds,
         )
         return PokeReturnValue(is_done=outcome.taken, xcom_value=outcome.as_dict())
 
-    return take_run_lease()
+    return take_run_lease(cutoff)
 
 
 def drop_partitions_task(policy: Policy, cutoff: XComArg) -> XComArg:

@@ -49,6 +49,7 @@ from retention.rows.windows import Window
 from retention.runs.lease import (
     LeaseOutcome,
     RunState,
+    Turn,
     close_stale_windows,
     release_run_lease,
     take_run_lease,
@@ -181,6 +182,15 @@ def compute_cutoff_step(
     return result
 
 
+def turn_of(policy: Policy, cutoff: dict[str, Any], task: str) -> Turn:
+    """The run's place in the line for the run lease: its cutoff and logical date."""
+    logical = cutoff.get("logical_date")
+    return Turn(
+        cutoff_from_xcom(policy, cutoff, task),
+        dt.datetime.fromisoformat(logical) if logical else None,
+    )
+
+
 def cutoff_from_xcom(policy: Policy, cutoff: dict[str, Any], task: str) -> dt.datetime:
     """The cutoff ``compute_cutoff`` handed on, checked again where it is used: an XCom can be
     cleared, edited or left from an older run, and no row younger than ``retain_days`` may
@@ -210,7 +220,14 @@ def drop_partitions_step(
         database_loss_explained(policy.postgres_conn_id, "the partition step"),
         postgres(policy.postgres_conn_id) as conn,
     ):
-        lease = take_run_lease(conn, policy.name, policy.dag_id, run_id, run_state)
+        lease = take_run_lease(
+            conn,
+            policy.name,
+            policy.dag_id,
+            run_id,
+            run_state,
+            turn=turn_of(policy, cutoff, "drop_partitions"),
+        )
         if not lease.taken:
             raise RunLeaseHeld(
                 f"drop_partitions of run {run_id} did not run: "
@@ -277,10 +294,29 @@ class RunLeaseHeld(RuntimeError):
     """Another run of the policy holds the run lease: this task must not delete now."""
 
 
-def take_run_lease_step(policy: Policy, *, run_id: str, run_state: RunState) -> LeaseOutcome:
-    """Take the policy's run lease (or report the run holding it); see ``runs.lease``."""
+def take_run_lease_step(
+    policy: Policy,
+    *,
+    run_id: str,
+    run_state: RunState,
+    cutoff: dict[str, Any],
+    earlier: str | None,
+    stale_seconds: float,
+) -> LeaseOutcome:
+    """Take the policy's run lease when it is this run's turn (or report the run holding it,
+    or the waiting run that goes first); see ``runs.lease``."""
     with postgres(policy.postgres_conn_id) as conn:
-        outcome = take_run_lease(conn, policy.name, policy.dag_id, run_id, run_state)
+        outcome = take_run_lease(
+            conn,
+            policy.name,
+            policy.dag_id,
+            run_id,
+            run_state,
+            turn=turn_of(policy, cutoff, "take_run_lease"),
+            waits=True,
+            earlier=earlier,
+            stale_seconds=stale_seconds,
+        )
     if not outcome.taken:
         log.warning(outcome.message(policy.name))
     return outcome
@@ -315,7 +351,9 @@ def delete_window_step(
         postgres(conn_id) as conn,
         graceful_stop(conn),
     ):
-        lease = take_run_lease(conn, chosen.policy, dag_id, chosen.run_id, run_state)
+        lease = take_run_lease(
+            conn, chosen.policy, dag_id, chosen.run_id, run_state, turn=Turn(chosen.cutoff)
+        )
         if not lease.taken:
             raise RunLeaseHeld(
                 f"window {chosen.label} of run {chosen.run_id} did not run: "

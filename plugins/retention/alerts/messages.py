@@ -13,6 +13,7 @@ from typing import Any, Literal
 from urllib.parse import quote
 
 from retention.policy.model import AlertsSpec
+from retention.rows.cutoff import future_run_note
 from retention.summary import RunSummary
 
 AlertKind = Literal["dirty", "lag", "dead_letters", "failure", "deadline", "erasure_late"]
@@ -306,10 +307,12 @@ def deadline_alert(
     deadline_time: str | None,
     progress: dict[str, Any] | None,
     waiting_for: str | None = None,
+    now: dt.datetime | None = None,
 ) -> Alert:
     """The message of a missed deadline: the run, how late, how far it has come, and
     the run it waits for when another run of the policy holds the run lease (a queued
-    backfill run is late because the runs before it are still working, not stuck)."""
+    backfill run is late because the runs before it are still working, not stuck), or
+    that Airflow will not start it before its logical date, still to come at ``now``."""
     state = dag_run.get("state")
     text = (
         f"{dag_id} run {run_id} has not finished {deadline_minutes:g} minutes after it was "
@@ -335,6 +338,9 @@ def deadline_alert(
             rows_planned=int(progress["rows_planned"]),
             dry_run=progress["dry_run"],
         )
+    elif (future := _future_date(dag_run, now)) is not None:
+        text += " It has not started: " + future_run_note(run_id, future, now or future)
+        figures["logical_date_in_future"] = future.isoformat()
     elif waiting_for:
         text += (
             f" It has not started: it waits for run {waiting_for}, which holds the "
@@ -346,6 +352,20 @@ def deadline_alert(
     return Alert(
         "deadline", conn_id, f"Retention {policy}: run late", text, figures, RUNBOOK["slow"]
     )
+
+
+def _future_date(dag_run: dict[str, Any], now: dt.datetime | None) -> dt.datetime | None:
+    """The run's logical date (the REST API's ISO 8601 text) when it is after ``now``."""
+    text = dag_run.get("logical_date")
+    if now is None or not text:
+        return None
+    try:
+        logical = dt.datetime.fromisoformat(str(text))
+    except ValueError:
+        return None
+    if logical.tzinfo is None:
+        logical = logical.replace(tzinfo=dt.UTC)
+    return logical if logical > now else None
 
 
 def run_url(base_url: str | None, dag_id: str, run_id: str) -> str | None:

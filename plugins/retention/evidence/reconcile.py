@@ -31,7 +31,7 @@ from retention.rows.target import TargetTable
 from retention.rows.windows import Window
 from retention.runs.lease import holds_run_lease
 from retention.runs.status import RemoteFacts, RunFacts, RunStatus, run_status
-from retention.summary import DirtyWindow, EventEvidence, RemoteEvidence, RunSummary
+from retention.summary import CoveredBy, DirtyWindow, EventEvidence, RemoteEvidence, RunSummary
 
 MAX_LISTED_WINDOWS = 10
 
@@ -104,6 +104,7 @@ class _Gathered:
     events: dict[str, Any] | None
     other_runs: list[dict[str, Any]]
     orphans: dict[str, int] | None  # None: the policy lists no children
+    covering_run: dict[str, Any] | None  # a clean run that deleted this cutoff's rows first
 
     @property
     def dry_run(self) -> bool:
@@ -190,6 +191,21 @@ class _Gathered:
             if self.orphans is None
             else rows_by_table(policy, ledger.values()),
             orphans=self.orphans,
+            covered_by=self.covered_by(status, deleted_by_windows + deleted_by_drain),
+        )
+
+    def covered_by(self, status: RunStatus, rows_deleted: int) -> CoveredBy | None:
+        """The run that had left this one nothing to delete: only for a clean run that
+        deleted nothing, so "nothing was left" is what this run found."""
+        covering = self.covering_run
+        if covering is None or self.dry_run or rows_deleted or status != RunStatus.CLEAN:
+            return None
+        return CoveredBy.of_run(
+            cutoff=self.run["cutoff"],
+            run_id=covering["run_id"],
+            logical_date=covering["logical_date"],
+            its_cutoff=covering["cutoff"],
+            finished_at=covering["finished_at"],
         )
 
 
@@ -237,6 +253,15 @@ def _gather(
         else None,
         other_runs=other_runs(conn, policy.name, run_id, run["planned_at"]),
         orphans=_orphans(conn, policy) if policy.children else None,
+        covering_run=conn.execute(
+            query("run_covering"),
+            {
+                "policy": policy.name,
+                "run_id": run_id,
+                "cutoff": cutoff,
+                "planned_at": run["planned_at"],
+            },
+        ).fetchone(),
     )
 
 

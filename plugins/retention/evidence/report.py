@@ -2,7 +2,8 @@
 
 The summary reconcile records is a nested dict; logged as Python it is one
 long line that wraps off the screen, with the status somewhere in the middle.
-:func:`format_summary` lays it out as ``name  value`` rows, status first,
+:func:`format_summary` lays it out as ``name  value`` rows, status first (and,
+for a run that found its rows already deleted, ``covered_by`` in words next),
 numbers with thousands separators (a large nested dict of counters, such
 as the drain's, without its zeros), nested dicts as dotted names
 (``remote.eligible_rows_by_state``), small flat dicts and lists of dicts
@@ -26,6 +27,7 @@ MAX_INLINE_ITEMS = 6  # a flat dict with more entries than this gets one row per
 LONG_TEXT = 40  # a list holding a longer string (a note, a window key) gets a row per item
 COUNTERS_ITEMS = 12  # a nested dict this large is a pass's counters: its zeros are left out
 ESTIMATE_FLAG = "rows_planned_is_estimate"
+COVERED_KEY = "covered_by"  # shown as its note, after the first rows
 
 
 def format_summary(summary: RunSummary | Mapping[str, Any]) -> str:
@@ -36,6 +38,9 @@ def format_summary(summary: RunSummary | Mapping[str, Any]) -> str:
     if isinstance(summary, RunSummary):
         summary = summary.to_json()
     ordered = {k: summary[k] for k in FIRST_KEYS if k in summary}
+    covered = summary.get(COVERED_KEY)
+    if isinstance(covered, Mapping) and covered.get("note"):  # why it deleted nothing, in words
+        ordered[COVERED_KEY] = f"{covered['note']} (run id {covered.get('run_id')})"
     ordered |= {k: v for k, v in summary.items() if k not in ordered}
     if ordered.get(ESTIMATE_FLAG) and isinstance(ordered.get("rows_planned"), int):
         ordered["rows_planned"] = f"~{ordered['rows_planned']:,} (estimate)"

@@ -18,12 +18,15 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from retention.summary import day
+
 CLOCK_SKEW = dt.timedelta(minutes=1)
 """How far the anchor may lie ahead of this machine's clock: the scheduler's and a
 worker's clocks may differ a little, and a scheduled run's ``data_interval_end``
 is the moment it became due."""
 
 FUTURE_FIX = "trigger with a logical date that is not in the future, or leave it empty"
+FUTURE_LOG_LINE = "Logical date is in future"  # what Airflow's scheduler logs for such a run
 
 
 class CutoffError(ValueError):
@@ -133,3 +136,22 @@ def run_cutoff(
         "anchor": anchor.isoformat(),
         "logical_date": logical_date.isoformat() if logical_date else None,
     }
+
+
+def future_run_note(run_id: str, logical_date: dt.datetime, now: dt.datetime) -> str:
+    """A DAG run whose logical date is still to come, and the fix, in words.
+
+    Airflow's scheduler starts no task of such a run before its date (it only logs
+    "Logical date is in future"), so the run shows "running" with every task "No
+    Status" and never reaches ``compute_cutoff``, which would refuse it. Until it is
+    marked failed it holds one of the DAG's run slots.
+    """
+    days = (as_utc(logical_date).date() - as_utc(now).date()).days
+    when = f"{days} days ahead" if days > 1 else ("tomorrow" if days == 1 else "later today")
+    return (
+        f"run {run_id} has the logical date {day(logical_date)} ({when}): Airflow starts "
+        f'none of its tasks before then (the scheduler logs "{FUTURE_LOG_LINE}"), so it '
+        'shows "running" with every task "No Status". Mark run '
+        f"{run_id} failed (in Airflow: open the run, Mark Dag Run as… → Failed), then "
+        f"{FUTURE_FIX}."
+    )

@@ -13,6 +13,14 @@ killed before reconcile) is taken over: its windows left ``running`` are
 closed as ``cancelled`` and it gets a partial summary, so nothing stays open
 forever. Whether a DAG run has ended is Airflow's answer (``run_state``), not a
 timeout, because a healthy run can wait hours for pool slots.
+
+Waiting runs take turns in the order of their cutoffs (for runs of one policy, the
+order of their logical dates), not in the order their sensors happen to look: a
+backfill's older dates go first, so each run deletes its own slice instead of
+finding it already deleted by a later date. Each look records the run in
+``retention.run_lease_waiters`` (its :class:`Turn` and when it last looked); when
+the lease is free only the first live waiter may take it. A waiter that stopped
+looking (:data:`STALE_WAITER_POKES` pokes) or whose DAG run has ended is passed over.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ from typing import Any
 
 from retention.db.connection import Connection
 from retention.db.sqlfiles import query
+from retention.summary import day
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +47,41 @@ Marking a run failed ends the DAG run at once, while its tasks are told to stop
 only at their next heartbeat (``[workers] min_heartbeat_interval``, 5 s) and
 are killed 5 s after that. Their last batch must not overlap the next run's."""
 
+STALE_WAITER_POKES = 6
+"""A waiter that has not looked for this many of its pokes has vanished (its sensor was
+stopped or marked done by hand) and is passed over; one whose DAG run ended is passed
+over at once. Six pokes leave room for a loaded scheduler that reschedules late."""
+
 RunState = Callable[[str], str | None]
 """The state of a DAG run of this policy's DAG by run id (None if there is none)."""
+
+
+@dataclass(frozen=True)
+class Turn:
+    """A run's place in the line for the lease: the earlier cutoff goes first (then the
+    earlier logical date, then the smaller run id)."""
+
+    cutoff: dt.datetime
+    logical_date: dt.datetime | None = None
+
+
+@dataclass(frozen=True)
+class Waiter:
+    """A run waiting for the lease ahead of the one asking."""
+
+    run_id: str
+    cutoff: dt.datetime
+    logical_date: dt.datetime | None
+
+    @property
+    def named(self) -> str:
+        """``run X (logical date D)``, or ``run X (cutoff C)`` for a run without a date."""
+        when = (
+            f"logical date {day(self.logical_date)}"
+            if self.logical_date
+            else f"cutoff {day(self.cutoff)}"
+        )
+        return f"run {self.run_id} ({when})"
 
 
 @dataclass(frozen=True)
@@ -55,8 +97,23 @@ class LeaseOutcome:
     closed_windows: list[str] = field(default_factory=list)
     stopping_windows: int = 0  # an ended holder's windows still running: not taken yet
     grace_seconds: float = TAKEOVER_GRACE_SECONDS
+    ahead: Waiter | None = None  # a waiting run that goes first (the lease is takeable)
+    coming: str | None = None  # an earlier run of the DAG that has not looked yet: it goes first
 
     def message(self, policy: str) -> str:
+        if not self.taken and self.ahead is not None:
+            return (
+                f"policy {policy}: the run lease can be taken, but {self.ahead.named} "
+                f"waits for it and goes first; run {self.run_id} waits its turn. Waiting "
+                "runs take the lease in the order of their cutoffs (their logical dates), "
+                "so each deletes its own days."
+            )
+        if not self.taken and self.coming is not None:
+            return (
+                f"policy {policy}: the run lease can be taken, but run {self.coming} of an "
+                "earlier logical date is running and has not looked for it yet (a backfill "
+                f"starts its runs together); run {self.run_id} lets it go first."
+            )
         if not self.taken:
             since = f" since {self.holder_since:%Y-%m-%d %H:%M:%S}Z" if self.holder_since else ""
             if self.stopping_windows:
@@ -88,6 +145,8 @@ class LeaseOutcome:
             "took_over": self.took_over,
             "closed_windows": len(self.closed_windows),
             "stopping_windows": self.stopping_windows,
+            "ahead": self.ahead.run_id if self.ahead else None,
+            "coming": self.coming,
         }
 
 
@@ -98,10 +157,23 @@ def take_run_lease(
     run_id: str,
     run_state: RunState,
     grace_seconds: float = TAKEOVER_GRACE_SECONDS,
+    *,
+    turn: Turn | None = None,
+    waits: bool = False,
+    earlier: str | None = None,
+    stale_seconds: float = 60.0,
 ) -> LeaseOutcome:
     """Take the policy's run lease for ``run_id`` if it is free, already this run's, or
-    held by a run that has ended (and whose windows had ``grace_seconds`` to stop);
-    otherwise report who holds it.
+    held by a run that has ended (and whose windows had ``grace_seconds`` to stop), and
+    no live waiter goes before ``turn``; otherwise report who holds it, or who goes first.
+
+    ``waits``: the caller is the ``take_run_lease`` sensor, which looks again later: the
+    run is recorded as a waiter (its ``turn``) at every look. ``earlier`` is a running run
+    of the DAG with an earlier logical date whose sensor has not looked yet (Airflow's
+    answer): a backfill starts its runs together, and the first to look must not go first
+    for that alone, so the waiter lets it join, for at most ``stale_seconds``. A caller
+    without a ``turn`` goes after every live waiter. Waiters that have not looked for
+    ``stale_seconds``, or whose DAG run ended, are passed over.
 
     Every window task asks, and the run already holds it then: that answer is one
     read, never a write to (or a lock on) the policy's one lease row.
@@ -114,6 +186,20 @@ def take_run_lease(
         holder: str | None = row["run_id"]
         if holder == run_id:  # taken by this run since the read above
             return LeaseOutcome(taken=True, run_id=run_id)
+        waited = 0.0
+        if waits and turn is not None:
+            beat = conn.execute(
+                query("run_lease_waiter_beat"),
+                {
+                    "policy": policy,
+                    "run_id": run_id,
+                    "dag_id": dag_id,
+                    "cutoff": turn.cutoff,
+                    "logical_date": turn.logical_date,
+                },
+            ).fetchone()
+            assert beat is not None
+            waited = float(beat["waited_seconds"])
         state = None
         if holder is not None:
             state = run_state(holder)
@@ -140,11 +226,19 @@ def take_run_lease(
                     stopping_windows=int(settling["running_windows"]),
                     grace_seconds=grace_seconds,
                 )
+        ahead, gone = first_waiter_ahead(conn, policy, run_id, turn, run_state, stale_seconds)
+        if gone:
+            conn.execute(query("run_lease_waiter_leave"), {"policy": policy, "run_ids": gone})
+        if ahead is not None:
+            return LeaseOutcome(taken=False, run_id=run_id, ahead=ahead)
+        if waits and earlier is not None and waited < stale_seconds:
+            return LeaseOutcome(taken=False, run_id=run_id, coming=earlier)
         took_over = holder
         conn.execute(
             query("run_lease_take"),
             {"policy": policy, "dag_id": dag_id, "run_id": run_id, "taken_over": took_over},
         )
+        conn.execute(query("run_lease_waiter_leave"), {"policy": policy, "run_ids": [run_id]})
         closed = close_stale_windows(
             conn,
             policy,
@@ -167,6 +261,36 @@ def take_run_lease(
     )
     log.info(outcome.message(policy))
     return outcome
+
+
+def first_waiter_ahead(
+    conn: Connection,
+    policy: str,
+    run_id: str,
+    turn: Turn | None,
+    run_state: RunState,
+    stale_seconds: float,
+) -> tuple[Waiter | None, list[str]]:
+    """The first live waiter that goes before ``turn`` (None: this run is first), and the
+    waiters ahead of it whose DAG run has ended or is gone (to be forgotten)."""
+    rows = conn.execute(
+        query("run_lease_waiter_ahead"),
+        {
+            "policy": policy,
+            "run_id": run_id,
+            "cutoff": turn.cutoff if turn else None,
+            "logical_date": turn.logical_date if turn else None,
+            "stale_seconds": stale_seconds,
+        },
+    ).fetchall()
+    gone: list[str] = []
+    for row in rows:
+        state = run_state(row["run_id"])
+        if state is None or state in ENDED_STATES:
+            gone.append(row["run_id"])
+            continue
+        return Waiter(row["run_id"], row["cutoff"], row["logical_date"]), gone
+    return None, gone
 
 
 def release_run_lease(conn: Connection, policy: str, run_id: str) -> bool:

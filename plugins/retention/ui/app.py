@@ -59,7 +59,13 @@ from fastapi.templating import Jinja2Templates
 from jinja2 import Environment, FileSystemLoader
 
 from retention.airflow import hold_actions
-from retention.airflow.access import REPLAY_DAG_ID, Access, AirflowAccess, TriggerRefused
+from retention.airflow.access import (
+    REPLAY_DAG_ID,
+    Access,
+    AirflowAccess,
+    FutureRun,
+    TriggerRefused,
+)
 from retention.airflow.api import create_app as create_api
 from retention.airflow.connections import api_base_url
 from retention.airflow.lookup import (
@@ -75,6 +81,7 @@ from retention.db.gate import PAUSE_VARIABLE, switch_pauses
 from retention.evidence.discard import discard_dead
 from retention.policy import Policy, PolicySet, load_policies
 from retention.policy.model import DAG_ID_PREFIX
+from retention.rows.cutoff import future_run_note
 from retention.ui import formatting
 from retention.ui.queries import (
     DEAD_LETTER_LIMIT,
@@ -115,6 +122,7 @@ class PolicyRow:
     dag_paused: bool | None  # None: Airflow does not know the DAG (not parsed yet)
     table_problems: tuple[str, ...] = ()  # what its run's first task would refuse
     run_states: dict[str, str] = field(default_factory=dict)  # Airflow's state by run id
+    future_runs: list[str] = field(default_factory=list)  # runs Airflow will not start yet
 
 
 class ViewError(Exception):
@@ -536,6 +544,7 @@ def _overview_rows(access: Access, policies: list[Policy]) -> list[PolicyRow]:
     now = dt.datetime.now(dt.UTC)
     switch = _read_switch(access)
     paused = access.paused_dags([p.dag_id for p in policies])
+    future = _future_runs(access, [p.dag_id for p in policies], now)
 
     def figures_of(conn: Connection, members: list[Policy]) -> dict[str, Figures]:
         figures: dict[str, Figures] = {}
@@ -573,6 +582,11 @@ def _overview_rows(access: Access, policies: list[Policy]) -> list[PolicyRow]:
                 dag_paused=paused.get(policy.dag_id),
                 table_problems=figures if isinstance(figures, tuple) else (),
                 run_states=states,
+                future_runs=[
+                    future_run_note(run.run_id, run.logical_date, now)
+                    for run in future
+                    if run.dag_id == policy.dag_id
+                ],
             )
         )
     return rows
@@ -591,6 +605,15 @@ def _run_states(access: Access, figures: PolicyFigures) -> dict[str, str]:
     except Exception as unreadable:  # the page still shows everything else
         log.warning("retention view: could not read the runs' states: %s", unreadable)
     return states
+
+
+def _future_runs(access: Access, dag_ids: list[str], now: dt.datetime) -> list[FutureRun]:
+    """Runs Airflow will not start before their logical date (none when it cannot say)."""
+    try:
+        return access.future_runs(dag_ids, now)
+    except Exception as unreadable:  # the page still shows everything else
+        log.warning("retention view: could not read the DAG runs: %s", unreadable)
+        return []
 
 
 def _read_switch(access: Access) -> str | None:

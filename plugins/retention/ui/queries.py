@@ -47,6 +47,7 @@ class LastRun:
     lease_taken_at: dt.datetime | None = None
     dag_id: str = ""  # the Airflow DAG that ran it (its run's page in the Airflow UI)
     logical_date: dt.datetime | None = None
+    covered_note: str | None = None  # why it deleted nothing: another run had already deleted
 
 
 @dataclass(frozen=True)
@@ -215,6 +216,7 @@ def _last_run(row: dict[str, Any] | None) -> LastRun | None:
         lease_taken_at=row["lease_taken_at"],
         dag_id=row["dag_id"],
         logical_date=row["logical_date"],
+        covered_note=row["covered_note"],
     )
 
 
