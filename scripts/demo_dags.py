@@ -55,6 +55,17 @@ def unpause_when_parsed(
         time.sleep(2)
 
 
+def login_line() -> str:
+    """Where the UI's password is: the simple auth manager writes it to a file in the Airflow
+    home and, with users configured (``make env`` adds the pool reader), prints none."""
+    home = Path(os.environ.get("AIRFLOW_HOME", ".local/airflow"))
+    passwords = home / "simple_auth_manager_passwords.json.generated"
+    return (
+        f"log in at {os.environ.get('AIRFLOW__API__BASE_URL', 'http://localhost:8080')} as "
+        f"admin, with the password in {passwords}"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -72,11 +83,11 @@ def main(argv: list[str] | None = None) -> int:
     unpaused, missing = unpause_when_parsed((*DEMO_DAG_IDS, REPLAY_DAG_ID), args.wait)
     if unpaused:
         print(
-            f"dev_services: unpaused {', '.join(unpaused)} (the demo policies' DAGs and the "
-            "manual-only replay DAG; Airflow creates new DAGs paused). Pause them in the UI, "
-            "or `airflow dags pause <dag id>`",
+            f"dev_services: unpaused {', '.join(unpaused)} (Airflow creates new DAGs paused; "
+            "these are the demo's own). Pause them in the UI, or `airflow dags pause <dag id>`",
             flush=True,
         )
+    print(f"dev_services: {login_line()}", flush=True)
     if missing:
         print(
             f"dev_services: {', '.join(missing)} not parsed within {args.wait:g} s; see the "
