@@ -262,6 +262,8 @@ def ui_router(access: Access | None = None) -> APIRouter:
                 # a dirty run's next step: the runbook section the dirty-run alert names
                 "runbook_page": RUNBOOK_PAGE,
                 "dirty_step": RUNBOOK["dirty"],
+                # ... and when dead letters are what keeps it dirty, that section's
+                "dead_step": RUNBOOK["dead_letters"],
             },
         )
 
