@@ -464,3 +464,59 @@ def test_children_wait_with_their_row_for_every_resource_and_the_event_counts_th
             f"public.{renditions}": 2,
         }, data["object_id"]
         assert [r["name"] for r in data["resources"]["remote"]] == ["object", "thumbnails"]
+
+
+def test_children_stay_with_their_row_when_a_sibling_resources_lease_was_lost(
+    db, unique_name, test_dsn
+) -> None:
+    """Worker A claims an object and its thumbnails together; the object's lease expires
+    and worker B reclaims it; A then records both as confirmed. Only the thumbnails are
+    A's to record, so the object is not done and the row stays: its children must stay
+    with it (one statement decides both). B's confirmation then takes them all."""
+    create_media_table(db, unique_name, 1)
+    renditions = f"{unique_name}_r"
+    db.execute(
+        f"CREATE TABLE public.{renditions} (id bigserial PRIMARY KEY, "
+        f"asset_id bigint NOT NULL REFERENCES public.{unique_name} (id))"
+    )
+    db.execute(f"INSERT INTO public.{renditions} (asset_id) VALUES (1), (1)")  # noqa: S608
+    policy = make_policy(
+        unique_name,
+        window_rows=10_000,
+        batch_rows=500,
+        window_per_tenant=False,
+        remote=remote_fields(unique_name, derivatives=[THUMBNAILS], claim_batch=2),
+        children=[{"table": renditions, "foreign_key": "asset_id"}],
+    )
+    enqueue_all(db, policy)
+    queue = LeasedQueue(OPERATIONS, policy.name, policy.remote.lease)
+    conn_a, conn_b = connect_dsn(test_dsn), connect_dsn(test_dsn)
+
+    def confirmed(op: Operation) -> Attempt:
+        now = time.time()
+        done = Finish(state=State.DONE, outcome=Outcome.CONFIRMED, status=204)
+        return Attempt(op, done, now, now)
+
+    try:
+        by_a = [Operation.from_row(row) for row in queue.claim(conn_a, "worker-a", 2)]
+        assert {op.resource for op in by_a} == {"object", "thumbnails"}
+        db.execute(
+            "UPDATE retention.operations SET lease_expires_at = now() - interval '1 second' "
+            "WHERE policy = %s AND parent_key IS NULL",
+            (policy.name,),
+        )
+        by_b = [Operation.from_row(row) for row in queue.claim(conn_b, "worker-b", 2)]
+        assert [op.resource for op in by_b] == ["object"]
+        AtomicFinish(policy).record(conn_a, "worker-a", [confirmed(op) for op in by_a], None)
+        rendition_rows = f"SELECT count(*) FROM public.{renditions}"  # noqa: S608
+        assert rows_left(db, unique_name) == [1], "the object is B's: not confirmed yet"
+        assert count(db, rendition_rows) == 2, "the children stay with their row"
+        recorded = AtomicFinish(policy).record(
+            conn_b, "worker-b", [confirmed(op) for op in by_b], None
+        )
+        assert rows_left(db, unique_name) == []
+        assert count(db, rendition_rows) == 0
+        assert recorded.rows_by_table == {f"public.{unique_name}": 1, f"public.{renditions}": 2}
+    finally:
+        conn_a.close()
+        conn_b.close()

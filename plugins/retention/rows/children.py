@@ -6,9 +6,9 @@ delete through ``ON DELETE CASCADE``, or leaves orphans. So a policy lists its c
 (``children:``, nested up to three levels), and they go in the same transaction as their
 parents: a row batch deletes its rows and, level by level, the child rows referencing
 them in one statement (:func:`family_delete`: the foreign keys are checked when it ends,
-and a parent re-checked and kept keeps its children); a remote finish deletes a confirmed
-row's children deepest first, the row locked, just before the row
-(:func:`delete_statements`). A child row goes exactly when its parent row goes.
+and a parent re-checked and kept keeps its children); a remote finish does the same in
+its one statement (``ops_finish.sql``, :func:`finish_children`): the children of the rows
+it deletes, driven by those rows. A child row goes exactly when its parent row goes.
 
 Before a run deletes anything, :func:`check_coupled_tables` reads ``pg_constraint`` for
 every foreign key referencing the policy's table or a listed child; each must be listed
@@ -236,37 +236,60 @@ def check_coupled_tables(conn: Connection, policy: Policy) -> Coupling:
     return coupling
 
 
-def _parent_keys(link: ChildLink, root: sql.Composable) -> sql.Composable:
-    """The keys ``link``'s foreign key holds for the batch's rows: ``root`` (the batch's
-    rows of the policy's table as the column ``link`` references) at depth 1, else the
-    rows of its parent child whose own parents are in the batch."""
-    if link.parent is None:
-        return root
-    return query(
-        "target_child_keys",
-        column=sql.Identifier(link.parent_column),
-        child=link.parent.identifier,
-        foreign_key=sql.Identifier(link.parent.foreign_key),
-        parent_keys=_parent_keys(link.parent, root),
-    )
+@dataclass(frozen=True)
+class FinishChildren:
+    """The parts of ``ops_finish.sql`` that delete a policy's listed children with the rows
+    its ``gone`` deletes, in the same statement (see :func:`finish_children`)."""
 
+    gone_columns: sql.Composable  # more of gone's RETURNING: the columns children reference
+    children: sql.Composable  # the child levels' data-modifying CTEs
+    tables: list[tuple[str, str]]  # (table, its CTE), parents first
 
-def delete_statements(links: list[ChildLink], root_of: Any) -> list[tuple[str, sql.Composable]]:
-    """``(table, DELETE)`` for every child, deepest first; ``root_of(column)`` is the
-    batch's rows of the policy's table as that column (a composable SELECT)."""
-    statements = []
-    for link in sorted(links, key=lambda one: -one.depth):
-        top = link
-        while top.parent is not None:
-            top = top.parent
-        delete = query(
-            "target_delete_children",
-            child=link.identifier,
-            foreign_key=sql.Identifier(link.foreign_key),
-            parent_keys=_parent_keys(link, root_of(top.parent_column)),
+    def counts(self, row_key: sql.Composable) -> sql.Composable:
+        """A JSON object: the rows each child table lost for the policy's row ``row_key``
+        (every listed table, 0 included), or an empty object without children."""
+        if not self.tables:
+            return sql.SQL("'{}'::jsonb")
+        pairs = sql.SQL(", ").join(
+            sql.SQL("{}::text, (SELECT count(*) FROM {} WHERE {}.gone_root_key = {})").format(
+                sql.Literal(table), sql.Identifier(cte), sql.Identifier(cte), row_key
+            )
+            for table, cte in self.tables
         )
-        statements.append((link.table, delete))
-    return statements
+        return sql.SQL("jsonb_build_object({})").format(pairs)
+
+
+def finish_children(links: list[ChildLink]) -> FinishChildren:
+    """The child levels of a remote finish (``ops_finish_child.sql``), each driven by what
+    the level above deleted (the policy's rows: ``gone``), so children go exactly with
+    their row, in the statement that decides whether the row goes."""
+
+    def returning(parent: ChildLink | None, alias: str) -> list[sql.Composable]:
+        columns = sorted({link.parent_column for link in links if link.parent is parent})
+        return [sql.SQL("{}.{}").format(sql.Identifier(alias), sql.Identifier(c)) for c in columns]
+
+    names = {id(link): f"child_{number}" for number, link in enumerate(links, start=1)}
+    levels = []
+    for link in sorted(links, key=lambda one: one.depth):  # a CTE after its parent's
+        own = returning(link, "child_row")
+        levels.append(
+            query(
+                "ops_finish_child",
+                cte=sql.Identifier(names[id(link)]),
+                child=link.identifier,
+                foreign_key=sql.Identifier(link.foreign_key),
+                parent=sql.Identifier(names[id(link.parent)] if link.parent else "gone"),
+                column=sql.Identifier(link.parent_column),
+                returning=sql.SQL("").join(sql.SQL("{}, ").format(c) for c in own),
+                root=sql.Identifier("gone_root_key" if link.parent else "gone_row_key"),
+            )
+        )
+    top = sorted({link.parent_column for link in links if link.parent is None})
+    return FinishChildren(
+        gone_columns=sql.SQL("").join(sql.SQL(", {}").format(sql.Identifier(c)) for c in top),
+        children=sql.Composed(levels),
+        tables=[(link.table, names[id(link)]) for link in links],
+    )
 
 
 def family_delete(
