@@ -520,3 +520,43 @@ def test_children_stay_with_their_row_when_a_sibling_resources_lease_was_lost(
     finally:
         conn_a.close()
         conn_b.close()
+
+
+def test_an_object_enqueued_before_its_derivatives_were_added_waits_for_them(
+    db, unique_name, sandbox, test_dsn
+) -> None:
+    """The object's operation was enqueued (and is still due) before the policy gained
+    its thumbnails: enqueueing the window again inserts nothing new, yet the object gets
+    its thumbnails operation, and its row goes only once both are confirmed."""
+    create_media_table(db, unique_name, 2)
+    enqueue_all(db, remote_policy(unique_name))
+    policy = derivative_policy(unique_name)
+    enqueue_all(db, policy)
+    assert set(resources(db, policy, "obj-1")) == {"object", "thumbnails"}
+    work(test_dsn, policy, sandbox)
+    assert calls(sandbox) == Counter(
+        {f"obj-{i}{suffix}": 1 for i in (1, 2) for suffix in ("", "/thumbnails")}
+    )
+    assert rows_left(db, unique_name) == []
+
+
+def test_the_finish_keeps_a_row_while_a_named_resource_has_no_operation(
+    db, unique_name, test_dsn
+) -> None:
+    """An object operation in flight before the thumbnails were added is confirmed by a
+    worker of the new policy: with no thumbnails operation at all, the object alone is
+    not every resource, so the row stays, and explain names the missing resource."""
+    create_media_table(db, unique_name, 1)
+    old = remote_policy(unique_name)
+    enqueue_all(db, old)
+    policy = derivative_policy(unique_name)
+    queue = LeasedQueue(OPERATIONS, policy.name, policy.remote.lease)
+    with connect_dsn(test_dsn) as conn:
+        claimed = [Operation.from_row(row) for row in queue.claim(conn, "worker-a", 5)]
+        assert [op.resource for op in claimed] == ["object"]
+        now = time.time()
+        done = Finish(state=State.DONE, outcome=Outcome.CONFIRMED, status=204)
+        AtomicFinish(policy).record(conn, "worker-a", [Attempt(claimed[0], done, now, now)], None)
+    assert rows_left(db, unique_name) == [1], "the thumbnails were never called"
+    record = explain(db, claimed[0].key, {policy.name: policy.remote.resources})
+    assert record["row"] == {"all_resources_confirmed": False, "waiting_on": ["thumbnails"]}

@@ -8,9 +8,11 @@ transaction. Any kind of remote object (an HTTP API, an object store, a
 folder) records through this, whatever its transport.
 
 An object with derivatives (``remote.derivatives``) has one operation per
-resource, and its row goes only with the confirmation of the last of them:
-:func:`all_resources_confirmed` is the rule, and ``ops_finish.sql`` applies it
-in the same statement (``ops_finish_ready_resources.sql``) under each object's advisory lock
+resource, and its row goes only with the confirmation of the last of them: the rule
+is ``ops_finish_ready_resources.sql``, applied in the finish's own statement (every
+resource the policy names confirmed, so an object enqueued before a derivative was
+added waits for it), and :func:`all_resources_confirmed` states the same rule for
+``explain``; the statement runs under each object's advisory lock
 (``ops_lock_objects.sql``), so two workers confirming the last two resources of
 one object at once cannot both leave the row.
 
@@ -28,6 +30,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
+from collections.abc import Iterable
 
 import psycopg
 from psycopg import sql
@@ -64,11 +67,18 @@ TRANSIENT_DELETE_ERRORS: tuple[type[psycopg.Error], ...] = (
 )
 
 
-def all_resources_confirmed(states: dict[str, str]) -> bool:
-    """Whether an object's row may go: every resource of it (the object itself and
-    each derivative, by name) is confirmed (``done``). A pending one is waited for;
-    a dead one keeps the row until it is replayed and confirmed."""
-    return bool(states) and all(state == State.DONE for state in states.values())
+def all_resources_confirmed(states: dict[str, str], resources: Iterable[str]) -> bool:
+    """Whether an object's row may go, as ``ops_finish_ready_resources.sql`` decides it:
+    every resource the policy names (``resources``: the object itself, then each
+    derivative) has an operation, and every operation of the object (``states``, by
+    resource) is confirmed (``done``). A pending one is waited for; a dead one keeps
+    the row until it is replayed and confirmed; a missing one until it is enqueued."""
+    names = set(resources)
+    return (
+        bool(states)
+        and names <= states.keys()
+        and all(state == State.DONE for state in states.values())
+    )
 
 
 def objects_to_lock(policy: Policy, attempts: list[Attempt]) -> list[str]:
@@ -258,6 +268,7 @@ class AtomicFinish:
                 {
                     "owner": owner,
                     "policy": self.policy.name,
+                    "resources": list(self.policy.remote.resources) if self.policy.remote else [],
                     "notify": self.policy.notify is not None,
                     "keys": [a.job.key for a in attempts],
                     "states": [a.finish.state for a in attempts],
