@@ -31,6 +31,7 @@ from retention.objects.kind import EndpointSuspect, OperationsKind
 from retention.queue.classify import Outcome
 from retention.queue.leased import OPERATIONS, Finish, LeasedQueue, State
 from retention.queue.worker import Attempt
+from retention.rows.children import CoupledTableError
 from tests.support.policies import make_policy, remote_fields, remote_policy
 from tests.support.remote import deliver, enqueue_all, work
 from tests.support.tables import count, create_media_table
@@ -560,3 +561,34 @@ def test_the_finish_keeps_a_row_while_a_named_resource_has_no_operation(
     assert rows_left(db, unique_name) == [1], "the thumbnails were never called"
     record = explain(db, claimed[0].key, {policy.name: policy.remote.resources})
     assert record["row"] == {"all_resources_confirmed": False, "waiting_on": ["thumbnails"]}
+
+
+def test_a_foreign_key_added_after_planning_fails_the_pass_before_any_call(
+    db, unique_name, sandbox, test_dsn
+) -> None:
+    """An unlisted foreign key appears after the windows were planned and enqueued (or
+    the replay DAG, which never plans, re-drives them): the pass refuses it before its
+    first call, so the API never deletes an object whose row could not go."""
+    create_media_table(db, unique_name, 2)
+    renditions = f"{unique_name}_r"
+    db.execute(
+        f"CREATE TABLE public.{renditions} (id bigserial PRIMARY KEY, "
+        f"asset_id bigint NOT NULL REFERENCES public.{unique_name} (id))"
+    )
+    policy = make_policy(
+        unique_name,
+        window_rows=10_000,
+        batch_rows=500,
+        window_per_tenant=False,
+        remote=remote_fields(unique_name),
+        children=[{"table": renditions, "foreign_key": "asset_id"}],
+    )
+    enqueue_all(db, policy)
+    db.execute(
+        f"CREATE TABLE public.{unique_name}_n (id bigserial PRIMARY KEY, "
+        f"asset_id bigint REFERENCES public.{unique_name} (id))"
+    )
+    with pytest.raises(CoupledTableError, match=f"{unique_name}_n"):
+        work(test_dsn, policy, sandbox)
+    assert calls(sandbox) == Counter(), "no object was deleted remotely"
+    assert rows_left(db, unique_name) == [1, 2]
