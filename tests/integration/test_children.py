@@ -184,3 +184,30 @@ def test_a_listed_child_that_does_not_exist_is_named(db: Connection, unique_name
     policy = make_policy(unique_name, children=[{"table": "no_such_child", "foreign_key": "x"}])
     with pytest.raises(CoupledTableError, match=r"table public\.no_such_child does not exist"):
         check_coupled_tables(db, policy)
+
+
+def test_a_references_column_that_is_not_unique_alone_is_refused(
+    db: Connection, unique_name: str
+) -> None:
+    """A code unique only per tenant: a child row holding it could belong to another
+    tenant's parent, so deleting by it would take that parent's children too."""
+    create_table(db, unique_name, [(1, 1, old()), (2, 2, old())])
+    parent = sql.Identifier("public", unique_name)
+    child = sql.Identifier("public", f"{unique_name}_x")
+    db.execute(sql.SQL("ALTER TABLE {} ADD COLUMN code text").format(parent))
+    db.execute(sql.SQL("UPDATE {} SET code = 'same'").format(parent))
+    db.execute(sql.SQL("CREATE UNIQUE INDEX ON {} (tenant_id, code)").format(parent))
+    db.execute(sql.SQL("CREATE TABLE {} (id bigint PRIMARY KEY, code text)").format(child))
+    policy = make_policy(
+        unique_name,
+        children=[{"table": f"{unique_name}_x", "foreign_key": "code", "references": "code"}],
+    )
+    with pytest.raises(CoupledTableError, match=r"references: code, but .* is not unique"):
+        check_coupled_tables(db, policy)
+    db.execute(sql.SQL("CREATE UNIQUE INDEX ON {} (code) WHERE tenant_id = 1").format(parent))
+    with pytest.raises(CoupledTableError, match="is not unique"):  # partial: not unique
+        check_coupled_tables(db, policy)
+    db.execute(sql.SQL("UPDATE {} SET code = 'c' || id").format(parent))
+    db.execute(sql.SQL("CREATE UNIQUE INDEX ON {} (code)").format(parent))
+    (link,) = check_coupled_tables(db, policy).links
+    assert link.parent_column == "code"

@@ -131,6 +131,15 @@ def primary_key(conn: Connection, table: str) -> list[str]:
     return [row["column_name"] for row in rows]
 
 
+def is_unique_column(conn: Connection, table: str, column: str) -> bool:
+    """Whether ``column`` alone is unique in ``table`` (its primary key, or a unique
+    index of that column only): a ``references:`` column must be (catalog read only)."""
+    schema, name = table.split(".")
+    where = {"schema": schema, "table": name, "column": column}
+    row = conn.execute(query("target_unique_column"), where).fetchone()
+    return bool(row and row["is_unique"])
+
+
 def _missing_columns(conn: Connection, table: str, columns: list[str]) -> list[str]:
     """What of ``table`` and its ``columns`` the catalog does not have (catalog reads)."""
     schema, name = table.split(".")
@@ -178,6 +187,16 @@ def coupled_tables(conn: Connection, policy: Policy) -> Coupling:
                 None,
             )
             column = child.references
+            if column is not None and not is_unique_column(conn, parent_table, column):
+                problems.append(
+                    f"policy {policy.name!r}, field 'children': child {child.table} sets "
+                    f"references: {column}, but {parent_table}.{column} is not unique on its "
+                    "own (no primary key or unique index of that column alone): a value "
+                    "could name several parent rows (one per tenant, say), and the children "
+                    "of every one would go with the first; reference a unique column, or "
+                    "add a unique index on it"
+                )
+                continue
             if column is None and constraint is not None:
                 column = constraint.referenced_columns[0]
             if column is None:
