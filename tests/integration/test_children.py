@@ -211,3 +211,29 @@ def test_a_references_column_that_is_not_unique_alone_is_refused(
     db.execute(sql.SQL("CREATE UNIQUE INDEX ON {} (code)").format(parent))
     (link,) = check_coupled_tables(db, policy).links
     assert link.parent_column == "code"
+
+
+def test_a_foreign_key_behind_an_unlisted_cascade_is_followed(
+    db: Connection, unique_name: str
+) -> None:
+    """policy ← X (ON DELETE CASCADE, unlisted) ← Y (NO ACTION): the cascade deletes rows
+    of X, which Y refuses, so Y must be accounted for like a direct reference."""
+    create_table(db, unique_name, [(1, 1, old())])
+    x = sql.Identifier("public", f"{unique_name}_x")
+    y = sql.Identifier("public", f"{unique_name}_y")
+    db.execute(
+        sql.SQL(
+            "CREATE TABLE {} (id bigint PRIMARY KEY, parent bigint REFERENCES {} ON DELETE CASCADE)"
+        ).format(x, sql.Identifier("public", unique_name))
+    )
+    db.execute(
+        sql.SQL(
+            "CREATE TABLE {} (id bigint PRIMARY KEY, x_id bigint CONSTRAINT {} REFERENCES {} (id))"
+        ).format(y, sql.Identifier(f"{unique_name}_y_fk"), x)
+    )
+    with pytest.raises(CoupledTableError) as failed:
+        check_coupled_tables(db, make_policy(unique_name))
+    assert f"'{unique_name}_y_fk'" in str(failed.value)
+    assert f"reached through the ON DELETE CASCADE of '{unique_name}_x_parent_fkey'" in str(
+        failed.value
+    )

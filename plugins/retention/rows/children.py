@@ -11,7 +11,8 @@ its one statement (``ops_finish.sql``, :func:`finish_children`): the children of
 it deletes, driven by those rows. A child row goes exactly when its parent row goes.
 
 Before a run deletes anything, :func:`check_coupled_tables` reads ``pg_constraint`` for
-every foreign key referencing the policy's table or a listed child; each must be listed
+every foreign key referencing the policy's table, a listed child, or (transitively) a
+table an unlisted ``ON DELETE CASCADE`` deletes from; each must be listed
 in ``children:``, ``ON DELETE CASCADE`` / ``SET NULL``, or named in
 ``ignore_foreign_keys:``. Anything else fails the run (no retry can mend it).
 """
@@ -155,6 +156,53 @@ def _missing_columns(conn: Connection, table: str, columns: list[str]) -> list[s
     ]
 
 
+def _classify(
+    conn: Connection,
+    policy: Policy,
+    found: list[ForeignKey],
+    accounted: set[str],
+    reached: set[str],
+    problems: list[str],
+) -> list[ForeignKey]:
+    """Classify every foreign key not ``accounted`` for (listed or ignored): a cascade or
+    SET NULL is left to the database (a cascade's referencing table is followed, its
+    foreign keys appended to ``found``), anything else is a problem. Returns the
+    unlisted cascades."""
+    cascades: list[ForeignKey] = []
+    # A cascade deletes rows of its table too, so the foreign keys referencing that table
+    # are followed as well (transitively): one without a cascade would fail the delete.
+    via: dict[str, str] = {}  # a table reached through a cascade: that cascade's name
+    queue = list(found)
+    while queue:
+        fk = queue.pop(0)
+        if fk.name in accounted:
+            continue
+        if fk.on_delete in LEFT_TO_THE_DATABASE:
+            if fk.on_delete == "c":
+                cascades.append(fk)
+                if fk.table not in reached:
+                    reached.add(fk.table)
+                    via[fk.table] = fk.name
+                    more = foreign_keys(conn, [fk.table])
+                    found.extend(more)
+                    queue.extend(more)
+            continue
+        through = (
+            f", reached through the ON DELETE CASCADE of {via[fk.referenced_table]!r}"
+            if fk.referenced_table in via
+            else ""
+        )
+        problems.append(
+            f"policy {policy.name!r}: {fk.described()} references rows this policy deletes"
+            f"{through} (referencing table {fk.table}, column {', '.join(fk.columns)}) and is "
+            "not accounted for; deleting would fail on it. Resolve it one of three ways: list "
+            f"{fk.table} in children: (foreign_key: {fk.columns[0]}) so its rows go with "
+            "their parents; make the constraint ON DELETE CASCADE or SET NULL; or name "
+            f"{fk.name!r} in ignore_foreign_keys: with a reason"
+        )
+    return cascades
+
+
 def coupled_tables(conn: Connection, policy: Policy) -> Coupling:
     """Resolve the policy's children and classify every foreign key referencing its tables
     (never raises for a problem: :func:`check_coupled_tables` does)."""
@@ -225,22 +273,7 @@ def coupled_tables(conn: Connection, policy: Policy) -> Coupling:
             resolve(child.children, child.table, link, depth + 1)
 
     resolve(policy.children, policy.table, None, 1)
-    cascades: list[ForeignKey] = []
-    for fk in found:
-        if fk.name in used or fk.name in ignored:
-            continue
-        if fk.on_delete in LEFT_TO_THE_DATABASE:
-            if fk.on_delete == "c":
-                cascades.append(fk)
-            continue
-        problems.append(
-            f"policy {policy.name!r}: {fk.described()} references rows this policy deletes "
-            f"(referencing table {fk.table}, column {', '.join(fk.columns)}) and is not "
-            "accounted for; deleting would fail on it. Resolve it one of three ways: list "
-            f"{fk.table} in children: (foreign_key: {fk.columns[0]}) so its rows go with "
-            "their parents; make the constraint ON DELETE CASCADE or SET NULL; or name "
-            f"{fk.name!r} in ignore_foreign_keys: with a reason"
-        )
+    cascades = _classify(conn, policy, found, used | ignored, set(tables), problems)
     unknown = sorted(ignored - {fk.name for fk in found})
     return Coupling(
         links=links, problems=problems, unlisted_cascades=cascades, ignored_unknown=unknown
