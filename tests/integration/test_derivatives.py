@@ -592,3 +592,46 @@ def test_a_foreign_key_added_after_planning_fails_the_pass_before_any_call(
         work(test_dsn, policy, sandbox)
     assert calls(sandbox) == Counter(), "no object was deleted remotely"
     assert rows_left(db, unique_name) == [1, 2]
+
+
+def test_reconcile_names_the_resource_nobody_will_finish(db, unique_name) -> None:
+    """Two dead derivatives, one discarded: the row is dead (the other still needs a
+    review), never hidden as discarded; and a pending object with a dead derivative is
+    dead, not backlog: nobody will finish it."""
+    create_media_table(db, unique_name, 2)
+    policy = derivative_policy(
+        unique_name,
+        derivatives=[THUMBNAILS, {"name": "transcodes", "endpoint": "/v1/transcodes/{object_id}"}],
+    )
+    enqueue_all(db, policy)
+    one = resources(db, policy, "obj-1")
+    two = resources(db, policy, "obj-2")
+    db.execute(
+        "UPDATE retention.operations SET state = 'done', done_at = now() WHERE operation_key = %s",
+        (one["object"]["operation_key"],),
+    )
+    db.execute(
+        "UPDATE retention.operations SET state = 'dead', updated_at = now() "
+        "WHERE operation_key = ANY(%s)",
+        (
+            [
+                one["thumbnails"]["operation_key"],
+                one["transcodes"]["operation_key"],
+                two["thumbnails"]["operation_key"],
+            ],
+        ),
+    )
+    pair = sorted([one["thumbnails"]["operation_key"], one["transcodes"]["operation_key"]])
+    discard = (
+        "INSERT INTO retention.discards (operation_key, policy, discarded_by, dead_since) "
+        "SELECT operation_key, policy, 'someone', updated_at FROM retention.operations "
+        "WHERE operation_key = %s"
+    )
+    db.execute(discard, (pair[0],))
+    since = dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)
+    for _ in range(3):  # whichever of obj-1's two is discarded, the other decides
+        by_state = explain_remote(db, policy, CUTOFF, since)["eligible_rows_by_state"]
+        assert by_state == {"dead": 2}, "obj-1: one dead not discarded; obj-2: a dead derivative"
+    db.execute(discard, (pair[1],))
+    by_state = explain_remote(db, policy, CUTOFF, since)["eligible_rows_by_state"]
+    assert by_state == {"dead": 1, "discarded": 1}

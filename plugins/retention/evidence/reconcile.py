@@ -584,6 +584,7 @@ def explain_remote(
         "table_name": policy.table,
         "cutoff": cutoff,
         "hold_policy": policy.name,
+        "derivatives": bool(policy.remote.derivatives),
     }
     with bounded(conn, policy.timeouts, reads=True, timezone=policy.timestamp_timezone):
         rows = conn.execute(target.query("ops_reconcile"), params).fetchall()
