@@ -9,7 +9,8 @@ from psycopg import sql
 
 from devtools.plans import request
 from retention.airflow.dag_factory import build_dag
-from retention.db.connection import Connection
+from retention.db.connection import Connection, connect_dsn
+from retention.evidence.reconcile import reconcile_run
 from retention.rows.children import CoupledTableError, check_coupled_tables, count_orphans
 from retention.rows.deleter import delete_window
 from retention.rows.planner import plan_windows
@@ -237,3 +238,24 @@ def test_a_foreign_key_behind_an_unlisted_cascade_is_followed(
     assert f"reached through the ON DELETE CASCADE of '{unique_name}_x_parent_fkey'" in str(
         failed.value
     )
+
+
+def test_an_orphan_count_that_times_out_is_named_not_fatal(
+    db: Connection, unique_name: str, test_dsn: str
+) -> None:
+    """The anti-join on a large (here: locked) child table runs out of time: reconcile
+    still finishes, names the table as not counted, and is not dirty for it."""
+    create_family(db, unique_name)
+    policy = make_policy(unique_name, children=family_children(unique_name))
+    for window in plan_windows(db, request(policy, "run-1")):
+        delete_window(db, policy, window, batch_rows=policy.batch_rows, dry_run=False)
+    with connect_dsn(test_dsn) as locker, locker.transaction():
+        locker.execute(
+            sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(
+                sql.Identifier("public", f"{unique_name}_p")
+            )
+        )
+        summary = reconcile_run(db, policy, "run-1")
+    assert summary["orphans_not_counted"] == [f"public.{unique_name}_p"]
+    assert summary["orphans"] == {}
+    assert summary["status"] == "clean"

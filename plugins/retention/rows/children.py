@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import psycopg
 from psycopg import sql
 
 from retention.db.connection import Connection
@@ -387,22 +388,35 @@ def family_delete(
     return statement, [table, *(link.table for link in links)]
 
 
-def count_orphans(conn: Connection, policy: Policy) -> dict[str, int]:
+def count_orphans(
+    conn: Connection, policy: Policy, not_counted: list[str] | None = None
+) -> dict[str, int]:
     """Orphans of each listed child without a foreign key constraint: child rows whose
-    parent key no longer exists (read-only; a constraint makes orphans impossible)."""
+    parent key no longer exists (read-only; a constraint makes orphans impossible).
+
+    Each count is a full anti-join, bounded by the caller's timeouts: with
+    ``not_counted`` given, a table whose count timed out (or waited on a lock past
+    ``lock_timeout``) is appended to it and the others are still counted; without it,
+    the timeout raises."""
     orphans: dict[str, int] = {}
     for link in coupled_tables(conn, policy).links:
         if link.constraint is not None:
             continue
-        row = conn.execute(
-            query(
-                "target_orphans",
-                child=link.identifier,
-                foreign_key=sql.Identifier(link.foreign_key),
-                parent=sql.Identifier(*link.parent_table.split(".")),
-                column=sql.Identifier(link.parent_column),
-            )
-        ).fetchone()
+        statement = query(
+            "target_orphans",
+            child=link.identifier,
+            foreign_key=sql.Identifier(link.foreign_key),
+            parent=sql.Identifier(*link.parent_table.split(".")),
+            column=sql.Identifier(link.parent_column),
+        )
+        try:
+            with conn.transaction():  # a savepoint: a timeout spoils only this count
+                row = conn.execute(statement).fetchone()
+        except (psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable):
+            if not_counted is None:
+                raise
+            not_counted.append(link.table)
+            continue
         count = int(row["orphans"]) if row else 0
         if count:
             orphans[link.table] = count
