@@ -16,15 +16,17 @@ from typing import Any
 import pytest
 from svix.webhooks import Webhook as SvixWebhook
 
-from devtools.plans import CUTOFF
+from devtools.plans import CUTOFF, request
 from devtools.receiver import Receiver, new_secret
 from retention.db.connection import Connection, connect_dsn
+from retention.db.sqlfiles import query
 from retention.events.hints import Hint, apply
 from retention.evidence.audit import purge_audit
 from retention.evidence.explain import explain, render
 from retention.evidence.lookup import find_operations
-from retention.evidence.reconcile import explain_remote
+from retention.evidence.reconcile import explain_remote, reconcile_run
 from retention.evidence.replay import dead_operations, replay_dead
+from retention.objects.enqueue import enqueue_window
 from retention.objects.finish import AtomicFinish
 from retention.objects.keys import Operation, derivative_key
 from retention.objects.kind import EndpointSuspect, OperationsKind
@@ -32,6 +34,7 @@ from retention.queue.classify import Outcome
 from retention.queue.leased import OPERATIONS, Finish, LeasedQueue, State
 from retention.queue.worker import Attempt
 from retention.rows.children import CoupledTableError
+from retention.rows.planner import plan_windows
 from tests.support.policies import make_policy, remote_fields, remote_policy
 from tests.support.remote import deliver, enqueue_all, work
 from tests.support.tables import count, create_media_table
@@ -635,3 +638,49 @@ def test_reconcile_names_the_resource_nobody_will_finish(db, unique_name) -> Non
     db.execute(discard, (pair[1],))
     by_state = explain_remote(db, policy, CUTOFF, since)["eligible_rows_by_state"]
     assert by_state == {"dead": 1, "discarded": 1}
+
+
+def test_rows_deleted_by_table_counts_the_drains_deletions_too(
+    db, unique_name, sandbox, test_dsn
+) -> None:
+    """The window's pass deletes obj-2 and its children; obj-1's thumbnails answer 503
+    and the drain deletes it later: the summary's figures by table include the drain's,
+    and its figure for the policy's table equals rows_deleted."""
+    create_media_table(db, unique_name, 2)
+    renditions = f"{unique_name}_r"
+    db.execute(
+        f"CREATE TABLE public.{renditions} (id bigserial PRIMARY KEY, "
+        f"asset_id bigint NOT NULL REFERENCES public.{unique_name} (id))"
+    )
+    db.execute(
+        f"INSERT INTO public.{renditions} (asset_id) "  # noqa: S608
+        f"SELECT t.id FROM public.{unique_name} AS t, generate_series(1, 2)"
+    )
+    sandbox.state.configure(fail_5xx={"obj-1/thumbnails": 1})
+    policy = make_policy(
+        unique_name,
+        window_rows=10_000,
+        batch_rows=500,
+        window_per_tenant=False,
+        remote=remote_fields(
+            unique_name, derivatives=[THUMBNAILS], backoff_base_seconds=30, backoff_max_seconds=60
+        ),
+        children=[{"table": renditions, "foreign_key": "asset_id"}],
+    )
+    for window in plan_windows(db, request(policy, "run-1")):
+        enqueue_window(db, policy, window, 100)
+        work(test_dsn, policy, sandbox, scope=window.window_key)
+    assert rows_left(db, unique_name) == [1]
+    make_due(db, policy)
+    drained = work(test_dsn, policy, sandbox)  # the drain: no window
+    db.execute(
+        query("run_record_drain"),
+        {"policy": policy.name, "run_id": "run-1", "drain": json.dumps(drained.as_dict())},
+    )
+    assert rows_left(db, unique_name) == []
+    summary = reconcile_run(db, policy, "run-1")
+    assert summary["rows_deleted"] == 2
+    assert summary["rows_deleted_by_table"] == {
+        f"public.{unique_name}": 2,
+        f"public.{renditions}": 4,
+    }

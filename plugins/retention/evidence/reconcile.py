@@ -189,7 +189,7 @@ class _Gathered:
             events=None if self.events is None else EventEvidence(**self.events),
             rows_deleted_by_table=None
             if self.orphans is None
-            else rows_by_table(policy, ledger.values()),
+            else rows_by_table(policy, ledger.values(), self.drain_passes),
             orphans=self.orphans,
             orphans_not_counted=self.orphans_not_counted or None,
         )
@@ -254,13 +254,24 @@ def count_orphans_bounded(
         return count_orphans(conn, policy, not_counted)
 
 
-def rows_by_table(policy: Policy, windows: Iterable[dict[str, Any]]) -> dict[str, int]:
-    """Rows the windows deleted in each table: the policy's, then each listed child's."""
+def rows_by_table(
+    policy: Policy,
+    windows: Iterable[dict[str, Any]],
+    drain_passes: Iterable[dict[str, Any]] = (),
+) -> dict[str, int]:
+    """Rows the windows and the drain passes deleted in each table: the policy's, then
+    each listed child's (so its figure for the policy's table is ``rows_deleted``)."""
     totals = {policy.table: 0, **{child.table: 0 for _, child in policy.child_tables()}}
     for window in windows:
         counted = window.get("rows_deleted_by_table") or {}
         if not counted:  # deleted before the windows counted by table: its rows are the table's
             totals[policy.table] += int(window["rows_deleted"])
+        for table, rows in counted.items():
+            totals[table] = totals.get(table, 0) + int(rows)
+    for drained in drain_passes:
+        counted = drained.get("rows_by_table") or {}
+        if not counted:  # a pass from before passes counted by table: the table's rows
+            totals[policy.table] += int(drained.get("rows_deleted", 0))
         for table, rows in counted.items():
             totals[table] = totals.get(table, 0) + int(rows)
     return totals
