@@ -259,3 +259,40 @@ def test_an_orphan_count_that_times_out_is_named_not_fatal(
     assert summary["orphans_not_counted"] == [f"public.{unique_name}_p"]
     assert summary["orphans"] == {}
     assert summary["status"] == "clean"
+
+
+def test_a_composite_or_deeper_foreign_key_gets_a_resolution_that_fits_it(
+    db: Connection, unique_name: str
+) -> None:
+    """A listed child whose constraint is composite ((tenant_id, asset_id) → (tenant_id,
+    id)) cannot be matched by one foreign_key column: the message says so instead of
+    suggesting foreign_key: tenant_id. A key referencing a listed child is to be listed
+    under that child's children:."""
+    create_table(db, unique_name, [(1, 1, old())])
+    parent = sql.Identifier("public", unique_name)
+    child = sql.Identifier("public", f"{unique_name}_r")
+    grandchild = sql.Identifier("public", f"{unique_name}_g")
+    db.execute(sql.SQL("CREATE UNIQUE INDEX ON {} (tenant_id, id)").format(parent))
+    db.execute(
+        sql.SQL(
+            "CREATE TABLE {} (id bigint PRIMARY KEY, tenant_id integer, asset_id bigint, "
+            "FOREIGN KEY (tenant_id, asset_id) REFERENCES {} (tenant_id, id))"
+        ).format(child, parent)
+    )
+    db.execute(
+        sql.SQL("CREATE TABLE {} (id bigint PRIMARY KEY, r_id bigint REFERENCES {} (id))").format(
+            grandchild, child
+        )
+    )
+    policy = make_policy(
+        unique_name, children=[{"table": f"{unique_name}_r", "foreign_key": "asset_id"}]
+    )
+    with pytest.raises(CoupledTableError) as failed:
+        check_coupled_tables(db, policy)
+    message = str(failed.value)
+    assert "It is a composite key (tenant_id, asset_id → tenant_id, id)" in message
+    assert "foreign_key: tenant_id" not in message
+    assert (
+        f"list public.{unique_name}_g in the children: of the listed child "
+        f"public.{unique_name}_r (foreign_key: r_id)"
+    ) in message

@@ -196,12 +196,33 @@ def _classify(
         problems.append(
             f"policy {policy.name!r}: {fk.described()} references rows this policy deletes"
             f"{through} (referencing table {fk.table}, column {', '.join(fk.columns)}) and is "
-            "not accounted for; deleting would fail on it. Resolve it one of three ways: list "
-            f"{fk.table} in children: (foreign_key: {fk.columns[0]}) so its rows go with "
-            "their parents; make the constraint ON DELETE CASCADE or SET NULL; or name "
-            f"{fk.name!r} in ignore_foreign_keys: with a reason"
+            f"not accounted for; deleting would fail on it. {_resolutions(policy, fk)}"
         )
     return cascades
+
+
+def _resolutions(policy: Policy, fk: ForeignKey) -> str:
+    """The ways to account for an unaccounted foreign key, worded for what it is: a
+    composite key cannot be a listed child's (a child's ``foreign_key`` is one column),
+    and a key referencing a listed child is listed under that child's ``children:``."""
+    others = (
+        "make the constraint ON DELETE CASCADE or SET NULL; or name "
+        f"{fk.name!r} in ignore_foreign_keys: with a reason"
+    )
+    if len(fk.columns) > 1:
+        return (
+            f"It is a composite key ({', '.join(fk.columns)} → "
+            f"{', '.join(fk.referenced_columns)}), which children: cannot list (a child's "
+            "foreign_key is one column, referencing one unique column of its parent). "
+            f"Resolve it one of two ways: {others}"
+        )
+    where = "children:"
+    if fk.referenced_table != policy.table:
+        where = f"the children: of the listed child {fk.referenced_table}"
+    return (
+        f"Resolve it one of three ways: list {fk.table} in {where} (foreign_key: "
+        f"{fk.columns[0]}) so its rows go with their parents; {others}"
+    )
 
 
 def coupled_tables(conn: Connection, policy: Policy) -> Coupling:
