@@ -16,7 +16,7 @@ from retention.rows.deleter import delete_window
 from retention.rows.planner import plan_windows
 from tests.support.children import PARENTS, create_family, family_children
 from tests.support.policies import make_policy
-from tests.support.tables import create_table, ids_left, old
+from tests.support.tables import create_table, ids_left, new, old
 
 
 def _orphans_at_every_level(db: Connection, name: str) -> list[int]:
@@ -296,3 +296,58 @@ def test_a_composite_or_deeper_foreign_key_gets_a_resolution_that_fits_it(
         f"list public.{unique_name}_g in the children: of the listed child "
         f"public.{unique_name}_r (foreign_key: r_id)"
     ) in message
+
+
+def test_children_by_a_references_column_in_per_tenant_windows(
+    db: Connection, unique_name: str
+) -> None:
+    """A grandchild without a constraint references its parent's code (unique, not the
+    primary key, and no key's value), and the windows are one per tenant: each window
+    takes its own tenant's rows and, by code, exactly their descendants."""
+    rows = [(i, 1 + i % 3, old() if i % 2 else new()) for i in range(1, 31)]
+    create_table(db, unique_name, rows)
+    ident = sql.Identifier
+    names = {
+        "t": ident("public", unique_name),
+        "r": ident("public", f"{unique_name}_r"),
+        "g": ident("public", f"{unique_name}_g"),
+    }
+    for statement in (
+        "CREATE TABLE {r} (id bigserial PRIMARY KEY, asset_id bigint NOT NULL REFERENCES {t}, "
+        "code text NOT NULL UNIQUE)",
+        "CREATE TABLE {g} (id bigserial PRIMARY KEY, r_code text NOT NULL)",
+        "INSERT INTO {r} (asset_id, code) SELECT t.id, 'code-' || t.id || '-' || n "
+        "FROM {t} AS t, generate_series(1, 2) AS n",
+        "INSERT INTO {g} (r_code) SELECT r.code FROM {r} AS r, generate_series(1, 3)",
+    ):
+        db.execute(sql.SQL(statement).format(**names))
+    policy = make_policy(
+        unique_name,
+        window_rows=1000,
+        batch_rows=4,
+        window_per_tenant=True,
+        children=[
+            {
+                "table": f"{unique_name}_r",
+                "foreign_key": "asset_id",
+                "children": [
+                    {"table": f"{unique_name}_g", "foreign_key": "r_code", "references": "code"}
+                ],
+            }
+        ],
+    )
+    (_, grandchild) = check_coupled_tables(db, policy).links
+    assert (grandchild.parent_column, grandchild.constraint) == ("code", None)
+    windows = plan_windows(db, request(policy))
+    assert {window.tenant for window in windows} == {"1", "2", "3"}, "a window per tenant"
+    for window in windows:
+        delete_window(db, policy, window, batch_rows=4, dry_run=False)
+    assert ids_left(db, unique_name) == list(range(2, 31, 2))
+    left = db.execute(
+        sql.SQL(
+            "SELECT count(*) AS n, count(*) FILTER (WHERE r.id IS NULL) AS orphans "
+            "FROM {g} AS g LEFT JOIN {r} AS r ON r.code = g.r_code"
+        ).format(**names)
+    ).fetchone()
+    assert (left["n"], left["orphans"]) == (15 * 2 * 3, 0)
+    assert count_orphans(db, policy) == {}

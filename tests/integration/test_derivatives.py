@@ -299,14 +299,31 @@ def test_the_event_lists_every_remote_resource_once_all_are_confirmed(
     assert thumbnails["attempts"] == 2, "the 503 and the confirmation"
 
 
+@pytest.mark.parametrize("with_children", [False, True])
 def test_two_finishes_confirming_an_objects_last_resources_at_once_delete_its_row(
-    db, unique_name, test_dsn
+    db, unique_name, test_dsn, with_children: bool
 ) -> None:
     """The object's confirmation and its derivative's are recorded by two workers at the
     same moment: the later finish must see the earlier one's confirmation (it waits for
-    the object's lock), so the row does not stay behind with every resource confirmed."""
+    the object's lock), so the row does not stay behind with every resource confirmed;
+    with a child table, the children go with it, and only with it."""
     create_media_table(db, unique_name, 1)
     policy = derivative_policy(unique_name)
+    renditions = f"{unique_name}_r"
+    if with_children:
+        db.execute(
+            f"CREATE TABLE public.{renditions} (id bigserial PRIMARY KEY, "
+            f"asset_id bigint NOT NULL REFERENCES public.{unique_name} (id))"
+        )
+        db.execute(f"INSERT INTO public.{renditions} (asset_id) VALUES (1), (1)")  # noqa: S608
+        policy = make_policy(
+            unique_name,
+            window_rows=10_000,
+            batch_rows=500,
+            window_per_tenant=False,
+            remote=remote_fields(unique_name, derivatives=[THUMBNAILS]),
+            children=[{"table": renditions, "foreign_key": "asset_id"}],
+        )
     enqueue_all(db, policy)
     keys = resources(db, policy, "obj-1")
     queue = LeasedQueue(OPERATIONS, policy.name, policy.remote.lease)
@@ -326,6 +343,9 @@ def test_two_finishes_confirming_an_objects_last_resources_at_once_delete_its_ro
 
         with conn_a.transaction():  # worker a's finish, not committed yet
             AtomicFinish(policy).record(conn_a, "worker-a", [confirmed(claimed["worker-a"])], None)
+            if with_children:
+                kept = f"SELECT count(*) FROM public.{renditions}"  # noqa: S608
+                assert count(conn_a, kept) == 2, "one resource confirmed: the children stay"
             later = threading.Thread(
                 target=AtomicFinish(policy).record,
                 args=(conn_b, "worker-b", [confirmed(claimed["worker-b"])], None),
@@ -341,6 +361,8 @@ def test_two_finishes_confirming_an_objects_last_resources_at_once_delete_its_ro
     assert states == {"done"}
     assert keys["object"]["operation_key"] in {op.key for op in claimed.values()}
     assert rows_left(db, unique_name) == [], "one of the two finishes deleted the row"
+    if with_children:
+        assert count(db, f"SELECT count(*) FROM public.{renditions}") == 0  # noqa: S608
 
 
 def test_a_derivatives_404s_are_judged_by_its_own_endpoint_not_the_objects(
@@ -419,7 +441,7 @@ def test_a_hinted_object_gets_its_derivatives_due_with_it(
 
 
 def test_children_wait_with_their_row_for_every_resource_and_the_event_counts_them(
-    db, unique_name, sandbox, receiver, test_dsn
+    db, unique_name, sandbox, receiver, test_dsn, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """children: and remote.derivatives: together. The object is confirmed while its
     thumbnails answer 503: its row and the row's children stay (the foreign key would
@@ -448,7 +470,13 @@ def test_children_wait_with_their_row_for_every_resource_and_the_event_counts_th
         children=[{"table": renditions, "foreign_key": "asset_id"}],
     )
     enqueue_all(db, policy)
-    work(test_dsn, policy, sandbox)
+
+    def no_fallback(*args: Any) -> None:  # a failed batch statement (an FK) would land here
+        raise AssertionError("the batch's finish failed and fell back to one by one")
+
+    monkeypatch.setattr(AtomicFinish, "_one_by_one", no_fallback)
+    first = work(test_dsn, policy, sandbox)
+    assert len(first.transactions) == len(first.batches) == 1, "one finish transaction"
 
     def renditions_of(asset: int) -> int:
         query = f"SELECT count(*) FROM public.{renditions} WHERE asset_id = %s"  # noqa: S608
@@ -457,7 +485,8 @@ def test_children_wait_with_their_row_for_every_resource_and_the_event_counts_th
     assert rows_left(db, unique_name) == [1], "obj-2 went whole; obj-1 waits on its thumbnails"
     assert (renditions_of(1), renditions_of(2)) == (2, 0), "children stay with their row"
     make_due(db, policy)
-    work(test_dsn, policy, sandbox)
+    second = work(test_dsn, policy, sandbox)
+    assert len(second.transactions) == len(second.batches) == 1, "one finish transaction"
     assert rows_left(db, unique_name) == []
     assert renditions_of(1) == 0
     assert deliver(test_dsn, policy, receiver).done == 2
