@@ -713,3 +713,31 @@ def test_rows_deleted_by_table_counts_the_drains_deletions_too(
         f"public.{unique_name}": 2,
         f"public.{renditions}": 4,
     }
+
+
+def test_a_timeout_on_the_objects_advisory_lock_is_not_blamed_on_a_row_lock(
+    db, unique_name, test_dsn, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Another worker holds the object's advisory lock past lock_timeout: the warning
+    says the wait was for that lock, and looks up no row-lock holders."""
+    create_media_table(db, unique_name, 1)
+    policy = make_policy(
+        unique_name,
+        lock_timeout_ms=100,
+        remote=remote_fields(
+            unique_name, derivatives=[THUMBNAILS], backoff_base_seconds=30, backoff_max_seconds=60
+        ),
+    )
+    enqueue_all(db, policy)
+    queue = LeasedQueue(OPERATIONS, policy.name, policy.remote.lease)
+    with connect_dsn(test_dsn) as conn, connect_dsn(test_dsn) as other:
+        (op,) = [Operation.from_row(row) for row in queue.claim(conn, "worker-a", 1)]
+        with other.transaction():
+            other.execute(query("ops_lock_objects"), {"keys": [op.object_key]})
+            now = time.time()
+            done = Finish(state=State.DONE, outcome=Outcome.CONFIRMED, status=204)
+            with caplog.at_level("WARNING", logger="retention.objects.finish"):
+                AtomicFinish(policy).record(conn, "worker-a", [Attempt(op, done, now, now)], None)
+    (warning,) = [r.getMessage() for r in caplog.records if "local delete" in r.getMessage()]
+    assert "the wait was for the object's advisory lock" in warning
+    assert resources(db, policy, "obj-1")[op.resource]["failure_class"] == "local_delete_pending"

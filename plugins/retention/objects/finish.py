@@ -112,6 +112,9 @@ class AtomicFinish:
     def __init__(self, policy: Policy) -> None:
         self.policy = policy
         self._holders_seen: tuple[float, int, str] | None = None  # see _lock_holders
+        # Whether the last finish was waiting for its objects' advisory locks (another
+        # worker finishing the same object) rather than a row: what a lock timeout means.
+        self._waiting_for_objects = False
         # ops_finish.sql for this policy; with children, resolved against the catalog by
         # prepare(), before any remote call (see prepare).
         self._statement: sql.Composed | None = None
@@ -230,12 +233,20 @@ class AtomicFinish:
                 attempt_spent=1,  # the call that confirmed was a real attempt
             )
         locked = isinstance(error, psycopg.errors.LockNotAvailable)
+        waited = ""
+        if locked and self._waiting_for_objects:
+            waited = (
+                "; the wait was for the object's advisory lock (another worker finishing a "
+                "resource of the same object), not for a row lock"
+            )
+        elif locked:
+            waited = self._lock_holders(conn, attempt.job.row_key)
         log.warning(
             "row %s: local delete %s after the API confirmed: %s%s (operation %s)",
             attempt.job.row_key,
             "failed for good" if permanent else "failed for now, retried later",
             what,
-            self._lock_holders(conn, attempt.job.row_key) if locked else "",
+            waited,
             attempt.job.key,
         )
         retry = Attempt(attempt.job, change, attempt.started, attempt.finished)
@@ -262,7 +273,9 @@ class AtomicFinish:
             timezone=self.policy.timestamp_timezone,
         ):
             if objects := objects_to_lock(self.policy, attempts):
+                self._waiting_for_objects = True
                 conn.execute(query("ops_lock_objects"), {"keys": objects}, prepare=True)
+            self._waiting_for_objects = False
             rows = conn.execute(
                 statement,
                 {
