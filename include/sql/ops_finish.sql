@@ -8,7 +8,10 @@
 -- window's cutoff (the caller sets TimeZone to timestamp_timezone), and, when the policy
 -- notifies, its retention.deleted event in the outbox (transactional outbox), listing
 -- under resources.tables the rows deleted for that key by table: the policy's row and
--- the listed children the caller deleted first in the same transaction (child_tables).
+-- its listed children, deleted by this statement through data-modifying CTEs driven by
+-- gone (ops_finish_child.sql, one a child level), so a child row goes exactly when its
+-- row does; the caller composes their count for a key (a JSON object by table, empty
+-- without children) for the event and for the window's tally (child_tables).
 -- An object with derivatives (remote.derivatives) has one operation per resource;
 -- its row is deleted, and its event written, only by the finish that confirms the
 -- last of them: the object_ready part is ops_finish_ready_resources.sql for such a
@@ -29,10 +32,10 @@ WITH input AS (
         %(rate_limited)s::int[], %(auth_failure)s::boolean[], %(not_before)s::timestamptz[],
         %(status)s::int[], %(outcome)s::text[], %(failure_class)s::text[], %(reason)s::text[],
         %(started_at)s::timestamptz[], %(finished_at)s::timestamptz[],
-        %(duration_ms)s::double precision[], %(child_tables)s::jsonb[]
+        %(duration_ms)s::double precision[]
     ) AS i(i_key, i_state, i_attempt_spent, i_rate_limited, i_auth_failure, i_not_before,
            i_status, i_outcome, i_failure_class, i_reason, i_started_at, i_finished_at,
-           i_duration_ms, i_child_tables)
+           i_duration_ms)
 ), op AS (
     UPDATE retention.operations AS o
     SET state = i.i_state,
@@ -59,7 +62,6 @@ WITH input AS (
               o.object_id AS op_object_id, o.tenant AS op_tenant,
               o.policy_revision AS op_revision, o.attempt_count AS op_attempts,
               coalesce(o.parent_key, o.operation_key) AS op_object_key,
-              i.i_child_tables AS op_child_tables,
               (SELECT w.cutoff FROM retention.windows AS w
                WHERE w.window_key = o.window_key) AS op_cutoff
 ), {object_ready}, gone AS (
@@ -73,8 +75,8 @@ WITH input AS (
       AND {object_id}::text = ready.op_object_id
       AND {tenant_text} IS NOT DISTINCT FROM ready.op_tenant
       AND (ready.op_cutoff IS NULL OR {ts} < ready.op_cutoff)
-    RETURNING {key} AS gone_row_key
-), event AS (
+    RETURNING {key} AS gone_row_key{gone_columns}
+){children}, event AS (
     INSERT INTO retention.outbox (event_id, policy, operation_key, event_type, payload)
     -- One event per object, keyed by the object's own operation key.
     SELECT 'evt_' || left(encode(sha256(convert_to('retention.deleted|' || ready.op_object_key,
@@ -106,7 +108,7 @@ WITH input AS (
                        'tables', jsonb_build_object(
                            %(table_name)s::text,
                            (ready.op_row_key IN (SELECT gone.gone_row_key FROM gone))::int
-                       ) || coalesce(ready.op_child_tables, '{{}}'::jsonb))
+                       ) || {event_child_tables})
                )
            )::text
     FROM ready
@@ -130,5 +132,6 @@ SELECT judged.op_key,
         AND judged.op_row_key IN (SELECT gone.gone_row_key FROM gone))::int AS rows_deleted,
        (judged.op_ready
         AND judged.op_row_key NOT IN (SELECT gone.gone_row_key FROM gone)
-        AND EXISTS (SELECT 1 FROM {table} WHERE {key} = judged.op_row_key)) AS row_left_alone
+        AND EXISTS (SELECT 1 FROM {table} WHERE {key} = judged.op_row_key)) AS row_left_alone,
+       CASE WHEN judged.op_ready THEN {child_tables} ELSE '{{}}'::jsonb END AS child_tables
 FROM judged

@@ -1,8 +1,8 @@
 -- Part of ops_finish.sql (its object_ready part) for a policy with remote.derivatives,
 -- where an object has one operation per resource: an operation finishes its object
--- (op_ready) when it is done, every other resource of the object is confirmed
--- (before, or by this batch), and it is the first by key of the object's resources
--- this batch confirmed, so an object's row is deleted and its event written once,
+-- (op_ready) when it is done, every resource the policy names has an operation of the
+-- object confirmed (before, or by this batch), so does every other operation of the
+-- object, and it is the first by key of the object's resources this batch confirmed, so an object's row is deleted and its event written once,
 -- by the confirmation of its last resource. Not a statement of its own.
 -- The caller holds each finished object's advisory lock (ops_lock_objects.sql)
 -- from before the statement's snapshot, so two workers confirming an object's last
@@ -11,6 +11,24 @@
 judged AS (
     SELECT op.*,
            (op.op_state = 'done'
+            -- every resource the policy names (%(resources)s: the object, then each
+            -- derivative) has an operation confirmed before or by this batch: a missing
+            -- one (an object enqueued before its derivatives were added) keeps the row
+            AND NOT EXISTS (
+                SELECT 1 FROM unnest(%(resources)s::text[]) AS named(resource)
+                WHERE NOT EXISTS (
+                    SELECT 1
+                    FROM (SELECT s.operation_key, s.resource, s.state
+                          FROM retention.operations AS s
+                          WHERE s.operation_key = op.op_object_key
+                          UNION ALL
+                          SELECT s.operation_key, s.resource, s.state
+                          FROM retention.operations AS s
+                          WHERE s.parent_key = op.op_object_key) AS sibling
+                    WHERE sibling.resource = named.resource
+                      AND (sibling.state = 'done'
+                           OR sibling.operation_key IN (
+                               SELECT d.op_key FROM op AS d WHERE d.op_state = 'done'))))
             AND NOT EXISTS (
                 SELECT 1
                 FROM (SELECT s.operation_key, s.state FROM retention.operations AS s

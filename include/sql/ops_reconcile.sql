@@ -3,18 +3,15 @@
 -- person recorded in retention.discards that it will not be replayed), done
 -- (should be gone), or none at all (unexplained); a row or object a legal hold keeps
 -- is held, whatever its operation's state (binds hold_policy). An object with
--- derivatives is in the state of the resource its row waits on: a confirmed object
--- whose derivative is pending is backlog, one whose derivative is dead is dead (dead
--- before pending, then in flight), and discarded when that dead resource was
--- discarded. Read-only; one pass over the eligible rows, and for rows whose object
--- operation is done (few: their rows should be gone) one probe of
--- operations_object_resource.
+-- derivatives (%(derivatives)s) is in the state of the resource that keeps its row
+-- longest, the object itself or any derivative, whatever the object's own state:
+-- dead first (nobody will finish it: a pending object with a dead derivative is
+-- dead, not backlog), a dead one not discarded before a discarded one (so a
+-- discarded resource never hides one still to review), then pending, then in
+-- flight; done only when all are. Read-only; one pass over the eligible rows, and
+-- for a policy with derivatives one probe of operations_object_resource per row.
 SELECT CASE WHEN eligible.held THEN 'held'
-            WHEN blocking.state = 'dead' AND EXISTS (
-                SELECT 1 FROM retention.discards AS x
-                WHERE x.operation_key = blocking.operation_key
-                  AND x.dead_since = blocking.updated_at)
-            THEN 'discarded'
+            WHEN blocking.discarded THEN 'discarded'
             ELSE coalesce(blocking.state, 'unexplained') END AS state,
        count(*) AS n,
        min(eligible.ts) AS oldest
@@ -24,19 +21,22 @@ FROM (
     WHERE {ts} < %(cutoff)s
 ) AS eligible
 LEFT JOIN retention.operations AS o ON o.operation_key = eligible.op_key
+-- the operation that explains the row: of the object's resources, the one it waits on
 LEFT JOIN LATERAL (
-    SELECT d.state, d.operation_key, d.updated_at
-    FROM retention.operations AS d
-    WHERE o.state = 'done' AND d.parent_key = o.operation_key AND d.state <> 'done'
-    ORDER BY d.state = 'dead' DESC, d.state = 'pending' DESC
+    SELECT r.state,
+           r.state = 'dead' AND EXISTS (
+               SELECT 1 FROM retention.discards AS x
+               WHERE x.operation_key = r.operation_key
+                 AND x.dead_since = r.updated_at) AS discarded
+    FROM (
+        SELECT o.state, o.operation_key, o.updated_at
+        UNION ALL
+        SELECT d.state, d.operation_key, d.updated_at
+        FROM retention.operations AS d
+        WHERE %(derivatives)s AND d.parent_key = o.operation_key
+    ) AS r
+    ORDER BY r.state = 'dead' DESC, discarded ASC, r.state = 'pending' DESC,
+             r.state = 'in_flight' DESC, r.state = 'done' ASC
     LIMIT 1
-) AS waiting ON true
--- the operation that explains the row: the resource it waits on, else its object's
-CROSS JOIN LATERAL (
-    SELECT coalesce(waiting.state, o.state) AS state,
-           CASE WHEN waiting.state IS NOT NULL THEN waiting.operation_key
-                ELSE o.operation_key END AS operation_key,
-           CASE WHEN waiting.state IS NOT NULL THEN waiting.updated_at
-                ELSE o.updated_at END AS updated_at
-) AS blocking
+) AS blocking ON o.operation_key IS NOT NULL
 GROUP BY 1

@@ -8,9 +8,10 @@ type error, not a silent ``None``.
 
 The JSON keeps the shape it always had (external readers parse it): the keys,
 their order and the optional blocks (``rows_deleted_by_table`` and ``orphans`` only
-for a policy with ``children``, ``remote``, ``max_lag_hours`` and ``drain`` only for a
-policy with remote deletions, ``events`` only with ``notify``, ``covered_by`` only for
-a run that found its rows already deleted by another).
+for a policy with ``children``, with ``orphans_not_counted`` when a count timed out,
+``remote``, ``max_lag_hours`` and ``drain`` only for a policy with remote deletions,
+``events`` only with ``notify``, ``covered_by`` only for a run that found its rows
+already deleted by another).
 A summary written by ``run_record_stopped.sql`` for a run that stopped before
 reconcile (``partial``) has only some of the figures; every field therefore has
 a default, and the partial-only keys are fields too.
@@ -217,6 +218,8 @@ class RunSummary:
     # keys left to an unlisted ON DELETE CASCADE (also in plan_notes).
     rows_deleted_by_table: dict[str, int] | None = None
     orphans: dict[str, int] | None = None
+    # listed children whose orphan count timed out (None: every count finished)
+    orphans_not_counted: list[str] | None = None
     # Only for a policy with remote deletions:
     remote: RemoteEvidence | None = None
     max_lag_hours: float | None = None
@@ -266,6 +269,8 @@ class RunSummary:
         if self.rows_deleted_by_table is not None:
             data["rows_deleted_by_table"] = self.rows_deleted_by_table
             data["orphans"] = self.orphans or {}
+            if self.orphans_not_counted:
+                data["orphans_not_counted"] = self.orphans_not_counted
         if self.remote is not None:
             data["remote"] = dataclasses.asdict(self.remote)
             data["max_lag_hours"] = self.max_lag_hours

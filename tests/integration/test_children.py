@@ -9,13 +9,14 @@ from psycopg import sql
 
 from devtools.plans import request
 from retention.airflow.dag_factory import build_dag
-from retention.db.connection import Connection
+from retention.db.connection import Connection, connect_dsn
+from retention.evidence.reconcile import reconcile_run
 from retention.rows.children import CoupledTableError, check_coupled_tables, count_orphans
 from retention.rows.deleter import delete_window
 from retention.rows.planner import plan_windows
 from tests.support.children import PARENTS, create_family, family_children
 from tests.support.policies import make_policy
-from tests.support.tables import create_table, ids_left, old
+from tests.support.tables import create_table, ids_left, new, old
 
 
 def _orphans_at_every_level(db: Connection, name: str) -> list[int]:
@@ -184,3 +185,169 @@ def test_a_listed_child_that_does_not_exist_is_named(db: Connection, unique_name
     policy = make_policy(unique_name, children=[{"table": "no_such_child", "foreign_key": "x"}])
     with pytest.raises(CoupledTableError, match=r"table public\.no_such_child does not exist"):
         check_coupled_tables(db, policy)
+
+
+def test_a_references_column_that_is_not_unique_alone_is_refused(
+    db: Connection, unique_name: str
+) -> None:
+    """A code unique only per tenant: a child row holding it could belong to another
+    tenant's parent, so deleting by it would take that parent's children too."""
+    create_table(db, unique_name, [(1, 1, old()), (2, 2, old())])
+    parent = sql.Identifier("public", unique_name)
+    child = sql.Identifier("public", f"{unique_name}_x")
+    db.execute(sql.SQL("ALTER TABLE {} ADD COLUMN code text").format(parent))
+    db.execute(sql.SQL("UPDATE {} SET code = 'same'").format(parent))
+    db.execute(sql.SQL("CREATE UNIQUE INDEX ON {} (tenant_id, code)").format(parent))
+    db.execute(sql.SQL("CREATE TABLE {} (id bigint PRIMARY KEY, code text)").format(child))
+    policy = make_policy(
+        unique_name,
+        children=[{"table": f"{unique_name}_x", "foreign_key": "code", "references": "code"}],
+    )
+    with pytest.raises(CoupledTableError, match=r"references: code, but .* is not unique"):
+        check_coupled_tables(db, policy)
+    db.execute(sql.SQL("CREATE UNIQUE INDEX ON {} (code) WHERE tenant_id = 1").format(parent))
+    with pytest.raises(CoupledTableError, match="is not unique"):  # partial: not unique
+        check_coupled_tables(db, policy)
+    db.execute(sql.SQL("UPDATE {} SET code = 'c' || id").format(parent))
+    db.execute(sql.SQL("CREATE UNIQUE INDEX ON {} (code)").format(parent))
+    (link,) = check_coupled_tables(db, policy).links
+    assert link.parent_column == "code"
+
+
+def test_a_foreign_key_behind_an_unlisted_cascade_is_followed(
+    db: Connection, unique_name: str
+) -> None:
+    """policy ← X (ON DELETE CASCADE, unlisted) ← Y (NO ACTION): the cascade deletes rows
+    of X, which Y refuses, so Y must be accounted for like a direct reference."""
+    create_table(db, unique_name, [(1, 1, old())])
+    x = sql.Identifier("public", f"{unique_name}_x")
+    y = sql.Identifier("public", f"{unique_name}_y")
+    db.execute(
+        sql.SQL(
+            "CREATE TABLE {} (id bigint PRIMARY KEY, parent bigint REFERENCES {} ON DELETE CASCADE)"
+        ).format(x, sql.Identifier("public", unique_name))
+    )
+    db.execute(
+        sql.SQL(
+            "CREATE TABLE {} (id bigint PRIMARY KEY, x_id bigint CONSTRAINT {} REFERENCES {} (id))"
+        ).format(y, sql.Identifier(f"{unique_name}_y_fk"), x)
+    )
+    with pytest.raises(CoupledTableError) as failed:
+        check_coupled_tables(db, make_policy(unique_name))
+    assert f"'{unique_name}_y_fk'" in str(failed.value)
+    assert f"reached through the ON DELETE CASCADE of '{unique_name}_x_parent_fkey'" in str(
+        failed.value
+    )
+
+
+def test_an_orphan_count_that_times_out_is_named_not_fatal(
+    db: Connection, unique_name: str, test_dsn: str
+) -> None:
+    """The anti-join on a large (here: locked) child table runs out of time: reconcile
+    still finishes, names the table as not counted, and is not dirty for it."""
+    create_family(db, unique_name)
+    policy = make_policy(unique_name, children=family_children(unique_name))
+    for window in plan_windows(db, request(policy, "run-1")):
+        delete_window(db, policy, window, batch_rows=policy.batch_rows, dry_run=False)
+    with connect_dsn(test_dsn) as locker, locker.transaction():
+        locker.execute(
+            sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(
+                sql.Identifier("public", f"{unique_name}_p")
+            )
+        )
+        summary = reconcile_run(db, policy, "run-1")
+    assert summary["orphans_not_counted"] == [f"public.{unique_name}_p"]
+    assert summary["orphans"] == {}
+    assert summary["status"] == "clean"
+
+
+def test_a_composite_or_deeper_foreign_key_gets_a_resolution_that_fits_it(
+    db: Connection, unique_name: str
+) -> None:
+    """A listed child whose constraint is composite ((tenant_id, asset_id) → (tenant_id,
+    id)) cannot be matched by one foreign_key column: the message says so instead of
+    suggesting foreign_key: tenant_id. A key referencing a listed child is to be listed
+    under that child's children:."""
+    create_table(db, unique_name, [(1, 1, old())])
+    parent = sql.Identifier("public", unique_name)
+    child = sql.Identifier("public", f"{unique_name}_r")
+    grandchild = sql.Identifier("public", f"{unique_name}_g")
+    db.execute(sql.SQL("CREATE UNIQUE INDEX ON {} (tenant_id, id)").format(parent))
+    db.execute(
+        sql.SQL(
+            "CREATE TABLE {} (id bigint PRIMARY KEY, tenant_id integer, asset_id bigint, "
+            "FOREIGN KEY (tenant_id, asset_id) REFERENCES {} (tenant_id, id))"
+        ).format(child, parent)
+    )
+    db.execute(
+        sql.SQL("CREATE TABLE {} (id bigint PRIMARY KEY, r_id bigint REFERENCES {} (id))").format(
+            grandchild, child
+        )
+    )
+    policy = make_policy(
+        unique_name, children=[{"table": f"{unique_name}_r", "foreign_key": "asset_id"}]
+    )
+    with pytest.raises(CoupledTableError) as failed:
+        check_coupled_tables(db, policy)
+    message = str(failed.value)
+    assert "It is a composite key (tenant_id, asset_id → tenant_id, id)" in message
+    assert "foreign_key: tenant_id" not in message
+    assert (
+        f"list public.{unique_name}_g in the children: of the listed child "
+        f"public.{unique_name}_r (foreign_key: r_id)"
+    ) in message
+
+
+def test_children_by_a_references_column_in_per_tenant_windows(
+    db: Connection, unique_name: str
+) -> None:
+    """A grandchild without a constraint references its parent's code (unique, not the
+    primary key, and no key's value), and the windows are one per tenant: each window
+    takes its own tenant's rows and, by code, exactly their descendants."""
+    rows = [(i, 1 + i % 3, old() if i % 2 else new()) for i in range(1, 31)]
+    create_table(db, unique_name, rows)
+    ident = sql.Identifier
+    names = {
+        "t": ident("public", unique_name),
+        "r": ident("public", f"{unique_name}_r"),
+        "g": ident("public", f"{unique_name}_g"),
+    }
+    for statement in (
+        "CREATE TABLE {r} (id bigserial PRIMARY KEY, asset_id bigint NOT NULL REFERENCES {t}, "
+        "code text NOT NULL UNIQUE)",
+        "CREATE TABLE {g} (id bigserial PRIMARY KEY, r_code text NOT NULL)",
+        "INSERT INTO {r} (asset_id, code) SELECT t.id, 'code-' || t.id || '-' || n "
+        "FROM {t} AS t, generate_series(1, 2) AS n",
+        "INSERT INTO {g} (r_code) SELECT r.code FROM {r} AS r, generate_series(1, 3)",
+    ):
+        db.execute(sql.SQL(statement).format(**names))
+    policy = make_policy(
+        unique_name,
+        window_rows=1000,
+        batch_rows=4,
+        window_per_tenant=True,
+        children=[
+            {
+                "table": f"{unique_name}_r",
+                "foreign_key": "asset_id",
+                "children": [
+                    {"table": f"{unique_name}_g", "foreign_key": "r_code", "references": "code"}
+                ],
+            }
+        ],
+    )
+    (_, grandchild) = check_coupled_tables(db, policy).links
+    assert (grandchild.parent_column, grandchild.constraint) == ("code", None)
+    windows = plan_windows(db, request(policy))
+    assert {window.tenant for window in windows} == {"1", "2", "3"}, "a window per tenant"
+    for window in windows:
+        delete_window(db, policy, window, batch_rows=4, dry_run=False)
+    assert ids_left(db, unique_name) == list(range(2, 31, 2))
+    left = db.execute(
+        sql.SQL(
+            "SELECT count(*) AS n, count(*) FILTER (WHERE r.id IS NULL) AS orphans "
+            "FROM {g} AS g LEFT JOIN {r} AS r ON r.code = g.r_code"
+        ).format(**names)
+    ).fetchone()
+    assert (left["n"], left["orphans"]) == (15 * 2 * 3, 0)
+    assert count_orphans(db, policy) == {}

@@ -16,21 +16,25 @@ from typing import Any
 import pytest
 from svix.webhooks import Webhook as SvixWebhook
 
-from devtools.plans import CUTOFF
+from devtools.plans import CUTOFF, request
 from devtools.receiver import Receiver, new_secret
 from retention.db.connection import Connection, connect_dsn
+from retention.db.sqlfiles import query
 from retention.events.hints import Hint, apply
 from retention.evidence.audit import purge_audit
 from retention.evidence.explain import explain, render
 from retention.evidence.lookup import find_operations
-from retention.evidence.reconcile import explain_remote
+from retention.evidence.reconcile import explain_remote, reconcile_run
 from retention.evidence.replay import dead_operations, replay_dead
+from retention.objects.enqueue import enqueue_window
 from retention.objects.finish import AtomicFinish
 from retention.objects.keys import Operation, derivative_key
 from retention.objects.kind import EndpointSuspect, OperationsKind
 from retention.queue.classify import Outcome
 from retention.queue.leased import OPERATIONS, Finish, LeasedQueue, State
 from retention.queue.worker import Attempt
+from retention.rows.children import CoupledTableError
+from retention.rows.planner import plan_windows
 from tests.support.policies import make_policy, remote_fields, remote_policy
 from tests.support.remote import deliver, enqueue_all, work
 from tests.support.tables import count, create_media_table
@@ -295,14 +299,31 @@ def test_the_event_lists_every_remote_resource_once_all_are_confirmed(
     assert thumbnails["attempts"] == 2, "the 503 and the confirmation"
 
 
+@pytest.mark.parametrize("with_children", [False, True])
 def test_two_finishes_confirming_an_objects_last_resources_at_once_delete_its_row(
-    db, unique_name, test_dsn
+    db, unique_name, test_dsn, with_children: bool
 ) -> None:
     """The object's confirmation and its derivative's are recorded by two workers at the
     same moment: the later finish must see the earlier one's confirmation (it waits for
-    the object's lock), so the row does not stay behind with every resource confirmed."""
+    the object's lock), so the row does not stay behind with every resource confirmed;
+    with a child table, the children go with it, and only with it."""
     create_media_table(db, unique_name, 1)
     policy = derivative_policy(unique_name)
+    renditions = f"{unique_name}_r"
+    if with_children:
+        db.execute(
+            f"CREATE TABLE public.{renditions} (id bigserial PRIMARY KEY, "
+            f"asset_id bigint NOT NULL REFERENCES public.{unique_name} (id))"
+        )
+        db.execute(f"INSERT INTO public.{renditions} (asset_id) VALUES (1), (1)")  # noqa: S608
+        policy = make_policy(
+            unique_name,
+            window_rows=10_000,
+            batch_rows=500,
+            window_per_tenant=False,
+            remote=remote_fields(unique_name, derivatives=[THUMBNAILS]),
+            children=[{"table": renditions, "foreign_key": "asset_id"}],
+        )
     enqueue_all(db, policy)
     keys = resources(db, policy, "obj-1")
     queue = LeasedQueue(OPERATIONS, policy.name, policy.remote.lease)
@@ -322,6 +343,9 @@ def test_two_finishes_confirming_an_objects_last_resources_at_once_delete_its_ro
 
         with conn_a.transaction():  # worker a's finish, not committed yet
             AtomicFinish(policy).record(conn_a, "worker-a", [confirmed(claimed["worker-a"])], None)
+            if with_children:
+                kept = f"SELECT count(*) FROM public.{renditions}"  # noqa: S608
+                assert count(conn_a, kept) == 2, "one resource confirmed: the children stay"
             later = threading.Thread(
                 target=AtomicFinish(policy).record,
                 args=(conn_b, "worker-b", [confirmed(claimed["worker-b"])], None),
@@ -337,6 +361,8 @@ def test_two_finishes_confirming_an_objects_last_resources_at_once_delete_its_ro
     assert states == {"done"}
     assert keys["object"]["operation_key"] in {op.key for op in claimed.values()}
     assert rows_left(db, unique_name) == [], "one of the two finishes deleted the row"
+    if with_children:
+        assert count(db, f"SELECT count(*) FROM public.{renditions}") == 0  # noqa: S608
 
 
 def test_a_derivatives_404s_are_judged_by_its_own_endpoint_not_the_objects(
@@ -415,7 +441,7 @@ def test_a_hinted_object_gets_its_derivatives_due_with_it(
 
 
 def test_children_wait_with_their_row_for_every_resource_and_the_event_counts_them(
-    db, unique_name, sandbox, receiver, test_dsn
+    db, unique_name, sandbox, receiver, test_dsn, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """children: and remote.derivatives: together. The object is confirmed while its
     thumbnails answer 503: its row and the row's children stay (the foreign key would
@@ -444,7 +470,13 @@ def test_children_wait_with_their_row_for_every_resource_and_the_event_counts_th
         children=[{"table": renditions, "foreign_key": "asset_id"}],
     )
     enqueue_all(db, policy)
-    work(test_dsn, policy, sandbox)
+
+    def no_fallback(*args: Any) -> None:  # a failed batch statement (an FK) would land here
+        raise AssertionError("the batch's finish failed and fell back to one by one")
+
+    monkeypatch.setattr(AtomicFinish, "_one_by_one", no_fallback)
+    first = work(test_dsn, policy, sandbox)
+    assert len(first.transactions) == len(first.batches) == 1, "one finish transaction"
 
     def renditions_of(asset: int) -> int:
         query = f"SELECT count(*) FROM public.{renditions} WHERE asset_id = %s"  # noqa: S608
@@ -453,7 +485,8 @@ def test_children_wait_with_their_row_for_every_resource_and_the_event_counts_th
     assert rows_left(db, unique_name) == [1], "obj-2 went whole; obj-1 waits on its thumbnails"
     assert (renditions_of(1), renditions_of(2)) == (2, 0), "children stay with their row"
     make_due(db, policy)
-    work(test_dsn, policy, sandbox)
+    second = work(test_dsn, policy, sandbox)
+    assert len(second.transactions) == len(second.batches) == 1, "one finish transaction"
     assert rows_left(db, unique_name) == []
     assert renditions_of(1) == 0
     assert deliver(test_dsn, policy, receiver).done == 2
@@ -464,3 +497,247 @@ def test_children_wait_with_their_row_for_every_resource_and_the_event_counts_th
             f"public.{renditions}": 2,
         }, data["object_id"]
         assert [r["name"] for r in data["resources"]["remote"]] == ["object", "thumbnails"]
+
+
+def test_children_stay_with_their_row_when_a_sibling_resources_lease_was_lost(
+    db, unique_name, test_dsn
+) -> None:
+    """Worker A claims an object and its thumbnails together; the object's lease expires
+    and worker B reclaims it; A then records both as confirmed. Only the thumbnails are
+    A's to record, so the object is not done and the row stays: its children must stay
+    with it (one statement decides both). B's confirmation then takes them all."""
+    create_media_table(db, unique_name, 1)
+    renditions = f"{unique_name}_r"
+    db.execute(
+        f"CREATE TABLE public.{renditions} (id bigserial PRIMARY KEY, "
+        f"asset_id bigint NOT NULL REFERENCES public.{unique_name} (id))"
+    )
+    db.execute(f"INSERT INTO public.{renditions} (asset_id) VALUES (1), (1)")  # noqa: S608
+    policy = make_policy(
+        unique_name,
+        window_rows=10_000,
+        batch_rows=500,
+        window_per_tenant=False,
+        remote=remote_fields(unique_name, derivatives=[THUMBNAILS], claim_batch=2),
+        children=[{"table": renditions, "foreign_key": "asset_id"}],
+    )
+    enqueue_all(db, policy)
+    queue = LeasedQueue(OPERATIONS, policy.name, policy.remote.lease)
+    conn_a, conn_b = connect_dsn(test_dsn), connect_dsn(test_dsn)
+
+    def confirmed(op: Operation) -> Attempt:
+        now = time.time()
+        done = Finish(state=State.DONE, outcome=Outcome.CONFIRMED, status=204)
+        return Attempt(op, done, now, now)
+
+    try:
+        by_a = [Operation.from_row(row) for row in queue.claim(conn_a, "worker-a", 2)]
+        assert {op.resource for op in by_a} == {"object", "thumbnails"}
+        db.execute(
+            "UPDATE retention.operations SET lease_expires_at = now() - interval '1 second' "
+            "WHERE policy = %s AND parent_key IS NULL",
+            (policy.name,),
+        )
+        by_b = [Operation.from_row(row) for row in queue.claim(conn_b, "worker-b", 2)]
+        assert [op.resource for op in by_b] == ["object"]
+        AtomicFinish(policy).record(conn_a, "worker-a", [confirmed(op) for op in by_a], None)
+        rendition_rows = f"SELECT count(*) FROM public.{renditions}"  # noqa: S608
+        assert rows_left(db, unique_name) == [1], "the object is B's: not confirmed yet"
+        assert count(db, rendition_rows) == 2, "the children stay with their row"
+        recorded = AtomicFinish(policy).record(
+            conn_b, "worker-b", [confirmed(op) for op in by_b], None
+        )
+        assert rows_left(db, unique_name) == []
+        assert count(db, rendition_rows) == 0
+        assert recorded.rows_by_table == {f"public.{unique_name}": 1, f"public.{renditions}": 2}
+    finally:
+        conn_a.close()
+        conn_b.close()
+
+
+def test_an_object_enqueued_before_its_derivatives_were_added_waits_for_them(
+    db, unique_name, sandbox, test_dsn
+) -> None:
+    """The object's operation was enqueued (and is still due) before the policy gained
+    its thumbnails: enqueueing the window again inserts nothing new, yet the object gets
+    its thumbnails operation, and its row goes only once both are confirmed."""
+    create_media_table(db, unique_name, 2)
+    enqueue_all(db, remote_policy(unique_name))
+    policy = derivative_policy(unique_name)
+    enqueue_all(db, policy)
+    assert set(resources(db, policy, "obj-1")) == {"object", "thumbnails"}
+    work(test_dsn, policy, sandbox)
+    assert calls(sandbox) == Counter(
+        {f"obj-{i}{suffix}": 1 for i in (1, 2) for suffix in ("", "/thumbnails")}
+    )
+    assert rows_left(db, unique_name) == []
+
+
+def test_the_finish_keeps_a_row_while_a_named_resource_has_no_operation(
+    db, unique_name, test_dsn
+) -> None:
+    """An object operation in flight before the thumbnails were added is confirmed by a
+    worker of the new policy: with no thumbnails operation at all, the object alone is
+    not every resource, so the row stays, and explain names the missing resource."""
+    create_media_table(db, unique_name, 1)
+    old = remote_policy(unique_name)
+    enqueue_all(db, old)
+    policy = derivative_policy(unique_name)
+    queue = LeasedQueue(OPERATIONS, policy.name, policy.remote.lease)
+    with connect_dsn(test_dsn) as conn:
+        claimed = [Operation.from_row(row) for row in queue.claim(conn, "worker-a", 5)]
+        assert [op.resource for op in claimed] == ["object"]
+        now = time.time()
+        done = Finish(state=State.DONE, outcome=Outcome.CONFIRMED, status=204)
+        AtomicFinish(policy).record(conn, "worker-a", [Attempt(claimed[0], done, now, now)], None)
+    assert rows_left(db, unique_name) == [1], "the thumbnails were never called"
+    record = explain(db, claimed[0].key, {policy.name: policy.remote.resources})
+    assert record["row"] == {"all_resources_confirmed": False, "waiting_on": ["thumbnails"]}
+
+
+def test_a_foreign_key_added_after_planning_fails_the_pass_before_any_call(
+    db, unique_name, sandbox, test_dsn
+) -> None:
+    """An unlisted foreign key appears after the windows were planned and enqueued (or
+    the replay DAG, which never plans, re-drives them): the pass refuses it before its
+    first call, so the API never deletes an object whose row could not go."""
+    create_media_table(db, unique_name, 2)
+    renditions = f"{unique_name}_r"
+    db.execute(
+        f"CREATE TABLE public.{renditions} (id bigserial PRIMARY KEY, "
+        f"asset_id bigint NOT NULL REFERENCES public.{unique_name} (id))"
+    )
+    policy = make_policy(
+        unique_name,
+        window_rows=10_000,
+        batch_rows=500,
+        window_per_tenant=False,
+        remote=remote_fields(unique_name),
+        children=[{"table": renditions, "foreign_key": "asset_id"}],
+    )
+    enqueue_all(db, policy)
+    db.execute(
+        f"CREATE TABLE public.{unique_name}_n (id bigserial PRIMARY KEY, "
+        f"asset_id bigint REFERENCES public.{unique_name} (id))"
+    )
+    with pytest.raises(CoupledTableError, match=f"{unique_name}_n"):
+        work(test_dsn, policy, sandbox)
+    assert calls(sandbox) == Counter(), "no object was deleted remotely"
+    assert rows_left(db, unique_name) == [1, 2]
+
+
+def test_reconcile_names_the_resource_nobody_will_finish(db, unique_name) -> None:
+    """Two dead derivatives, one discarded: the row is dead (the other still needs a
+    review), never hidden as discarded; and a pending object with a dead derivative is
+    dead, not backlog: nobody will finish it."""
+    create_media_table(db, unique_name, 2)
+    policy = derivative_policy(
+        unique_name,
+        derivatives=[THUMBNAILS, {"name": "transcodes", "endpoint": "/v1/transcodes/{object_id}"}],
+    )
+    enqueue_all(db, policy)
+    one = resources(db, policy, "obj-1")
+    two = resources(db, policy, "obj-2")
+    db.execute(
+        "UPDATE retention.operations SET state = 'done', done_at = now() WHERE operation_key = %s",
+        (one["object"]["operation_key"],),
+    )
+    db.execute(
+        "UPDATE retention.operations SET state = 'dead', updated_at = now() "
+        "WHERE operation_key = ANY(%s)",
+        (
+            [
+                one["thumbnails"]["operation_key"],
+                one["transcodes"]["operation_key"],
+                two["thumbnails"]["operation_key"],
+            ],
+        ),
+    )
+    pair = sorted([one["thumbnails"]["operation_key"], one["transcodes"]["operation_key"]])
+    discard = (
+        "INSERT INTO retention.discards (operation_key, policy, discarded_by, dead_since) "
+        "SELECT operation_key, policy, 'someone', updated_at FROM retention.operations "
+        "WHERE operation_key = %s"
+    )
+    db.execute(discard, (pair[0],))
+    since = dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)
+    for _ in range(3):  # whichever of obj-1's two is discarded, the other decides
+        by_state = explain_remote(db, policy, CUTOFF, since)["eligible_rows_by_state"]
+        assert by_state == {"dead": 2}, "obj-1: one dead not discarded; obj-2: a dead derivative"
+    db.execute(discard, (pair[1],))
+    by_state = explain_remote(db, policy, CUTOFF, since)["eligible_rows_by_state"]
+    assert by_state == {"dead": 1, "discarded": 1}
+
+
+def test_rows_deleted_by_table_counts_the_drains_deletions_too(
+    db, unique_name, sandbox, test_dsn
+) -> None:
+    """The window's pass deletes obj-2 and its children; obj-1's thumbnails answer 503
+    and the drain deletes it later: the summary's figures by table include the drain's,
+    and its figure for the policy's table equals rows_deleted."""
+    create_media_table(db, unique_name, 2)
+    renditions = f"{unique_name}_r"
+    db.execute(
+        f"CREATE TABLE public.{renditions} (id bigserial PRIMARY KEY, "
+        f"asset_id bigint NOT NULL REFERENCES public.{unique_name} (id))"
+    )
+    db.execute(
+        f"INSERT INTO public.{renditions} (asset_id) "  # noqa: S608
+        f"SELECT t.id FROM public.{unique_name} AS t, generate_series(1, 2)"
+    )
+    sandbox.state.configure(fail_5xx={"obj-1/thumbnails": 1})
+    policy = make_policy(
+        unique_name,
+        window_rows=10_000,
+        batch_rows=500,
+        window_per_tenant=False,
+        remote=remote_fields(
+            unique_name, derivatives=[THUMBNAILS], backoff_base_seconds=30, backoff_max_seconds=60
+        ),
+        children=[{"table": renditions, "foreign_key": "asset_id"}],
+    )
+    for window in plan_windows(db, request(policy, "run-1")):
+        enqueue_window(db, policy, window, 100)
+        work(test_dsn, policy, sandbox, scope=window.window_key)
+    assert rows_left(db, unique_name) == [1]
+    make_due(db, policy)
+    drained = work(test_dsn, policy, sandbox)  # the drain: no window
+    db.execute(
+        query("run_record_drain"),
+        {"policy": policy.name, "run_id": "run-1", "drain": json.dumps(drained.as_dict())},
+    )
+    assert rows_left(db, unique_name) == []
+    summary = reconcile_run(db, policy, "run-1")
+    assert summary["rows_deleted"] == 2
+    assert summary["rows_deleted_by_table"] == {
+        f"public.{unique_name}": 2,
+        f"public.{renditions}": 4,
+    }
+
+
+def test_a_timeout_on_the_objects_advisory_lock_is_not_blamed_on_a_row_lock(
+    db, unique_name, test_dsn, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Another worker holds the object's advisory lock past lock_timeout: the warning
+    says the wait was for that lock, and looks up no row-lock holders."""
+    create_media_table(db, unique_name, 1)
+    policy = make_policy(
+        unique_name,
+        lock_timeout_ms=100,
+        remote=remote_fields(
+            unique_name, derivatives=[THUMBNAILS], backoff_base_seconds=30, backoff_max_seconds=60
+        ),
+    )
+    enqueue_all(db, policy)
+    queue = LeasedQueue(OPERATIONS, policy.name, policy.remote.lease)
+    with connect_dsn(test_dsn) as conn, connect_dsn(test_dsn) as other:
+        (op,) = [Operation.from_row(row) for row in queue.claim(conn, "worker-a", 1)]
+        with other.transaction():
+            other.execute(query("ops_lock_objects"), {"keys": [op.object_key]})
+            now = time.time()
+            done = Finish(state=State.DONE, outcome=Outcome.CONFIRMED, status=204)
+            with caplog.at_level("WARNING", logger="retention.objects.finish"):
+                AtomicFinish(policy).record(conn, "worker-a", [Attempt(op, done, now, now)], None)
+    (warning,) = [r.getMessage() for r in caplog.records if "local delete" in r.getMessage()]
+    assert "the wait was for the object's advisory lock" in warning
+    assert resources(db, policy, "obj-1")[op.resource]["failure_class"] == "local_delete_pending"

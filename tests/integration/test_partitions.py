@@ -951,3 +951,17 @@ def test_a_pending_detach_retention_did_not_start_is_left_alone_and_named(
     summary = run_windows(db, policy)
     assert summary["status"] == "dirty"
     assert [p for p in summary["partition_problems"] if february in p], summary
+
+
+def test_a_policy_with_children_leaves_its_partitions_to_the_row_path(
+    db: Connection, unique_name: str
+) -> None:
+    """A listed child without a constraint would be orphaned by a dropped partition."""
+    partitioned(db, unique_name, MONTHS)
+    db.execute(f"CREATE TABLE public.{unique_name}_r (id bigint PRIMARY KEY, asset_id bigint)")
+    policy = make_policy(
+        unique_name,
+        children=[{"table": f"{unique_name}_r", "foreign_key": "asset_id", "references": "id"}],
+    )
+    assert "children: listed" in fast_path(db, policy)["skipped"]
+    assert len(children(db, unique_name)) == 4

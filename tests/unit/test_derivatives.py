@@ -19,9 +19,10 @@ def remote(**fields) -> RemoteSpec:
 @pytest.mark.parametrize(
     ("states", "row_may_go"),
     [
-        ({"object": "done"}, True),
+        ({"object": "done"}, False),  # thumbnails and transcodes were never enqueued
+        ({"object": "done", "thumbnails": "done"}, False),
         ({"object": "done", "thumbnails": "done", "transcodes": "done"}, True),
-        ({"object": "done", "thumbnails": "pending"}, False),
+        ({"object": "done", "thumbnails": "pending", "transcodes": "done"}, False),
         ({"object": "done", "thumbnails": "in_flight"}, False),
         ({"object": "done", "thumbnails": "dead"}, False),
         ({"object": "pending", "thumbnails": "done"}, False),
@@ -32,7 +33,14 @@ def remote(**fields) -> RemoteSpec:
 def test_a_row_goes_only_when_every_resource_of_its_object_is_confirmed(
     states: dict[str, str], row_may_go: bool
 ) -> None:
-    assert all_resources_confirmed(states) is row_may_go
+    """The policy names the object, thumbnails and transcodes: each must be confirmed."""
+    named = ("object", "thumbnails", "transcodes")
+    assert all_resources_confirmed(states, named) is row_may_go
+
+
+def test_a_policy_without_derivatives_needs_its_object_only() -> None:
+    assert all_resources_confirmed({"object": "done"}, ("object",)) is True
+    assert all_resources_confirmed({"object": "pending"}, ("object",)) is False
 
 
 def test_a_derivatives_key_is_derived_from_its_objects_key_and_its_name() -> None:

@@ -213,7 +213,12 @@ STEPS: tuple[Step, ...] = (
             "sum of `rows_deleted_by_windows` and `rows_deleted_by_drain`, a remote run's "
             "drain of earlier and replayed operations), and `other_runs`: any other run of the "
             "policy whose windows worked while this one was under way, with what they deleted "
-            "(empty unless a cleared old task ran or a lease was taken over).",
+            "(empty unless a cleared old task ran or a lease was taken over). With `children:`, "
+            "`rows_deleted_by_table` (the rows deleted in each table, the policy's and each "
+            "listed child's, by the windows and the drain) and `orphans` (per listed child "
+            "without a foreign key constraint, its rows whose parent is gone: they make the "
+            "run dirty), and `orphans_not_counted` when such a count timed out (named, not "
+            "dirty by itself).",
         ),
         note="(runs even when windows failed)",
     ),

@@ -111,9 +111,11 @@ def find_operation(
     # a key of any other policy is answered as one nobody knows
     readable = {p.name for p in policies if may_read(p.dag_id)}
 
+    resources_of = {p.name: p.remote.resources for p in policies if p.remote}
+
     def record_in(conn: Connection, _members: list[Policy]) -> dict[str, Any] | None:
         try:
-            return explain(conn, key)
+            return explain(conn, key, resources_of)
         except (UnknownOperation, *NO_LEDGER):
             return None
 

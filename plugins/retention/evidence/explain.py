@@ -11,6 +11,7 @@ and names those its row waits on.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from retention.db.connection import Connection
@@ -36,8 +37,15 @@ def _iso(value: Any) -> Any:
     return value.isoformat() if isinstance(value, dt.datetime) else value
 
 
-def explain(conn: Connection, key: str) -> dict[str, Any]:
-    """The evidence record of one operation (JSON-friendly)."""
+def explain(
+    conn: Connection, key: str, resources_of: Mapping[str, Sequence[str]] | None = None
+) -> dict[str, Any]:
+    """The evidence record of one operation (JSON-friendly).
+
+    ``resources_of`` names each policy's remote resources (``RemoteSpec.resources``)
+    when the caller knows its policies: a resource the policy names but the object has
+    no operation for keeps the row, and is listed as waited on. Without it, the
+    object's operations are taken as all its resources."""
     op = conn.execute(query("explain_operation"), {"key": key}).fetchone()
     if op is None:
         raise UnknownOperation(f"no operation with key {key!r}")
@@ -46,6 +54,7 @@ def explain(conn: Connection, key: str) -> dict[str, Any]:
     replays = [h for h in history if h["kind"] == "replay"]
     object_key = op["parent_key"] or key
     resources = conn.execute(query("explain_resources"), {"object_key": object_key}).fetchall()
+    named = (resources_of or {}).get(op["policy"]) or [r["resource"] for r in resources]
     holds = matching_holds(
         conn, op["policy"], tenant=op["tenant"], key=op["row_key"], object_id=op["object_id"]
     )
@@ -114,27 +123,39 @@ def explain(conn: Connection, key: str) -> dict[str, Any]:
             }
             for r in resources
         ],
-        "row": _row(resources),
+        "row": _row(resources, named),
         "holds": [hold.as_json() for hold in holds],
-        "next": _next_step(op, resources, holds),
+        "next": _next_step(op, resources, named, holds),
     }
 
 
-def _row(resources: list[dict[str, Any]]) -> dict[str, Any]:
-    """Whether the row may go (every resource of its object confirmed), and which
-    resources it waits on."""
+def _row(resources: list[dict[str, Any]], named: Sequence[str]) -> dict[str, Any]:
+    """Whether the row may go (every resource the policy names confirmed), and which
+    resources it waits on (one without an operation yet too)."""
     states = {r["resource"]: r["state"] for r in resources}
     waiting = [name for name, state in states.items() if state != "done"]
-    return {"all_resources_confirmed": all_resources_confirmed(states), "waiting_on": waiting}
+    waiting += [name for name in named if name not in states]
+    return {
+        "all_resources_confirmed": all_resources_confirmed(states, named),
+        "waiting_on": waiting,
+    }
 
 
-def _blocked(resources: list[dict[str, Any]]) -> str:
+def _blocked(resources: list[dict[str, Any]], named: Sequence[str]) -> str:
     """``thumbnails dead (http_403: …)``: the resources the row waits on, for people."""
+    present = {r["resource"] for r in resources}
     return "; ".join(
-        f"{r['resource']} {r['state']}"
-        + (f" ({r['failure_class']}: {r['reason']})" if r["state"] == "dead" else "")
-        for r in resources
-        if r["state"] != "done"
+        [
+            f"{r['resource']} {r['state']}"
+            + (f" ({r['failure_class']}: {r['reason']})" if r["state"] == "dead" else "")
+            for r in resources
+            if r["state"] != "done"
+        ]
+        + [
+            f"{name} not enqueued yet (the next pass enqueues it)"
+            for name in named
+            if name not in present
+        ]
     )
 
 
@@ -157,7 +178,7 @@ def _eligibility(op: dict[str, Any]) -> dict[str, Any]:
 
 
 def _next_step(
-    op: dict[str, Any], resources: list[dict[str, Any]], holds: list[Hold]
+    op: dict[str, Any], resources: list[dict[str, Any]], named: Sequence[str], holds: list[Hold]
 ) -> dict[str, Any]:
     state = op["state"]
     if state == "held" or (holds and state in ("pending", "in_flight")):
@@ -172,14 +193,14 @@ def _next_step(
             "the next run).",
         }
     if state == "done" and not all_resources_confirmed(
-        {r["resource"]: r["state"] for r in resources}
+        {r["resource"]: r["state"] for r in resources}, named
     ):
         dead = any(r["state"] == "dead" for r in resources)
         return {
             "action": "human review" if dead else "waiting for the other resources",
             "at": None,
             "detail": f"{op['resource']} is deleted remotely; the row stays until every "
-            f"resource of the object is confirmed: {_blocked(resources)}"
+            f"resource of the object is confirmed: {_blocked(resources, named)}"
             + (". Fix the cause, then replay it with the retention__replay DAG." if dead else ""),
         }
     if state == "pending":

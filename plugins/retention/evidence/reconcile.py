@@ -105,6 +105,7 @@ class _Gathered:
     other_runs: list[dict[str, Any]]
     orphans: dict[str, int] | None  # None: the policy lists no children
     covering_run: dict[str, Any] | None  # a clean run that deleted this cutoff's rows first
+    orphans_not_counted: list[str]  # listed children whose orphan count timed out
 
     @property
     def dry_run(self) -> bool:
@@ -189,8 +190,9 @@ class _Gathered:
             events=None if self.events is None else EventEvidence(**self.events),
             rows_deleted_by_table=None
             if self.orphans is None
-            else rows_by_table(policy, ledger.values()),
+            else rows_by_table(policy, ledger.values(), self.drain_passes),
             orphans=self.orphans,
+            orphans_not_counted=self.orphans_not_counted or None,
             covered_by=self.covered_by(status, deleted_by_windows + deleted_by_drain),
         )
 
@@ -219,6 +221,7 @@ def _gather(
 ) -> _Gathered:
     """Count what remains (per window and in the whole table) and read the ledgers."""
     cutoff: dt.datetime = run["cutoff"]
+    not_counted: list[str] = []
     dirty_windows = count_windows(conn, policy, windows)
     target = TargetTable.of(policy.table_spec, policy.remote)  # object holds count too
     with bounded(conn, policy.timeouts, reads=True, timezone=policy.timestamp_timezone):
@@ -252,7 +255,8 @@ def _gather(
         if policy.notify is not None
         else None,
         other_runs=other_runs(conn, policy.name, run_id, run["planned_at"]),
-        orphans=_orphans(conn, policy) if policy.children else None,
+        orphans=count_orphans_bounded(conn, policy, not_counted) if policy.children else None,
+        orphans_not_counted=not_counted,
         covering_run=conn.execute(
             query("run_covering"),
             {
@@ -265,19 +269,34 @@ def _gather(
     )
 
 
-def _orphans(conn: Connection, policy: Policy) -> dict[str, int]:
-    """Orphans of the listed children without a foreign key constraint, read bounded."""
+def count_orphans_bounded(
+    conn: Connection, policy: Policy, not_counted: list[str]
+) -> dict[str, int]:
+    """Orphans of the listed children without a foreign key constraint, read bounded: a
+    count that times out on a large child table is named in ``not_counted`` (shown in
+    the summary; not dirt by itself) rather than failing reconcile."""
     with bounded(conn, policy.timeouts, reads=True, timezone=policy.timestamp_timezone):
-        return count_orphans(conn, policy)
+        return count_orphans(conn, policy, not_counted)
 
 
-def rows_by_table(policy: Policy, windows: Iterable[dict[str, Any]]) -> dict[str, int]:
-    """Rows the windows deleted in each table: the policy's, then each listed child's."""
+def rows_by_table(
+    policy: Policy,
+    windows: Iterable[dict[str, Any]],
+    drain_passes: Iterable[dict[str, Any]] = (),
+) -> dict[str, int]:
+    """Rows the windows and the drain passes deleted in each table: the policy's, then
+    each listed child's (so its figure for the policy's table is ``rows_deleted``)."""
     totals = {policy.table: 0, **{child.table: 0 for _, child in policy.child_tables()}}
     for window in windows:
         counted = window.get("rows_deleted_by_table") or {}
         if not counted:  # deleted before the windows counted by table: its rows are the table's
             totals[policy.table] += int(window["rows_deleted"])
+        for table, rows in counted.items():
+            totals[table] = totals.get(table, 0) + int(rows)
+    for drained in drain_passes:
+        counted = drained.get("rows_by_table") or {}
+        if not counted:  # a pass from before passes counted by table: the table's rows
+            totals[policy.table] += int(drained.get("rows_deleted", 0))
         for table, rows in counted.items():
             totals[table] = totals.get(table, 0) + int(rows)
     return totals
@@ -518,6 +537,12 @@ def raise_if_dirty(summary: RunSummary | Mapping[str, Any]) -> None:
             "rows whose parent key no longer exists (deleted outside retention, or before "
             "the child was listed); delete them, or add the constraint."
         )
+    if s.orphans_not_counted:
+        parts.append(
+            f"Orphans not counted in {', '.join(s.orphans_not_counted)}: the count timed out "
+            "(plan_statement_ms or lock_timeout) on a large or locked child table; the run "
+            "is not dirty for it, and the next reconcile counts again."
+        )
     if s.partition_problems:
         parts.append(
             "Partitions: "
@@ -609,6 +634,7 @@ def explain_remote(
         "table_name": policy.table,
         "cutoff": cutoff,
         "hold_policy": policy.name,
+        "derivatives": bool(policy.remote.derivatives),
     }
     with bounded(conn, policy.timeouts, reads=True, timezone=policy.timestamp_timezone):
         rows = conn.execute(target.query("ops_reconcile"), params).fetchall()

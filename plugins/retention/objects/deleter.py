@@ -21,10 +21,10 @@ from collections.abc import Callable
 from contextlib import closing
 from dataclasses import dataclass
 
-from retention.db.connection import Connection
+from retention.db.connection import Connection, bounded
 from retention.db.gate import Gate, PauseSwitch
 from retention.db.sqlfiles import query
-from retention.objects.enqueue import enqueue_window
+from retention.objects.enqueue import enqueue_missing_derivatives, enqueue_window
 from retention.objects.kind import ObjectKind
 from retention.policy.model import Policy
 from retention.progress import Progress
@@ -48,10 +48,18 @@ def work_operations(
 ) -> WorkerStats:
     """One bounded pass over a policy's due operations (of one window, if ``scope``).
 
+    Before any call, the derivative operations that object operations lack are
+    enqueued (an object enqueued before its derivatives were added), and the finish
+    resolves the policy's children against the catalog (a foreign key nobody accounts
+    for fails the pass before the API deletes what could not be recorded).
     Without a ``gate`` the policy's own health limits apply (no pause switch).
     """
     remote = kind.remote
     policy = kind.policy
+    if remote.derivatives:
+        with bounded(conn, policy.timeouts):
+            enqueue_missing_derivatives(conn, policy)
+    kind.prepare(conn)
     worker = Worker(
         conn,
         kind,

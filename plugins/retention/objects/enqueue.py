@@ -18,7 +18,16 @@ from retention.rows.windows import Window
 
 
 def enqueue_window(conn: Connection, policy: Policy, window: Window, batch_rows: int) -> int:
-    """Upsert one pending operation per eligible row of the window; returns rows inserted."""
+    """Upsert one pending operation per eligible row of the window, and the derivative
+    operations any object operation of the policy still lacks; returns rows inserted."""
+    inserted = _enqueue_rows(conn, policy, window, batch_rows)
+    if policy.remote is not None and policy.remote.derivatives:
+        with bounded(conn, policy.timeouts):
+            enqueue_missing_derivatives(conn, policy)
+    return inserted
+
+
+def _enqueue_rows(conn: Connection, policy: Policy, window: Window, batch_rows: int) -> int:
     target = TargetTable.of(policy.table_spec, policy.remote)
     bound = target.query("target_batch_bound", window.tenant_scope)
     insert = target.query("ops_enqueue", window.tenant_scope)
@@ -58,4 +67,19 @@ def enqueue_derivatives(conn: Connection, remote: RemoteSpec | None, object_keys
     return conn.execute(
         query("ops_enqueue_derivatives"),
         {"keys": object_keys, "resources": [d.name for d in remote.derivatives]},
+    ).rowcount
+
+
+def enqueue_missing_derivatives(conn: Connection, policy: Policy) -> int:
+    """The derivative operations that the policy's object operations not yet done lack
+    (made before ``remote.derivatives`` named them: ``ops_enqueue.sql`` returns only the
+    objects it inserted or made due, so nothing else enqueued theirs). Without them the
+    object alone would look like every resource; the finish also refuses a row while a
+    named resource has no operation. Returns the operations inserted."""
+    remote = policy.remote
+    if remote is None or not remote.derivatives:
+        return 0
+    return conn.execute(
+        query("ops_enqueue_missing_derivatives"),
+        {"policy": policy.name, "resources": [d.name for d in remote.derivatives]},
     ).rowcount

@@ -8,9 +8,11 @@ transaction. Any kind of remote object (an HTTP API, an object store, a
 folder) records through this, whatever its transport.
 
 An object with derivatives (``remote.derivatives``) has one operation per
-resource, and its row goes only with the confirmation of the last of them:
-:func:`all_resources_confirmed` is the rule, and ``ops_finish.sql`` applies it
-in the same statement (``ops_finish_ready_resources.sql``) under each object's advisory lock
+resource, and its row goes only with the confirmation of the last of them: the rule
+is ``ops_finish_ready_resources.sql``, applied in the finish's own statement (every
+resource the policy names confirmed, so an object enqueued before a derivative was
+added waits for it), and :func:`all_resources_confirmed` states the same rule for
+``explain``; the statement runs under each object's advisory lock
 (``ops_lock_objects.sql``), so two workers confirming the last two resources of
 one object at once cannot both leave the row.
 
@@ -28,7 +30,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-from functools import cache
+from collections.abc import Iterable
 
 import psycopg
 from psycopg import sql
@@ -41,7 +43,7 @@ from retention.policy.model import Policy
 from retention.queue.classify import Outcome
 from retention.queue.leased import Finish, State
 from retention.queue.worker import Attempt, Recorded
-from retention.rows.children import check_coupled_tables, delete_statements
+from retention.rows.children import FinishChildren, check_coupled_tables, finish_children
 from retention.rows.locks import row_lock_holders
 from retention.rows.target import TargetTable
 
@@ -65,11 +67,18 @@ TRANSIENT_DELETE_ERRORS: tuple[type[psycopg.Error], ...] = (
 )
 
 
-def all_resources_confirmed(states: dict[str, str]) -> bool:
-    """Whether an object's row may go: every resource of it (the object itself and
-    each derivative, by name) is confirmed (``done``). A pending one is waited for;
-    a dead one keeps the row until it is replayed and confirmed."""
-    return bool(states) and all(state == State.DONE for state in states.values())
+def all_resources_confirmed(states: dict[str, str], resources: Iterable[str]) -> bool:
+    """Whether an object's row may go, as ``ops_finish_ready_resources.sql`` decides it:
+    every resource the policy names (``resources``: the object itself, then each
+    derivative) has an operation, and every operation of the object (``states``, by
+    resource) is confirmed (``done``). A pending one is waited for; a dead one keeps
+    the row until it is replayed and confirmed; a missing one until it is enqueued."""
+    names = set(resources)
+    return (
+        bool(states)
+        and names <= states.keys()
+        and all(state == State.DONE for state in states.values())
+    )
 
 
 def objects_to_lock(policy: Policy, attempts: list[Attempt]) -> list[str]:
@@ -80,15 +89,20 @@ def objects_to_lock(policy: Policy, attempts: list[Attempt]) -> list[str]:
     return sorted({a.job.object_key for a in attempts if a.finish.state == State.DONE})
 
 
-@cache
-def _finish_statement(policy: Policy) -> sql.Composed:
-    """``ops_finish.sql`` with the rule of when an operation finishes its object: a policy
-    without derivatives keeps the statement it had (no read of the object's other
-    resources, so its ledger rate does not fall)."""
+def finish_statement(policy: Policy, children: FinishChildren) -> sql.Composed:
+    """``ops_finish.sql`` with the rule of when an operation finishes its object, and the
+    policy's listed children deleted with its rows: a policy without derivatives keeps
+    the statement it had (no read of the object's other resources, so its ledger rate
+    does not fall)."""
     coupled = policy.remote is not None and bool(policy.remote.derivatives)
     rule = "ops_finish_ready_resources" if coupled else "ops_finish_ready_object"
     return TargetTable.of(policy.table_spec, policy.remote).query(
-        "ops_finish", object_ready=sql.SQL(sql_text(rule))
+        "ops_finish",
+        object_ready=sql.SQL(sql_text(rule)),
+        gone_columns=children.gone_columns,
+        children=children.children,
+        child_tables=children.counts(sql.SQL("judged.op_row_key")),
+        event_child_tables=children.counts(sql.SQL("ready.op_row_key")),
     )
 
 
@@ -98,9 +112,24 @@ class AtomicFinish:
     def __init__(self, policy: Policy) -> None:
         self.policy = policy
         self._holders_seen: tuple[float, int, str] | None = None  # see _lock_holders
-        # The children's deletes (table, statement), deepest first: built on the first
-        # confirmation of a policy with children (see delete_row_children).
-        self._children: list[tuple[str, sql.Composable]] | None = None
+        # Whether the last finish was waiting for its objects' advisory locks (another
+        # worker finishing the same object) rather than a row: what a lock timeout means.
+        self._waiting_for_objects = False
+        # ops_finish.sql for this policy; with children, resolved against the catalog by
+        # prepare(), before any remote call (see prepare).
+        self._statement: sql.Composed | None = None
+
+    def prepare(self, conn: Connection) -> None:
+        """Resolve the policy's children against the catalog (which refuses a foreign key
+        nobody accounts for): before the first remote call, so such a problem fails the
+        task before the API deletes anything it could not record. Idempotent."""
+        if self._statement is not None:
+            return
+        links = []
+        if self.policy.children:
+            with bounded(conn, self.policy.timeouts, reads=True):
+                links = check_coupled_tables(conn, self.policy).links
+        self._statement = finish_statement(self.policy, finish_children(links))
 
     def record(
         self, conn: Connection, owner: str, attempts: list[Attempt], scope: str | None
@@ -204,12 +233,20 @@ class AtomicFinish:
                 attempt_spent=1,  # the call that confirmed was a real attempt
             )
         locked = isinstance(error, psycopg.errors.LockNotAvailable)
+        waited = ""
+        if locked and self._waiting_for_objects:
+            waited = (
+                "; the wait was for the object's advisory lock (another worker finishing a "
+                "resource of the same object), not for a row lock"
+            )
+        elif locked:
+            waited = self._lock_holders(conn, attempt.job.row_key)
         log.warning(
             "row %s: local delete %s after the API confirmed: %s%s (operation %s)",
             attempt.job.row_key,
             "failed for good" if permanent else "failed for now, retried later",
             what,
-            self._lock_holders(conn, attempt.job.row_key) if locked else "",
+            waited,
             attempt.job.key,
         )
         retry = Attempt(attempt.job, change, attempt.started, attempt.finished)
@@ -224,6 +261,9 @@ class AtomicFinish:
         counts, so a window's figures never disagree with the table; the batch
         time it records is this transaction's, and so is the one returned.
         """
+        self.prepare(conn)  # a no-op once the pass has (before its first call)
+        statement = self._statement
+        assert statement is not None
         utc = dt.UTC
         began = time.perf_counter()
         with bounded(
@@ -233,19 +273,15 @@ class AtomicFinish:
             timezone=self.policy.timestamp_timezone,
         ):
             if objects := objects_to_lock(self.policy, attempts):
+                self._waiting_for_objects = True
                 conn.execute(query("ops_lock_objects"), {"keys": objects}, prepare=True)
-            # Children go first, in the same transaction, only for rows ops_finish.sql will
-            # delete; by key, so an object whose resources this batch confirms together has
-            # its children counted on the operation that finishes it (the first by key).
-            confirmed = sorted(a.job.key for a in attempts if a.finish.state == State.DONE)
-            children = {
-                key: self.delete_row_children(conn, owner, key, confirmed) for key in confirmed
-            }
+            self._waiting_for_objects = False
             rows = conn.execute(
-                _finish_statement(self.policy),
+                statement,
                 {
                     "owner": owner,
                     "policy": self.policy.name,
+                    "resources": list(self.policy.remote.resources) if self.policy.remote else [],
                     "notify": self.policy.notify is not None,
                     "keys": [a.job.key for a in attempts],
                     "states": [a.finish.state for a in attempts],
@@ -261,7 +297,6 @@ class AtomicFinish:
                     "finished_at": [dt.datetime.fromtimestamp(a.finished, utc) for a in attempts],
                     "duration_ms": [(a.finished - a.started) * 1000 for a in attempts],
                     "table_name": self.policy.table,
-                    "child_tables": [Jsonb(children.get(a.job.key, {})) for a in attempts],
                 },
                 prepare=True,
             ).fetchall()
@@ -277,10 +312,9 @@ class AtomicFinish:
                 )
             deleted = sum(rows_deleted.values())
             by_table = {self.policy.table: deleted}
-            for key, counts in children.items():
-                if key in rows_deleted:
-                    for table, count in counts.items():
-                        by_table[table] = by_table.get(table, 0) + count
+            for row in rows:
+                for table, count in row["child_tables"].items():
+                    by_table[table] = by_table.get(table, 0) + int(count)
             elapsed_ms = (time.perf_counter() - began) * 1000
             if scope is not None and rows_deleted:
                 conn.execute(
@@ -299,25 +333,3 @@ class AtomicFinish:
             transactions=[(deleted, elapsed_ms)] if rows_deleted else [],
             rows_by_table=by_table,
         )
-
-    def delete_row_children(
-        self, conn: Connection, owner: str, op_key: str, confirmed: list[str]
-    ) -> dict[str, int]:
-        """Delete the listed children of one confirmed operation's row, deepest first, in
-        the caller's transaction (before ``ops_finish.sql`` deletes the row itself): only
-        when that statement will delete the row (of the operation's version, object and
-        tenant, and every other remote resource of its object confirmed before or in
-        ``confirmed``, this batch), which stays locked until it does. Returns the rows
-        deleted by table."""
-        if not self.policy.children:
-            return {}
-        if self._children is None:  # the catalog is read once per finisher, not per row
-            target = TargetTable.of(self.policy.table_spec, self.policy.remote)
-            self._children = delete_statements(
-                check_coupled_tables(conn, self.policy).links,
-                lambda column: target.query(
-                    "target_confirmed_row_keys", column=sql.Identifier(column)
-                ),
-            )
-        params = {"op_key": op_key, "owner": owner, "confirmed": confirmed}
-        return {table: conn.execute(delete, params).rowcount for table, delete in self._children}

@@ -213,6 +213,11 @@ class ObjectKind:
         """Nothing stops a pass by default; a transport with streaks to watch says so."""
         return None
 
+    def prepare(self, conn: Connection) -> None:
+        """Before a pass's first call: what the finish reads from the catalog (the
+        policy's children), so a problem there fails the pass before any call."""
+        self.finisher.prepare(conn)
+
     def record(
         self, conn: Connection, owner: str, attempts: list[Attempt], scope: str | None
     ) -> Recorded:

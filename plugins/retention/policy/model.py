@@ -818,7 +818,8 @@ class Policy(Section):
         "drop",
         description="When the table is range-partitioned on timestamp_column: partitions "
         "wholly older than the cutoff are detached and dropped (drop), only detached "
-        "(detach_only), or deleted row by row like the rest (rows). Not for remote policies.",
+        "(detach_only), or deleted row by row like the rest (rows). Not for remote policies, "
+        "nor for a policy that lists children: (their rows go with their parents' batches).",
     )
     window_per_tenant: bool = Field(
         False,

@@ -150,6 +150,9 @@ class WorkerStats:
     stale: int = 0
     lost_leases: int = 0
     rows_deleted: int = 0
+    # Rows deleted by table (the policy's table and each listed child), for the summary's
+    # rows_deleted_by_table when this is a drain pass (a window's pass tallies its own).
+    rows_by_table: Counter[str] = field(default_factory=Counter)
     out_of_time: bool = False
     stopped: str | None = None
     waited_for_tokens_seconds: float = 0.0
@@ -187,6 +190,7 @@ class WorkerStats:
             "tokens_dropped": self.tokens_dropped,
             "outage_pauses": self.outage_pauses,
             "failure_classes": dict(self.failure_classes),
+            **({"rows_by_table": dict(self.rows_by_table)} if self.rows_by_table else {}),
         }
 
 
@@ -454,6 +458,9 @@ class Worker:
         recorded = self.kind.record(self.conn, self.owner, attempts, scope)
         deleted = sum(recorded.rows_deleted.values())
         self.stats.rows_deleted += deleted
+        self.stats.rows_by_table.update(
+            {table: rows for table, rows in recorded.rows_by_table.items() if rows}
+        )
         self.stats.batches.append((deleted, elapsed_ms))
         self.stats.transactions.extend(recorded.transactions)
         metrics.queue_batch(

@@ -6,12 +6,13 @@ delete through ``ON DELETE CASCADE``, or leaves orphans. So a policy lists its c
 (``children:``, nested up to three levels), and they go in the same transaction as their
 parents: a row batch deletes its rows and, level by level, the child rows referencing
 them in one statement (:func:`family_delete`: the foreign keys are checked when it ends,
-and a parent re-checked and kept keeps its children); a remote finish deletes a confirmed
-row's children deepest first, the row locked, just before the row
-(:func:`delete_statements`). A child row goes exactly when its parent row goes.
+and a parent re-checked and kept keeps its children); a remote finish does the same in
+its one statement (``ops_finish.sql``, :func:`finish_children`): the children of the rows
+it deletes, driven by those rows. A child row goes exactly when its parent row goes.
 
 Before a run deletes anything, :func:`check_coupled_tables` reads ``pg_constraint`` for
-every foreign key referencing the policy's table or a listed child; each must be listed
+every foreign key referencing the policy's table, a listed child, or (transitively) a
+table an unlisted ``ON DELETE CASCADE`` deletes from; each must be listed
 in ``children:``, ``ON DELETE CASCADE`` / ``SET NULL``, or named in
 ``ignore_foreign_keys:``. Anything else fails the run (no retry can mend it).
 """
@@ -21,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import psycopg
 from psycopg import sql
 
 from retention.db.connection import Connection
@@ -131,6 +133,15 @@ def primary_key(conn: Connection, table: str) -> list[str]:
     return [row["column_name"] for row in rows]
 
 
+def is_unique_column(conn: Connection, table: str, column: str) -> bool:
+    """Whether ``column`` alone is unique in ``table`` (its primary key, or a unique
+    index of that column only): a ``references:`` column must be (catalog read only)."""
+    schema, name = table.split(".")
+    where = {"schema": schema, "table": name, "column": column}
+    row = conn.execute(query("target_unique_column"), where).fetchone()
+    return bool(row and row["is_unique"])
+
+
 def _missing_columns(conn: Connection, table: str, columns: list[str]) -> list[str]:
     """What of ``table`` and its ``columns`` the catalog does not have (catalog reads)."""
     schema, name = table.split(".")
@@ -144,6 +155,74 @@ def _missing_columns(conn: Connection, table: str, columns: list[str]) -> list[s
         for column in columns
         if column not in known
     ]
+
+
+def _classify(
+    conn: Connection,
+    policy: Policy,
+    found: list[ForeignKey],
+    accounted: set[str],
+    reached: set[str],
+    problems: list[str],
+) -> list[ForeignKey]:
+    """Classify every foreign key not ``accounted`` for (listed or ignored): a cascade or
+    SET NULL is left to the database (a cascade's referencing table is followed, its
+    foreign keys appended to ``found``), anything else is a problem. Returns the
+    unlisted cascades."""
+    cascades: list[ForeignKey] = []
+    # A cascade deletes rows of its table too, so the foreign keys referencing that table
+    # are followed as well (transitively): one without a cascade would fail the delete.
+    via: dict[str, str] = {}  # a table reached through a cascade: that cascade's name
+    queue = list(found)
+    while queue:
+        fk = queue.pop(0)
+        if fk.name in accounted:
+            continue
+        if fk.on_delete in LEFT_TO_THE_DATABASE:
+            if fk.on_delete == "c":
+                cascades.append(fk)
+                if fk.table not in reached:
+                    reached.add(fk.table)
+                    via[fk.table] = fk.name
+                    more = foreign_keys(conn, [fk.table])
+                    found.extend(more)
+                    queue.extend(more)
+            continue
+        through = (
+            f", reached through the ON DELETE CASCADE of {via[fk.referenced_table]!r}"
+            if fk.referenced_table in via
+            else ""
+        )
+        problems.append(
+            f"policy {policy.name!r}: {fk.described()} references rows this policy deletes"
+            f"{through} (referencing table {fk.table}, column {', '.join(fk.columns)}) and is "
+            f"not accounted for; deleting would fail on it. {_resolutions(policy, fk)}"
+        )
+    return cascades
+
+
+def _resolutions(policy: Policy, fk: ForeignKey) -> str:
+    """The ways to account for an unaccounted foreign key, worded for what it is: a
+    composite key cannot be a listed child's (a child's ``foreign_key`` is one column),
+    and a key referencing a listed child is listed under that child's ``children:``."""
+    others = (
+        "make the constraint ON DELETE CASCADE or SET NULL; or name "
+        f"{fk.name!r} in ignore_foreign_keys: with a reason"
+    )
+    if len(fk.columns) > 1:
+        return (
+            f"It is a composite key ({', '.join(fk.columns)} → "
+            f"{', '.join(fk.referenced_columns)}), which children: cannot list (a child's "
+            "foreign_key is one column, referencing one unique column of its parent). "
+            f"Resolve it one of two ways: {others}"
+        )
+    where = "children:"
+    if fk.referenced_table != policy.table:
+        where = f"the children: of the listed child {fk.referenced_table}"
+    return (
+        f"Resolve it one of three ways: list {fk.table} in {where} (foreign_key: "
+        f"{fk.columns[0]}) so its rows go with their parents; {others}"
+    )
 
 
 def coupled_tables(conn: Connection, policy: Policy) -> Coupling:
@@ -178,6 +257,16 @@ def coupled_tables(conn: Connection, policy: Policy) -> Coupling:
                 None,
             )
             column = child.references
+            if column is not None and not is_unique_column(conn, parent_table, column):
+                problems.append(
+                    f"policy {policy.name!r}, field 'children': child {child.table} sets "
+                    f"references: {column}, but {parent_table}.{column} is not unique on its "
+                    "own (no primary key or unique index of that column alone): a value "
+                    "could name several parent rows (one per tenant, say), and the children "
+                    "of every one would go with the first; reference a unique column, or "
+                    "add a unique index on it"
+                )
+                continue
             if column is None and constraint is not None:
                 column = constraint.referenced_columns[0]
             if column is None:
@@ -206,22 +295,7 @@ def coupled_tables(conn: Connection, policy: Policy) -> Coupling:
             resolve(child.children, child.table, link, depth + 1)
 
     resolve(policy.children, policy.table, None, 1)
-    cascades: list[ForeignKey] = []
-    for fk in found:
-        if fk.name in used or fk.name in ignored:
-            continue
-        if fk.on_delete in LEFT_TO_THE_DATABASE:
-            if fk.on_delete == "c":
-                cascades.append(fk)
-            continue
-        problems.append(
-            f"policy {policy.name!r}: {fk.described()} references rows this policy deletes "
-            f"(referencing table {fk.table}, column {', '.join(fk.columns)}) and is not "
-            "accounted for; deleting would fail on it. Resolve it one of three ways: list "
-            f"{fk.table} in children: (foreign_key: {fk.columns[0]}) so its rows go with "
-            "their parents; make the constraint ON DELETE CASCADE or SET NULL; or name "
-            f"{fk.name!r} in ignore_foreign_keys: with a reason"
-        )
+    cascades = _classify(conn, policy, found, used | ignored, set(tables), problems)
     unknown = sorted(ignored - {fk.name for fk in found})
     return Coupling(
         links=links, problems=problems, unlisted_cascades=cascades, ignored_unknown=unknown
@@ -236,37 +310,60 @@ def check_coupled_tables(conn: Connection, policy: Policy) -> Coupling:
     return coupling
 
 
-def _parent_keys(link: ChildLink, root: sql.Composable) -> sql.Composable:
-    """The keys ``link``'s foreign key holds for the batch's rows: ``root`` (the batch's
-    rows of the policy's table as the column ``link`` references) at depth 1, else the
-    rows of its parent child whose own parents are in the batch."""
-    if link.parent is None:
-        return root
-    return query(
-        "target_child_keys",
-        column=sql.Identifier(link.parent_column),
-        child=link.parent.identifier,
-        foreign_key=sql.Identifier(link.parent.foreign_key),
-        parent_keys=_parent_keys(link.parent, root),
-    )
+@dataclass(frozen=True)
+class FinishChildren:
+    """The parts of ``ops_finish.sql`` that delete a policy's listed children with the rows
+    its ``gone`` deletes, in the same statement (see :func:`finish_children`)."""
 
+    gone_columns: sql.Composable  # more of gone's RETURNING: the columns children reference
+    children: sql.Composable  # the child levels' data-modifying CTEs
+    tables: list[tuple[str, str]]  # (table, its CTE), parents first
 
-def delete_statements(links: list[ChildLink], root_of: Any) -> list[tuple[str, sql.Composable]]:
-    """``(table, DELETE)`` for every child, deepest first; ``root_of(column)`` is the
-    batch's rows of the policy's table as that column (a composable SELECT)."""
-    statements = []
-    for link in sorted(links, key=lambda one: -one.depth):
-        top = link
-        while top.parent is not None:
-            top = top.parent
-        delete = query(
-            "target_delete_children",
-            child=link.identifier,
-            foreign_key=sql.Identifier(link.foreign_key),
-            parent_keys=_parent_keys(link, root_of(top.parent_column)),
+    def counts(self, row_key: sql.Composable) -> sql.Composable:
+        """A JSON object: the rows each child table lost for the policy's row ``row_key``
+        (every listed table, 0 included), or an empty object without children."""
+        if not self.tables:
+            return sql.SQL("'{}'::jsonb")
+        pairs = sql.SQL(", ").join(
+            sql.SQL("{}::text, (SELECT count(*) FROM {} WHERE {}.gone_root_key = {})").format(
+                sql.Literal(table), sql.Identifier(cte), sql.Identifier(cte), row_key
+            )
+            for table, cte in self.tables
         )
-        statements.append((link.table, delete))
-    return statements
+        return sql.SQL("jsonb_build_object({})").format(pairs)
+
+
+def finish_children(links: list[ChildLink]) -> FinishChildren:
+    """The child levels of a remote finish (``ops_finish_child.sql``), each driven by what
+    the level above deleted (the policy's rows: ``gone``), so children go exactly with
+    their row, in the statement that decides whether the row goes."""
+
+    def returning(parent: ChildLink | None, alias: str) -> list[sql.Composable]:
+        columns = sorted({link.parent_column for link in links if link.parent is parent})
+        return [sql.SQL("{}.{}").format(sql.Identifier(alias), sql.Identifier(c)) for c in columns]
+
+    names = {id(link): f"child_{number}" for number, link in enumerate(links, start=1)}
+    levels = []
+    for link in sorted(links, key=lambda one: one.depth):  # a CTE after its parent's
+        own = returning(link, "child_row")
+        levels.append(
+            query(
+                "ops_finish_child",
+                cte=sql.Identifier(names[id(link)]),
+                child=link.identifier,
+                foreign_key=sql.Identifier(link.foreign_key),
+                parent=sql.Identifier(names[id(link.parent)] if link.parent else "gone"),
+                column=sql.Identifier(link.parent_column),
+                returning=sql.SQL("").join(sql.SQL("{}, ").format(c) for c in own),
+                root=sql.Identifier("gone_root_key" if link.parent else "gone_row_key"),
+            )
+        )
+    top = sorted({link.parent_column for link in links if link.parent is None})
+    return FinishChildren(
+        gone_columns=sql.SQL("").join(sql.SQL(", {}").format(sql.Identifier(c)) for c in top),
+        children=sql.Composed(levels),
+        tables=[(link.table, names[id(link)]) for link in links],
+    )
 
 
 def family_delete(
@@ -312,22 +409,35 @@ def family_delete(
     return statement, [table, *(link.table for link in links)]
 
 
-def count_orphans(conn: Connection, policy: Policy) -> dict[str, int]:
+def count_orphans(
+    conn: Connection, policy: Policy, not_counted: list[str] | None = None
+) -> dict[str, int]:
     """Orphans of each listed child without a foreign key constraint: child rows whose
-    parent key no longer exists (read-only; a constraint makes orphans impossible)."""
+    parent key no longer exists (read-only; a constraint makes orphans impossible).
+
+    Each count is a full anti-join, bounded by the caller's timeouts: with
+    ``not_counted`` given, a table whose count timed out (or waited on a lock past
+    ``lock_timeout``) is appended to it and the others are still counted; without it,
+    the timeout raises."""
     orphans: dict[str, int] = {}
     for link in coupled_tables(conn, policy).links:
         if link.constraint is not None:
             continue
-        row = conn.execute(
-            query(
-                "target_orphans",
-                child=link.identifier,
-                foreign_key=sql.Identifier(link.foreign_key),
-                parent=sql.Identifier(*link.parent_table.split(".")),
-                column=sql.Identifier(link.parent_column),
-            )
-        ).fetchone()
+        statement = query(
+            "target_orphans",
+            child=link.identifier,
+            foreign_key=sql.Identifier(link.foreign_key),
+            parent=sql.Identifier(*link.parent_table.split(".")),
+            column=sql.Identifier(link.parent_column),
+        )
+        try:
+            with conn.transaction():  # a savepoint: a timeout spoils only this count
+                row = conn.execute(statement).fetchone()
+        except (psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable):
+            if not_counted is None:
+                raise
+            not_counted.append(link.table)
+            continue
         count = int(row["orphans"]) if row else 0
         if count:
             orphans[link.table] = count

@@ -24,7 +24,9 @@ would delete can go whole. The rules, in the order they apply:
    references, or that a publication carries (itself or through its parent) is
    left to the row path, which lets the key act and whose deletes replicate.
    So is a partition holding a row a legal hold keeps (``partition_held_rows.sql``):
-   the row path deletes its other rows and keeps the held ones.
+   the row path deletes its other rows and keeps the held ones. A policy that lists
+   ``children:`` never takes the fast path: its child rows go with their parents in
+   each batch, and a dropped partition would orphan a child without a constraint.
 4. **Detach.** ``DETACH PARTITION … CONCURRENTLY`` when the table has no
    default partition, else a plain detach bounded by ``lock_timeout``; a
    detach left pending by an interrupted ``CONCURRENTLY`` that this package
@@ -811,6 +813,12 @@ def drop_expired_partitions(
     since = {"finished_from_earlier_attempts": finished} if finished else {}
     if policy.partitions == "rows":
         return {"skipped": "partitions: rows (every row goes through the windows)", **since}
+    if policy.children:
+        return {
+            "skipped": "children: listed (their rows go with their parents batch by batch; "
+            "a dropped partition would leave a child without a constraint orphaned)",
+            **since,
+        }
     layout = partition_layout(conn, policy)
     if not layout.applies:
         return {"skipped": layout.why_not, **since}
