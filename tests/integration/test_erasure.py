@@ -25,9 +25,10 @@ from retention.holds.store import place_hold
 from retention.objects.deleter import work_operations
 from retention.objects.kind import OperationsKind
 from retention.runs.lease import take_run_lease
+from tests.support.children import create_family, family_children
 from tests.support.policies import make_policy, remote_policy
 from tests.support.remote import enqueue_all, sandbox_sender
-from tests.support.tables import count, create_media_table
+from tests.support.tables import count, create_media_table, ids_left
 
 NOTIFY = {"http_conn_id": "unused", "endpoint": "/e"}
 
@@ -77,6 +78,32 @@ def test_a_row_policy_erases_a_tenant_whatever_its_age(db, unique_name):
     ).fetchone()
     assert row["state"] == "done"
     assert row["finished_at"] is not None
+
+
+def test_an_erasure_deletes_the_listed_children_of_its_rows_and_counts_them(db, unique_name):
+    create_family(db, unique_name)  # NO ACTION foreign keys: a plain delete of a parent fails
+    policy = make_policy(unique_name, children=family_children(unique_name))
+    erasure, _ = request(db, policy, scope="key", value="2", reason="contract ended")
+    outcome = process_erasure(db, policy, erasure["erasure_id"])
+    assert outcome.state is ErasureState.DONE, outcome
+    assert outcome.rows_deleted == {
+        f"public.{unique_name}": 1,
+        f"public.{unique_name}_r": 2,
+        f"public.{unique_name}_c": 4,
+        f"public.{unique_name}_p": 8,
+    }
+    left = db.execute(
+        sql.SQL("SELECT count(*) AS n FROM {} WHERE asset_id = 2").format(
+            sql.Identifier("public", f"{unique_name}_r")
+        )
+    ).fetchone()
+    assert left["n"] == 0
+    assert 2 not in ids_left(db, unique_name)
+    receipt = db.execute(
+        "SELECT rows_deleted FROM retention.erasures WHERE erasure_id = %s",
+        (erasure["erasure_id"],),
+    ).fetchone()
+    assert receipt["rows_deleted"] == outcome.rows_deleted
 
 
 def test_the_same_request_twice_is_one_erasure(db, unique_name):

@@ -160,12 +160,19 @@ def process_erasure(
     )
     if policy.remote is None:
         deleter = RowDeleter(
-            policy.table_spec, policy.timeouts, policy.batch_timing, policy.health, switch=switch
+            policy.table_spec,
+            policy.timeouts,
+            policy.batch_timing,
+            policy.health,
+            switch=switch,
+            policy=policy,  # its listed children go with each row, as in a routine window
         )
         window = scope_window(policy, erasure)
         result = WindowResult(window_key=window.window_key, label=window.label)
         deleter.delete(conn, window, policy.batch_rows, result, gate)
-        rows_deleted[policy.table] = rows_deleted.get(policy.table, 0) + result.rows_deleted
+        by_table = result.rows_by_table or {policy.table: result.rows_deleted}
+        for table, deleted in {policy.table: 0, **by_table}.items():
+            rows_deleted[table] = rows_deleted.get(table, 0) + deleted
     else:
         assert open_kind is not None, "a remote policy's erasure needs its transport"
         target = TargetTable.of(policy.table_spec, policy.remote)
