@@ -183,6 +183,132 @@ def test_a_hold_wins_and_the_receipt_names_it(db, unique_name, sandbox):
     assert data["erasure_id"] == erasure["erasure_id"]
 
 
+def test_a_hold_on_part_of_the_scope_blocks_it_and_is_named(db, unique_name):
+    create_media_table(db, unique_name, 12, tenants=3)  # tenant 2: ids 1, 4, 7, 10
+    db.execute(f"ALTER TABLE public.{unique_name} ADD COLUMN legal_hold boolean")
+    db.execute(f"UPDATE public.{unique_name} SET legal_hold = (id = 7)")  # noqa: S608
+    policy = make_policy(unique_name, hold_column="legal_hold")
+    hold = place_hold(
+        db, policy=policy.name, match="key", value="4", reason="case 17", placed_by="ann"
+    )
+    place_hold(db, policy=policy.name, match="key", value="5", reason="other tenant", placed_by="x")
+    erasure, _ = request(db, policy)
+    outcome = process_erasure(db, policy, erasure["erasure_id"])
+    assert ids_left(db, unique_name) == [2, 3, 4, 5, 6, 7, 8, 9, 11, 12]
+    assert outcome.state is ErasureState.BLOCKED_BY_HOLD, outcome
+    assert outcome.rows_deleted == {policy.table: 2}
+    assert outcome.blocking_holds == [
+        {"id": hold.hold_id, "reason": "case 17"},
+        {
+            "id": "hold_column",
+            "column": "legal_hold",
+            "rows": 1,
+            "reason": "the row's legal_hold column says it is held",
+        },
+    ]
+    row = db.execute(
+        "SELECT state, blocking_holds FROM retention.erasures WHERE erasure_id = %s",
+        (erasure["erasure_id"],),
+    ).fetchone()
+    assert (row["state"], row["blocking_holds"]) == ("blocked_by_hold", outcome.blocking_holds)
+
+
+def test_a_remote_erasure_names_the_key_hold_inside_its_tenant(db, unique_name, sandbox):
+    create_media_table(db, unique_name, 12, tenants=3)
+    policy = remote_policy(unique_name, notify=NOTIFY)
+    hold = place_hold(
+        db, policy=policy.name, match="key", value="10", reason="case 18", placed_by="ann"
+    )
+    erasure, _ = request(db, policy)
+    outcome = process_erasure(
+        db,
+        policy,
+        erasure["erasure_id"],
+        open_kind=lambda: OperationsKind(policy, sandbox_sender(sandbox)),
+    )
+    assert outcome.state is ErasureState.BLOCKED_BY_HOLD, outcome
+    assert outcome.blocking_holds == [{"id": hold.hold_id, "reason": "case 18"}]
+    assert sorted(outcome.objects) == ["obj-1", "obj-4", "obj-7"]
+    assert set(sandbox.state.stats()["effects"]) == {"obj-1", "obj-4", "obj-7"}
+    (event,) = db.execute(
+        "SELECT payload FROM retention.outbox WHERE policy = %s AND event_type = "
+        "'retention.erased'",
+        (policy.name,),
+    ).fetchall()
+    data = json.loads(event["payload"])["data"]
+    assert (data["state"], data["blocking_holds"]) == ("blocked_by_hold", outcome.blocking_holds)
+
+
+def test_a_routine_operation_in_flight_elsewhere_is_waited_for_not_failed(db, unique_name, sandbox):
+    create_media_table(db, unique_name, 12, tenants=3)
+    policy = remote_policy(unique_name, notify=NOTIFY)
+    enqueue_all(db, policy)
+    # another worker (a routine drain) has obj-4 in flight when the erasure comes
+    db.execute(
+        "UPDATE retention.operations SET state = 'in_flight', lease_owner = 'routine-worker', "
+        "lease_expires_at = now() + interval '1 hour' WHERE policy = %s AND object_id = 'obj-4'",
+        (policy.name,),
+    )
+    erasure, _ = request(db, policy)
+    open_kind = lambda: OperationsKind(policy, sandbox_sender(sandbox))  # noqa: E731
+    first = process_erasure(
+        db, policy, erasure["erasure_id"], open_kind=open_kind, budget_seconds=1
+    )
+    assert first.state is ErasureState.RUNNING, first
+    assert first.rows_left == 1
+    assert erasures_of_state(db, erasure["erasure_id"]) == "running"
+    assert receipts(db, policy.name) == 0, "no receipt while its work is in someone's hands"
+    # the routine worker gives it back (a retry after a timeout, say): the next pass takes it
+    db.execute(
+        "UPDATE retention.operations SET state = 'pending', lease_owner = NULL, "
+        "lease_expires_at = NULL, not_before = now() + interval '1 hour' "
+        "WHERE policy = %s AND object_id = 'obj-4'",
+        (policy.name,),
+    )
+    second = process_erasure(db, policy, erasure["erasure_id"], open_kind=open_kind)
+    assert second.state is ErasureState.DONE, second
+    assert rows_of_tenant(db, unique_name, 2) == 0
+    assert receipts(db, policy.name) == 1
+
+
+def test_work_still_queued_keeps_a_held_erasure_running(db, unique_name, sandbox):
+    create_media_table(db, unique_name, 12, tenants=3)
+    policy = remote_policy(unique_name, notify=NOTIFY)
+    place_hold(db, policy=policy.name, match="tenant", value="2", reason="case 3", placed_by="a")
+    enqueue_all(db, policy)
+    db.execute(
+        "UPDATE retention.operations SET state = 'in_flight', lease_owner = 'routine-worker', "
+        "lease_expires_at = now() + interval '1 hour' WHERE policy = %s AND object_id = 'obj-4'",
+        (policy.name,),
+    )  # claimed before the hold: the screen had passed it
+    erasure, _ = request(db, policy)
+    outcome = process_erasure(
+        db,
+        policy,
+        erasure["erasure_id"],
+        open_kind=lambda: OperationsKind(policy, sandbox_sender(sandbox)),
+        budget_seconds=1,
+    )
+    assert outcome.state is ErasureState.RUNNING, outcome
+    assert receipts(db, policy.name) == 0, "a receipt only once nothing is queued"
+
+
+def erasures_of_state(db, erasure_id: int) -> str:
+    row = db.execute(
+        "SELECT state FROM retention.erasures WHERE erasure_id = %s", (erasure_id,)
+    ).fetchone()
+    return row["state"]
+
+
+def receipts(db, policy: str) -> int:
+    return count(
+        db,
+        "SELECT count(*) FROM retention.outbox WHERE policy = %s AND event_type = "
+        "'retention.erased'",
+        policy,
+    )
+
+
 def test_a_routine_run_holding_the_run_lease_does_not_block_an_erasure(db, unique_name, sandbox):
     create_media_table(db, unique_name, 12, tenants=3)
     policy = remote_policy(unique_name, notify=NOTIFY)
@@ -272,11 +398,16 @@ def test_an_erasure_of_fifty_objects_finishes_before_a_tenth_of_a_routine_backlo
 @pytest.mark.parametrize(
     ("facts", "state"),
     [
-        ({"holds": True, "rows_left": 3, "unfinished": 2, "dead": 1}, "blocked_by_hold"),
-        ({"holds": False, "rows_left": 3, "unfinished": 2, "dead": 0}, "running"),
-        ({"holds": False, "rows_left": 3, "unfinished": 0, "dead": 1}, "failed"),
-        ({"holds": False, "rows_left": 1, "unfinished": 0, "dead": 0}, "failed"),
-        ({"holds": False, "rows_left": 0, "unfinished": 0, "dead": 0}, "done"),
+        # work still queued: running, whatever else (a receipt must not miss it)
+        ({"rows_left": 3, "rows_held": 3, "unfinished": 2, "dead": 1}, "running"),
+        ({"rows_left": 3, "rows_held": 0, "unfinished": 2, "dead": 0}, "running"),
+        ({"rows_left": 3, "rows_held": 0, "unfinished": 0, "dead": 1}, "failed"),
+        ({"rows_left": 3, "rows_held": 2, "unfinished": 0, "dead": 1}, "failed"),
+        ({"rows_left": 1, "rows_held": 0, "unfinished": 0, "dead": 0}, "failed"),
+        ({"rows_left": 3, "rows_held": 2, "unfinished": 0, "dead": 0}, "failed"),
+        # every row left is held, nothing queued: the hold wins
+        ({"rows_left": 3, "rows_held": 3, "unfinished": 0, "dead": 0}, "blocked_by_hold"),
+        ({"rows_left": 0, "rows_held": 0, "unfinished": 0, "dead": 0}, "done"),
     ],
 )
 def test_the_erasure_verdict(facts, state):
