@@ -473,6 +473,73 @@ def test_an_erasure_past_its_deadline_is_told_once(db, unique_name, monkeypatch)
     assert message["runbook"]["section"] == "An erasure is late"
 
 
+def test_one_failing_erasure_neither_blocks_the_others_nor_the_late_alerts(
+    db, unique_name, monkeypatch
+):
+    from devtools.receiver import Receiver
+    from retention.airflow import steps
+    from retention.rows.deleter import WindowDeleteError
+
+    receiver = Receiver().start()
+    monkeypatch.setenv("AIRFLOW_CONN_ERASURE_ALERTS", receiver.connection())
+    family, media, locked = f"{unique_name}_f", f"{unique_name}_m", f"{unique_name}_l"
+    create_family(db, family)  # listed without its children: the erasure's delete fails
+    create_media_table(db, media, 6, tenants=3)
+    create_media_table(db, locked, 6, tenants=3)
+    alerts = {"on_erasure_late": "erasure_alerts"}
+    policies = [
+        make_policy(family, alerts=alerts),
+        make_policy(media, alerts=alerts),
+        make_policy(locked, alerts=alerts),
+    ]
+    broken, _ = request(db, policies[0], scope="key", value="2")
+    fine, _ = request(db, policies[1])
+    stuck, _ = request(db, policies[2])
+    db.execute(  # the oldest deadline: worked first, and late
+        "UPDATE retention.erasures SET deadline = now() - interval '1 hour' WHERE erasure_id = %s",
+        (stuck["erasure_id"],),
+    )
+    real = steps.process_erasure
+
+    def process(conn, policy, erasure_id, **kw):
+        if erasure_id == stuck["erasure_id"]:  # a row that stayed locked, this time
+            raise WindowDeleteError("window erasure: 1 row(s) stayed locked: keys [4]")
+        return real(conn, policy, erasure_id, **kw)
+
+    monkeypatch.setattr(steps, "process_erasure", process)
+    mine = {broken["erasure_id"], fine["erasure_id"], stuck["erasure_id"]}
+    monkeypatch.setattr(
+        steps,
+        "list_erasures",
+        lambda conn, **kw: [row for row in request_list(conn, **kw) if row["erasure_id"] in mine],
+    )
+    try:
+        with pytest.raises(RuntimeError, match=f"erasure {stuck['erasure_id']}: WindowDelete"):
+            steps.work_erasures_step(policies, budget_seconds=5)
+    finally:
+        receiver.stop()
+    states = {
+        row["erasure_id"]: (row["state"], row["error"])
+        for row in db.execute(
+            "SELECT erasure_id, state, error FROM retention.erasures WHERE erasure_id = ANY(%s)",
+            (list(mine),),
+        )
+    }
+    assert states[fine["erasure_id"]] == ("done", None)
+    assert states[broken["erasure_id"]][0] == "failed"
+    assert "ForeignKeyViolation" in states[broken["erasure_id"]][1]
+    assert states[stuck["erasure_id"]][0] == "requested"
+    assert "stayed locked" in states[stuck["erasure_id"]][1], "recorded, retried next pass"
+    assert rows_of_tenant(db, media, 2) == 0
+    assert [m["json"]["figures"]["erasure_id"] for m in receiver.received] == [stuck["erasure_id"]]
+
+
+def request_list(conn, **kw):
+    from retention.erasures.request import list_erasures
+
+    return list_erasures(conn, **kw)
+
+
 def _only(erasure_id: int):
     """list_erasures, as the step asks it, for one erasure only: the tables are shared."""
     from retention.erasures.request import list_erasures

@@ -35,7 +35,9 @@ from contextlib import closing
 from dataclasses import dataclass, field
 from typing import Any
 
+import psycopg
 from psycopg import sql
+from psycopg.pq import TransactionStatus
 
 from retention.db.connection import Connection, bounded
 from retention.db.gate import Gate, PauseSwitch
@@ -45,6 +47,7 @@ from retention.holds.predicate import HOLD_POLICY_PARAM, held_row
 from retention.objects.deleter import work_operations
 from retention.objects.kind import ERASURE_CUTOFF, ObjectKind
 from retention.policy.model import Policy
+from retention.rows.children import CoupledTableError
 from retention.rows.deleter import RowDeleter
 from retention.rows.lifecycle import WindowResult
 from retention.rows.target import TargetTable
@@ -56,6 +59,17 @@ log = logging.getLogger(__name__)
 LOWEST_KEY, HIGHEST_KEY = -(2**63) + 1, 2**63 - 1
 MAX_HOLDS_NAMED = 100  # holds keeping rows of one scope that a receipt names
 OTHERS_POLL_SECONDS = 0.2  # how often a pass looks whether another worker finished its work
+
+
+# Errors a pass cannot outlast by trying again: the statement, the data or the policy's
+# tables are wrong (an unlisted foreign key, a missing column). Anything else (a lock, a
+# timeout, a dropped connection, a remote side that is down) is retried by the next pass.
+FINAL_ERRORS: tuple[type[BaseException], ...] = (
+    psycopg.IntegrityError,
+    psycopg.ProgrammingError,
+    psycopg.DataError,
+    CoupledTableError,
+)
 
 
 class ErasureNotFound(LookupError):
@@ -357,6 +371,51 @@ def _outcome(row: dict[str, Any]) -> ErasureOutcome:
         blocking_holds=list(row["blocking_holds"] or []),
         error=row["error"],
     )
+
+
+def record_failed_pass(
+    conn: Connection, policy: Policy, erasure_id: int, failed: Exception
+) -> ErasureOutcome:
+    """Record a pass that raised, so that one erasure's failure is its own, not its
+    connection's: the next erasures of the pass go on.
+
+    An error in :data:`FINAL_ERRORS` fails the erasure now (its receipt says what
+    went before and why the rest did not); any other is recorded in its ``error``
+    and the erasure stays open for the next pass, which tries again (its deadline's
+    alert tells if it never gets through). A connection that is gone raises: the
+    pass over that database is over.
+    """
+    if conn.closed or conn.broken:
+        raise failed
+    if conn.info.transaction_status is not TransactionStatus.IDLE:
+        conn.rollback()
+    error = f"{type(failed).__name__}: {failed}"[:2000]
+    erasure = conn.execute(query("erasure_get"), {"erasure_id": erasure_id}).fetchone()
+    if erasure is None:
+        raise failed
+    if not isinstance(failed, FINAL_ERRORS):
+        row = conn.execute(
+            query("erasure_pass_failed"), {"erasure_id": erasure_id, "error": error}
+        ).fetchone()
+        outcome = _outcome(row or erasure)
+        outcome.error = error
+        return outcome
+    row = conn.execute(
+        query("erasure_finish"),
+        {
+            "erasure_id": erasure_id,
+            "state": ErasureState.FAILED.value,
+            "rows_deleted": json.dumps(erasure["rows_deleted"] or {}),
+            "objects": json.dumps(erasure["objects"] or []),
+            "blocking_holds": json.dumps(erasure["blocking_holds"] or []),
+            "error": f"{error}; not retried: fix the cause, then request the erasure again",
+            "notify": policy.notify is not None,
+        },
+    ).fetchone()
+    outcome = _outcome(row or erasure)
+    if row is not None:
+        outcome.event_id = row["event_id"]
+    return outcome
 
 
 def late(erasure: dict[str, Any], now: dt.datetime) -> bool:
