@@ -540,6 +540,40 @@ def request_list(conn, **kw):
     return list_erasures(conn, **kw)
 
 
+def test_the_demo_requests_an_erasure_and_runs_the_erasure_dag(
+    db, unique_name, test_dsn, monkeypatch, tmp_path
+):
+    import importlib.util
+    import types
+    from pathlib import Path
+
+    from retention.airflow.steps import work_erasures_step
+
+    scripts = Path(__file__).resolve().parents[2] / "scripts"
+    monkeypatch.syspath_prepend(str(scripts))
+    spec = importlib.util.spec_from_file_location("erasure_demo", scripts / "demo.py")
+    assert spec is not None
+    assert spec.loader is not None
+    demo = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(demo)
+    create_media_table(db, unique_name, 9, new_rows=3, tenants=3)
+    policy = make_policy(unique_name)
+    ran: list[str] = []
+
+    def dags_test(dag_id, _logical_date):  # the DAG's one task, as `airflow dags test` runs it
+        ran.append(dag_id)
+        work_erasures_step([policy], budget_seconds=10)
+        return 0, tmp_path / "demo.log"
+
+    monkeypatch.setattr(demo, "load_policies", lambda: types.SimpleNamespace(policies=[policy]))
+    monkeypatch.setattr(demo, "dags_test", dags_test)
+    erased = demo.run_erasure(test_dsn, policy=policy.name, tenant="2")
+    assert ran == ["retention__erasure-requests"]
+    assert erased["state"] == "done"
+    assert erased["rows_deleted"] == {policy.table: 4}
+    assert rows_of_tenant(db, unique_name, 2) == 0
+
+
 def _only(erasure_id: int):
     """list_erasures, as the step asks it, for one erasure only: the tables are shared."""
     from retention.erasures.request import list_erasures
