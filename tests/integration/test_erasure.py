@@ -106,6 +106,28 @@ def test_an_erasure_deletes_the_listed_children_of_its_rows_and_counts_them(db, 
     assert receipt["rows_deleted"] == outcome.rows_deleted
 
 
+def test_a_remote_erasure_deletes_each_objects_derivatives_too(db, unique_name, sandbox):
+    create_media_table(db, unique_name, 12, tenants=3)
+    policy = remote_policy(
+        unique_name,
+        derivatives=[{"name": "thumbnails", "endpoint": "/v1/assets/{object_id}/thumbnails"}],
+    )
+    erasure, _ = request(db, policy)
+    outcome = process_erasure(
+        db,
+        policy,
+        erasure["erasure_id"],
+        open_kind=lambda: OperationsKind(policy, sandbox_sender(sandbox)),
+    )
+    assert outcome.state is ErasureState.DONE, outcome
+    erased = ["obj-1", "obj-10", "obj-4", "obj-7"]
+    assert outcome.objects == erased
+    assert outcome.rows_deleted == {policy.table: 4}
+    called = sorted(r["object"] for r in sandbox.state.stats()["requests"])
+    assert called == sorted(erased + [f"{obj}/thumbnails" for obj in erased])
+    assert rows_of_tenant(db, unique_name, 2) == 0
+
+
 def test_the_same_request_twice_is_one_erasure(db, unique_name):
     create_media_table(db, unique_name, 6)
     policy = make_policy(unique_name)

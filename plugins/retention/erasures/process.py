@@ -45,6 +45,7 @@ from retention.db.sqlfiles import query
 from retention.erasures.request import ErasureState, Scope
 from retention.holds.predicate import HOLD_POLICY_PARAM, held_row
 from retention.objects.deleter import work_operations
+from retention.objects.enqueue import enqueue_derivatives
 from retention.objects.kind import ERASURE_CUTOFF, ObjectKind
 from retention.policy.model import Policy
 from retention.rows.children import CoupledTableError
@@ -240,9 +241,11 @@ def process_erasure(
             "requested_at": erasure["requested_at"],
         }
         with bounded(conn, policy.timeouts, timezone=policy.timestamp_timezone):
-            conn.execute(
+            enqueued = conn.execute(
                 target.query("erasure_enqueue", scope_filter=scope_filter(policy, scope)), params
-            )
+            ).fetchall()
+            # each object's derivatives beside it; the promotion below makes them urgent
+            enqueue_derivatives(conn, policy.remote, [r["operation_key"] for r in enqueued])
             conn.execute(
                 query("erasure_promote", scope_filter=scope_filter(policy, scope, ledger=True)),
                 params,
