@@ -3,7 +3,8 @@
 -- and the row is of the version, object and tenant the operation was made for (and,
 -- for operations the scan enqueued, still older than its window's cutoff), and, for an
 -- object with derivatives, every other resource of it is confirmed, before or by this
--- batch (%(confirmed)s): the condition of ops_finish_ready_resources.sql. FOR UPDATE
+-- batch (%(confirmed)s): the condition of ops_finish_ready_resources.sql; and the
+-- row is not held (binds %(hold_policy)s): a held row keeps its children. FOR UPDATE
 -- holds the row until ops_finish.sql deletes it in the same transaction.
 SELECT {column}
 FROM {table} AS parent_row,
@@ -26,4 +27,5 @@ WHERE {key} = op.op_row_key
   AND {object_id}::text = op.op_object_id
   AND {tenant_text} IS NOT DISTINCT FROM op.op_tenant
   AND (op.op_cutoff IS NULL OR {ts} < op.op_cutoff)
+  AND NOT {held}
 FOR UPDATE OF parent_row
