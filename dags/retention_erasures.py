@@ -7,10 +7,12 @@ this DAG works each open erasure of `retention.erasures` (requested with
 `"priority": "urgent"`): every row and object of its scope, whatever its age,
 through the policy's own row deleter or, for a remote policy, as urgent operations
 of the operations ledger, which every worker claims ahead of the routine backlog
-under the same rate limit. Holds win: an erasure they touch ends `blocked_by_hold`,
-naming them. Each final state writes a `retention.erased` event (policies with
-`notify:`). A routine run holding a policy's run lease does not block it: their
-deletes are idempotent and each row goes at most once.
+under the same rate limit. Holds win: held rows stay, the rest goes, and an
+erasure whose every row left is held ends `blocked_by_hold`, naming the holds on
+those rows (or the `hold_column`, or the remote side's hold). Each final state
+writes a `retention.erased` event (policies with `notify:`). A routine run
+holding a policy's run lease does not block it: their deletes are idempotent and
+each row goes at most once.
 
 **Why its own DAG** (not a run of `retention__<policy>` with a conf): a policy's DAG
 allows one active run, so an erasure would queue behind a routine run for hours;

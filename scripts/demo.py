@@ -8,6 +8,11 @@
    deleted remotely (rate-limited, idempotent, through the operation ledger),
    then locally, and each deletion is announced by a signed ``retention.deleted``
    event to a local receiver that verifies it.
+3. An urgent erasure of one media tenant (``retention__erasure-requests``): every
+   row and object of the tenant, young ones too, ahead of any routine backlog,
+   ending with a signed ``retention.erased`` receipt.
+
+A legal hold keeps one event-log tenant through run 1 (lifted again at the end).
 
 Each run goes through ``airflow dags test`` for a fixed logical date (today,
 midnight UTC), as an operator would test a DAG; the summaries are read back
@@ -34,16 +39,20 @@ from devtools.sandbox_api import SandboxServer
 from devtools.seed import seed_event_logs, seed_media_assets
 from retention.db.connection import connect_dsn
 from retention.db.migrate import migrate
+from retention.erasures.request import ERASURE_DAG_ID, get_erasure, request_erasure, validate
 from retention.holds.store import lift_hold, place_hold
+from retention.policy import load_policies
 
 LOCAL = Path(".local")
 SUMMARIES = LOCAL / "demo-summaries.json"
 
 
 DEMO_HELD_TENANT = "7"  # the demo's legal hold keeps this tenant's old event logs
+DEMO_ERASED_TENANT = "3"  # the demo's urgent erasure deletes this media tenant, young rows too
 
 
-def run_dag(dag_id: str, logical_date: dt.datetime) -> dict:
+def dags_test(dag_id: str, logical_date: dt.datetime) -> tuple[int, Path]:
+    """``airflow dags test`` one DAG for one logical date; its exit code and its log."""
     log_path = LOCAL / f"demo-{dag_id}.log"
     print(f"\nrunning: airflow dags test {dag_id} {logical_date.isoformat()}")
     began = time.perf_counter()
@@ -55,6 +64,11 @@ def run_dag(dag_id: str, logical_date: dt.datetime) -> dict:
             check=False,
         )
     print(f"finished in {time.perf_counter() - began:.1f}s (log: {log_path})")
+    return done.returncode, log_path
+
+
+def run_dag(dag_id: str, logical_date: dt.datetime) -> dict:
+    returncode, log_path = dags_test(dag_id, logical_date)
     policy = dag_id.removeprefix("retention__")
     with connect_dsn(os.environ["RETENTION_DEMO_DSN"]) as conn:
         row = conn.execute(
@@ -62,10 +76,47 @@ def run_dag(dag_id: str, logical_date: dt.datetime) -> dict:
             "ORDER BY planned_at DESC LIMIT 1",
             (policy, logical_date),
         ).fetchone()
-    if done.returncode != 0 or row is None or row["summary"] is None:
+    if returncode != 0 or row is None or row["summary"] is None:
         print(log_path.read_text()[-4000:])
-        sys.exit(f"demo: {dag_id} failed (exit {done.returncode}); see {log_path}")
+        sys.exit(f"demo: {dag_id} failed (exit {returncode}); see {log_path}")
     return row["summary"]
+
+
+def run_erasure(
+    dsn: str, policy: str = "media_assets", tenant: str = DEMO_ERASED_TENANT
+) -> dict[str, Any]:
+    """Request the urgent erasure of one tenant (its young rows too: an erasure ignores
+    retain_days) and run the erasure DAG once, as its every-minute schedule would;
+    returns the erasure as recorded, with its receipt's event id (None without one)."""
+    policies = {known.name: known for known in load_policies().policies}
+    asked = validate(
+        policies,
+        policy=policy,
+        scope="tenant",
+        value=tenant,
+        reason="demo: a data subject's erasure request (ticket 4711)",
+        requested_by="make demo",
+        request_key=f"demo-{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S.%f}",  # one per demo
+    )
+    with connect_dsn(dsn) as conn:
+        erasure, _ = request_erasure(conn, asked)
+        print(
+            f"\nrequested erasure {erasure['erasure_id']}: {policy} tenant {tenant}, "
+            f"whatever its rows' age, due {erasure['deadline']:%Y-%m-%d}"
+        )
+    now = dt.datetime.now(dt.UTC).replace(second=0, microsecond=0)
+    returncode, log_path = dags_test(ERASURE_DAG_ID, now)
+    with connect_dsn(dsn) as conn:
+        done = get_erasure(conn, erasure["erasure_id"])
+        receipt = conn.execute(
+            "SELECT event_id FROM retention.outbox WHERE operation_key = %s "
+            "AND event_type = 'retention.erased'",
+            (f"erasure:{erasure['erasure_id']}",),
+        ).fetchone()
+    if returncode != 0 or done is None or done["state"] != "done":
+        print(log_path.read_text()[-4000:])
+        sys.exit(f"demo: the erasure DAG failed (exit {returncode}); see {log_path}")
+    return {**done, "receipt_event_id": receipt["event_id"] if receipt else None}
 
 
 def resource_states(conn, policy: str) -> str:
@@ -168,11 +219,12 @@ def main() -> None:
     print(f"event receiver on 127.0.0.1:{events_port}, verifying Standard Webhooks signatures")
     try:
         media = run_dag("retention__media_assets", logical_date)
+        erased = run_erasure(dsn)
     finally:
         stats = sandbox.state.stats()
         sandbox.stop()
         receiver.stop()
-    saved = save_summaries({"event_logs": rows, "media_assets": media})
+    saved = save_summaries({"event_logs": rows, "media_assets": media, "erasure": erased})
     with connect_dsn(os.environ["RETENTION_DEMO_DSN"]) as conn:
         by_resource = resource_states(conn, "media_assets")
     effects = stats["effects"]
@@ -193,7 +245,14 @@ def main() -> None:
         f"{events.get('delivered_this_run', 0)} delivered this run, "
         f"{events.get('pending_after_delivery', 0)} pending"
         + (f" ({events['pending_why']})" if events.get("pending_why") else "")
-        + f"\nboth runs' full summaries (JSON): {saved}"
+    )
+    print(
+        f"erasure {erased['erasure_id']} (media_assets tenant {DEMO_ERASED_TENANT}): "
+        f"{erased['state']}; rows deleted by table: "
+        + (", ".join(f"{t} {n:,}" for t, n in erased["rows_deleted"].items()) or "none")
+        + f"; {len(erased['objects'])} objects deleted remotely; receipt: retention.erased "
+        f"event {erased['receipt_event_id'] or '(none)'}\n"
+        f"the runs' and the erasure's full summaries (JSON): {saved}"
     )
     print(what_next())
 

@@ -21,6 +21,8 @@
 -- remote resources, for its event).
 -- A window's pass counts the batch in its window ledger (window_batch_done.sql)
 -- in the same transaction, so the window's figures never disagree with the table.
+-- A held row (an active hold, or its hold_column; binds %(hold_policy)s) is never
+-- deleted: its confirmed operation is left alone, and the caller puts it in held.
 -- The lease-owner guard makes a stale worker's writes no-ops: those keys do not
 -- come back and nothing is written for them.
 -- This is the operations kind's completer; other job kinds use queue_finish.sql.
@@ -67,7 +69,8 @@ WITH input AS (
 ), {object_ready}, gone AS (
     -- Only the row the operation was made for: same version, object and tenant,
     -- and (for operations the scan enqueued) still older than its window's cutoff.
-    -- Of objects whose every resource is confirmed (ready) only.
+    -- Of objects whose every resource is confirmed (ready) only. Never a held row (a
+    -- hold placed after the screen): it is left alone, with its children.
     DELETE FROM {table}
     USING ready
     WHERE {key} = ready.op_row_key
@@ -75,6 +78,7 @@ WITH input AS (
       AND {object_id}::text = ready.op_object_id
       AND {tenant_text} IS NOT DISTINCT FROM ready.op_tenant
       AND (ready.op_cutoff IS NULL OR {ts} < ready.op_cutoff)
+      AND NOT {held}
     RETURNING {key} AS gone_row_key{gone_columns}
 ){children}, event AS (
     INSERT INTO retention.outbox (event_id, policy, operation_key, event_type, payload)

@@ -25,9 +25,10 @@ from retention.holds.store import place_hold
 from retention.objects.deleter import work_operations
 from retention.objects.kind import OperationsKind
 from retention.runs.lease import take_run_lease
+from tests.support.children import create_family, family_children
 from tests.support.policies import make_policy, remote_policy
 from tests.support.remote import enqueue_all, sandbox_sender
-from tests.support.tables import count, create_media_table
+from tests.support.tables import count, create_media_table, ids_left
 
 NOTIFY = {"http_conn_id": "unused", "endpoint": "/e"}
 
@@ -77,6 +78,54 @@ def test_a_row_policy_erases_a_tenant_whatever_its_age(db, unique_name):
     ).fetchone()
     assert row["state"] == "done"
     assert row["finished_at"] is not None
+
+
+def test_an_erasure_deletes_the_listed_children_of_its_rows_and_counts_them(db, unique_name):
+    create_family(db, unique_name)  # NO ACTION foreign keys: a plain delete of a parent fails
+    policy = make_policy(unique_name, children=family_children(unique_name))
+    erasure, _ = request(db, policy, scope="key", value="2", reason="contract ended")
+    outcome = process_erasure(db, policy, erasure["erasure_id"])
+    assert outcome.state is ErasureState.DONE, outcome
+    assert outcome.rows_deleted == {
+        f"public.{unique_name}": 1,
+        f"public.{unique_name}_r": 2,
+        f"public.{unique_name}_c": 4,
+        f"public.{unique_name}_p": 8,
+    }
+    left = db.execute(
+        sql.SQL("SELECT count(*) AS n FROM {} WHERE asset_id = 2").format(
+            sql.Identifier("public", f"{unique_name}_r")
+        )
+    ).fetchone()
+    assert left["n"] == 0
+    assert 2 not in ids_left(db, unique_name)
+    receipt = db.execute(
+        "SELECT rows_deleted FROM retention.erasures WHERE erasure_id = %s",
+        (erasure["erasure_id"],),
+    ).fetchone()
+    assert receipt["rows_deleted"] == outcome.rows_deleted
+
+
+def test_a_remote_erasure_deletes_each_objects_derivatives_too(db, unique_name, sandbox):
+    create_media_table(db, unique_name, 12, tenants=3)
+    policy = remote_policy(
+        unique_name,
+        derivatives=[{"name": "thumbnails", "endpoint": "/v1/assets/{object_id}/thumbnails"}],
+    )
+    erasure, _ = request(db, policy)
+    outcome = process_erasure(
+        db,
+        policy,
+        erasure["erasure_id"],
+        open_kind=lambda: OperationsKind(policy, sandbox_sender(sandbox)),
+    )
+    assert outcome.state is ErasureState.DONE, outcome
+    erased = ["obj-1", "obj-10", "obj-4", "obj-7"]
+    assert outcome.objects == erased
+    assert outcome.rows_deleted == {policy.table: 4}
+    called = sorted(r["object"] for r in sandbox.state.stats()["requests"])
+    assert called == sorted(erased + [f"{obj}/thumbnails" for obj in erased])
+    assert rows_of_tenant(db, unique_name, 2) == 0
 
 
 def test_the_same_request_twice_is_one_erasure(db, unique_name):
@@ -154,6 +203,132 @@ def test_a_hold_wins_and_the_receipt_names_it(db, unique_name, sandbox):
     assert data["blocking_holds"] == [{"id": hold.hold_id, "reason": "case 991"}]
     assert data["scope"] == {"tenant": "2"}
     assert data["erasure_id"] == erasure["erasure_id"]
+
+
+def test_a_hold_on_part_of_the_scope_blocks_it_and_is_named(db, unique_name):
+    create_media_table(db, unique_name, 12, tenants=3)  # tenant 2: ids 1, 4, 7, 10
+    db.execute(f"ALTER TABLE public.{unique_name} ADD COLUMN legal_hold boolean")
+    db.execute(f"UPDATE public.{unique_name} SET legal_hold = (id = 7)")  # noqa: S608
+    policy = make_policy(unique_name, hold_column="legal_hold")
+    hold = place_hold(
+        db, policy=policy.name, match="key", value="4", reason="case 17", placed_by="ann"
+    )
+    place_hold(db, policy=policy.name, match="key", value="5", reason="other tenant", placed_by="x")
+    erasure, _ = request(db, policy)
+    outcome = process_erasure(db, policy, erasure["erasure_id"])
+    assert ids_left(db, unique_name) == [2, 3, 4, 5, 6, 7, 8, 9, 11, 12]
+    assert outcome.state is ErasureState.BLOCKED_BY_HOLD, outcome
+    assert outcome.rows_deleted == {policy.table: 2}
+    assert outcome.blocking_holds == [
+        {"id": hold.hold_id, "reason": "case 17"},
+        {
+            "id": "hold_column",
+            "column": "legal_hold",
+            "rows": 1,
+            "reason": "the row's legal_hold column says it is held",
+        },
+    ]
+    row = db.execute(
+        "SELECT state, blocking_holds FROM retention.erasures WHERE erasure_id = %s",
+        (erasure["erasure_id"],),
+    ).fetchone()
+    assert (row["state"], row["blocking_holds"]) == ("blocked_by_hold", outcome.blocking_holds)
+
+
+def test_a_remote_erasure_names_the_key_hold_inside_its_tenant(db, unique_name, sandbox):
+    create_media_table(db, unique_name, 12, tenants=3)
+    policy = remote_policy(unique_name, notify=NOTIFY)
+    hold = place_hold(
+        db, policy=policy.name, match="key", value="10", reason="case 18", placed_by="ann"
+    )
+    erasure, _ = request(db, policy)
+    outcome = process_erasure(
+        db,
+        policy,
+        erasure["erasure_id"],
+        open_kind=lambda: OperationsKind(policy, sandbox_sender(sandbox)),
+    )
+    assert outcome.state is ErasureState.BLOCKED_BY_HOLD, outcome
+    assert outcome.blocking_holds == [{"id": hold.hold_id, "reason": "case 18"}]
+    assert sorted(outcome.objects) == ["obj-1", "obj-4", "obj-7"]
+    assert set(sandbox.state.stats()["effects"]) == {"obj-1", "obj-4", "obj-7"}
+    (event,) = db.execute(
+        "SELECT payload FROM retention.outbox WHERE policy = %s AND event_type = "
+        "'retention.erased'",
+        (policy.name,),
+    ).fetchall()
+    data = json.loads(event["payload"])["data"]
+    assert (data["state"], data["blocking_holds"]) == ("blocked_by_hold", outcome.blocking_holds)
+
+
+def test_a_routine_operation_in_flight_elsewhere_is_waited_for_not_failed(db, unique_name, sandbox):
+    create_media_table(db, unique_name, 12, tenants=3)
+    policy = remote_policy(unique_name, notify=NOTIFY)
+    enqueue_all(db, policy)
+    # another worker (a routine drain) has obj-4 in flight when the erasure comes
+    db.execute(
+        "UPDATE retention.operations SET state = 'in_flight', lease_owner = 'routine-worker', "
+        "lease_expires_at = now() + interval '1 hour' WHERE policy = %s AND object_id = 'obj-4'",
+        (policy.name,),
+    )
+    erasure, _ = request(db, policy)
+    open_kind = lambda: OperationsKind(policy, sandbox_sender(sandbox))  # noqa: E731
+    first = process_erasure(
+        db, policy, erasure["erasure_id"], open_kind=open_kind, budget_seconds=1
+    )
+    assert first.state is ErasureState.RUNNING, first
+    assert first.rows_left == 1
+    assert erasures_of_state(db, erasure["erasure_id"]) == "running"
+    assert receipts(db, policy.name) == 0, "no receipt while its work is in someone's hands"
+    # the routine worker gives it back (a retry after a timeout, say): the next pass takes it
+    db.execute(
+        "UPDATE retention.operations SET state = 'pending', lease_owner = NULL, "
+        "lease_expires_at = NULL, not_before = now() + interval '1 hour' "
+        "WHERE policy = %s AND object_id = 'obj-4'",
+        (policy.name,),
+    )
+    second = process_erasure(db, policy, erasure["erasure_id"], open_kind=open_kind)
+    assert second.state is ErasureState.DONE, second
+    assert rows_of_tenant(db, unique_name, 2) == 0
+    assert receipts(db, policy.name) == 1
+
+
+def test_work_still_queued_keeps_a_held_erasure_running(db, unique_name, sandbox):
+    create_media_table(db, unique_name, 12, tenants=3)
+    policy = remote_policy(unique_name, notify=NOTIFY)
+    place_hold(db, policy=policy.name, match="tenant", value="2", reason="case 3", placed_by="a")
+    enqueue_all(db, policy)
+    db.execute(
+        "UPDATE retention.operations SET state = 'in_flight', lease_owner = 'routine-worker', "
+        "lease_expires_at = now() + interval '1 hour' WHERE policy = %s AND object_id = 'obj-4'",
+        (policy.name,),
+    )  # claimed before the hold: the screen had passed it
+    erasure, _ = request(db, policy)
+    outcome = process_erasure(
+        db,
+        policy,
+        erasure["erasure_id"],
+        open_kind=lambda: OperationsKind(policy, sandbox_sender(sandbox)),
+        budget_seconds=1,
+    )
+    assert outcome.state is ErasureState.RUNNING, outcome
+    assert receipts(db, policy.name) == 0, "a receipt only once nothing is queued"
+
+
+def erasures_of_state(db, erasure_id: int) -> str:
+    row = db.execute(
+        "SELECT state FROM retention.erasures WHERE erasure_id = %s", (erasure_id,)
+    ).fetchone()
+    return row["state"]
+
+
+def receipts(db, policy: str) -> int:
+    return count(
+        db,
+        "SELECT count(*) FROM retention.outbox WHERE policy = %s AND event_type = "
+        "'retention.erased'",
+        policy,
+    )
 
 
 def test_a_routine_run_holding_the_run_lease_does_not_block_an_erasure(db, unique_name, sandbox):
@@ -245,11 +420,16 @@ def test_an_erasure_of_fifty_objects_finishes_before_a_tenth_of_a_routine_backlo
 @pytest.mark.parametrize(
     ("facts", "state"),
     [
-        ({"holds": True, "rows_left": 3, "unfinished": 2, "dead": 1}, "blocked_by_hold"),
-        ({"holds": False, "rows_left": 3, "unfinished": 2, "dead": 0}, "running"),
-        ({"holds": False, "rows_left": 3, "unfinished": 0, "dead": 1}, "failed"),
-        ({"holds": False, "rows_left": 1, "unfinished": 0, "dead": 0}, "failed"),
-        ({"holds": False, "rows_left": 0, "unfinished": 0, "dead": 0}, "done"),
+        # work still queued: running, whatever else (a receipt must not miss it)
+        ({"rows_left": 3, "rows_held": 3, "unfinished": 2, "dead": 1}, "running"),
+        ({"rows_left": 3, "rows_held": 0, "unfinished": 2, "dead": 0}, "running"),
+        ({"rows_left": 3, "rows_held": 0, "unfinished": 0, "dead": 1}, "failed"),
+        ({"rows_left": 3, "rows_held": 2, "unfinished": 0, "dead": 1}, "failed"),
+        ({"rows_left": 1, "rows_held": 0, "unfinished": 0, "dead": 0}, "failed"),
+        ({"rows_left": 3, "rows_held": 2, "unfinished": 0, "dead": 0}, "failed"),
+        # every row left is held, nothing queued: the hold wins
+        ({"rows_left": 3, "rows_held": 3, "unfinished": 0, "dead": 0}, "blocked_by_hold"),
+        ({"rows_left": 0, "rows_held": 0, "unfinished": 0, "dead": 0}, "done"),
     ],
 )
 def test_the_erasure_verdict(facts, state):
@@ -313,6 +493,107 @@ def test_an_erasure_past_its_deadline_is_told_once(db, unique_name, monkeypatch)
     assert message["kind"] == "erasure_late"
     assert message["figures"]["erasure_id"] == erasure["erasure_id"]
     assert message["runbook"]["section"] == "An erasure is late"
+
+
+def test_one_failing_erasure_neither_blocks_the_others_nor_the_late_alerts(
+    db, unique_name, monkeypatch
+):
+    from devtools.receiver import Receiver
+    from retention.airflow import steps
+    from retention.rows.deleter import WindowDeleteError
+
+    receiver = Receiver().start()
+    monkeypatch.setenv("AIRFLOW_CONN_ERASURE_ALERTS", receiver.connection())
+    family, media, locked = f"{unique_name}_f", f"{unique_name}_m", f"{unique_name}_l"
+    create_family(db, family)  # listed without its children: the erasure's delete fails
+    create_media_table(db, media, 6, tenants=3)
+    create_media_table(db, locked, 6, tenants=3)
+    alerts = {"on_erasure_late": "erasure_alerts"}
+    policies = [
+        make_policy(family, alerts=alerts),
+        make_policy(media, alerts=alerts),
+        make_policy(locked, alerts=alerts),
+    ]
+    broken, _ = request(db, policies[0], scope="key", value="2")
+    fine, _ = request(db, policies[1])
+    stuck, _ = request(db, policies[2])
+    db.execute(  # the oldest deadline: worked first, and late
+        "UPDATE retention.erasures SET deadline = now() - interval '1 hour' WHERE erasure_id = %s",
+        (stuck["erasure_id"],),
+    )
+    real = steps.process_erasure
+
+    def process(conn, policy, erasure_id, **kw):
+        if erasure_id == stuck["erasure_id"]:  # a row that stayed locked, this time
+            raise WindowDeleteError("window erasure: 1 row(s) stayed locked: keys [4]")
+        return real(conn, policy, erasure_id, **kw)
+
+    monkeypatch.setattr(steps, "process_erasure", process)
+    mine = {broken["erasure_id"], fine["erasure_id"], stuck["erasure_id"]}
+    monkeypatch.setattr(
+        steps,
+        "list_erasures",
+        lambda conn, **kw: [row for row in request_list(conn, **kw) if row["erasure_id"] in mine],
+    )
+    try:
+        with pytest.raises(RuntimeError, match=f"erasure {stuck['erasure_id']}: WindowDelete"):
+            steps.work_erasures_step(policies, budget_seconds=5)
+    finally:
+        receiver.stop()
+    states = {
+        row["erasure_id"]: (row["state"], row["error"])
+        for row in db.execute(
+            "SELECT erasure_id, state, error FROM retention.erasures WHERE erasure_id = ANY(%s)",
+            (list(mine),),
+        )
+    }
+    assert states[fine["erasure_id"]] == ("done", None)
+    assert states[broken["erasure_id"]][0] == "failed"
+    assert "ForeignKeyViolation" in states[broken["erasure_id"]][1]
+    assert states[stuck["erasure_id"]][0] == "requested"
+    assert "stayed locked" in states[stuck["erasure_id"]][1], "recorded, retried next pass"
+    assert rows_of_tenant(db, media, 2) == 0
+    assert [m["json"]["figures"]["erasure_id"] for m in receiver.received] == [stuck["erasure_id"]]
+
+
+def request_list(conn, **kw):
+    from retention.erasures.request import list_erasures
+
+    return list_erasures(conn, **kw)
+
+
+def test_the_demo_requests_an_erasure_and_runs_the_erasure_dag(
+    db, unique_name, test_dsn, monkeypatch, tmp_path
+):
+    import importlib.util
+    import types
+    from pathlib import Path
+
+    from retention.airflow.steps import work_erasures_step
+
+    scripts = Path(__file__).resolve().parents[2] / "scripts"
+    monkeypatch.syspath_prepend(str(scripts))
+    spec = importlib.util.spec_from_file_location("erasure_demo", scripts / "demo.py")
+    assert spec is not None
+    assert spec.loader is not None
+    demo = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(demo)
+    create_media_table(db, unique_name, 9, new_rows=3, tenants=3)
+    policy = make_policy(unique_name)
+    ran: list[str] = []
+
+    def dags_test(dag_id, _logical_date):  # the DAG's one task, as `airflow dags test` runs it
+        ran.append(dag_id)
+        work_erasures_step([policy], budget_seconds=10)
+        return 0, tmp_path / "demo.log"
+
+    monkeypatch.setattr(demo, "load_policies", lambda: types.SimpleNamespace(policies=[policy]))
+    monkeypatch.setattr(demo, "dags_test", dags_test)
+    erased = demo.run_erasure(test_dsn, policy=policy.name, tenant="2")
+    assert ran == ["retention__erasure-requests"]
+    assert erased["state"] == "done"
+    assert erased["rows_deleted"] == {policy.table: 4}
+    assert rows_of_tenant(db, unique_name, 2) == 0
 
 
 def _only(erasure_id: int):

@@ -15,7 +15,7 @@ import requests
 import yaml
 
 from devtools.plans import request
-from retention.db.connection import Connection
+from retention.db.connection import Connection, connect_dsn
 from retention.evidence.audit import purge_audit
 from retention.evidence.explain import explain, render
 from retention.evidence.reconcile import reconcile_run
@@ -28,13 +28,13 @@ from retention.holds.store import (
     place_hold,
     release_held_operations,
 )
-from retention.objects.deleter import ObjectDeleter
+from retention.objects.deleter import ObjectDeleter, work_operations
 from retention.objects.kind import OperationsKind
 from retention.rows import deleter
 from retention.rows.deleter import delete_window
 from retention.rows.planner import plan_windows
 from tests.integration.test_cli import cli
-from tests.support.policies import make_policy, policy_fields, remote_policy
+from tests.support.policies import make_policy, policy_fields, remote_fields, remote_policy
 from tests.support.remote import enqueue_all, sandbox_sender, work
 from tests.support.tables import count, create_media_table, create_table, ids_left, old
 from tests.support.web import serving
@@ -397,3 +397,58 @@ def test_a_held_row_keeps_its_children(db: Connection, unique_name: str) -> None
     assert ids_left(db, unique_name) == [3]
     parents = [r["parent_id"] for r in db.execute(f"SELECT parent_id FROM public.{child}")]  # noqa: S608
     assert parents == [3, 3]
+
+
+def test_a_hold_placed_during_the_call_keeps_the_row_and_its_children(
+    db: Connection, unique_name: str, sandbox: Any, test_dsn: str
+) -> None:
+    """The screen passed the operation, then a hold came before its confirmation: the
+    remote object is gone, but the finish leaves the held row and its children alone and
+    the operation waits in held (not superseded). Lifting the hold finishes it."""
+    create_media_table(db, unique_name, 3, tenants=1)
+    child = f"{unique_name}_r"
+    db.execute(
+        f"CREATE TABLE public.{child} (id bigserial PRIMARY KEY, "
+        f"asset_id bigint NOT NULL REFERENCES public.{unique_name} (id))"
+    )
+    db.execute(f"INSERT INTO public.{child} (asset_id) SELECT id FROM public.{unique_name}")  # noqa: S608
+    policy = make_policy(
+        unique_name,
+        window_rows=10_000,
+        batch_rows=500,
+        window_per_tenant=False,
+        remote=remote_fields(unique_name),
+        children=[{"table": child, "foreign_key": "asset_id"}],
+    )
+    enqueue_all(db, policy)
+    placed: list[int] = []
+
+    class HoldDuringTheCall(OperationsKind):
+        def send(self, job):  # the screen has passed it: a hold arrives now
+            if job.row_key == 2 and not placed:
+                with connect_dsn(test_dsn) as other:
+                    hold = place_hold(
+                        other, policy=unique_name, match="key", value="2", reason="case 5",
+                        placed_by="ann",
+                    )  # fmt: skip
+                placed.append(hold.hold_id)
+            return super().send(job)
+
+    work_operations(db, HoldDuringTheCall(policy, sandbox_sender(sandbox)), budget_seconds=5)
+    assert placed
+    assert "obj-2" in sandbox.state.stats()["effects"], "the remote object is gone"
+    assert ids_left(db, unique_name) == [2]
+    children = count(db, f"SELECT count(*) FROM public.{child} WHERE asset_id = 2")  # noqa: S608
+    assert children == 1, "a held row keeps its children"
+    assert count(db, f"SELECT count(*) FROM public.{child}") == 1  # noqa: S608
+    state = db.execute(
+        "SELECT state, failure_class, reason FROM retention.operations "
+        "WHERE policy = %s AND object_id = 'obj-2'",
+        (unique_name,),
+    ).fetchone()
+    assert (state["state"], state["failure_class"]) == ("held", "held")
+    assert "the remote object is gone" in state["reason"]
+    lift_hold(db, placed[0], reason="case closed", lifted_by="bob")
+    work_operations(db, OperationsKind(policy, sandbox_sender(sandbox)), budget_seconds=5)
+    assert ids_left(db, unique_name) == []
+    assert count(db, f"SELECT count(*) FROM public.{child}") == 0  # noqa: S608

@@ -26,8 +26,8 @@ from retention.db.gate import PAUSE_VARIABLE, Gate
 from retention.db.migrate import migrate
 from retention.db.sqlfiles import query
 from retention.db.table_check import check_table
-from retention.erasures.process import process_erasure
-from retention.erasures.request import ERASURE_DAG_ID, list_erasures
+from retention.erasures.process import process_erasure, record_failed_pass
+from retention.erasures.request import ERASURE_DAG_ID, ErasureState, list_erasures
 from retention.events.outbox import Signer, deliver_events
 from retention.evidence.audit import purge_audit, purge_removed_policies
 from retention.evidence.reconcile import RunNotPlanned, raise_if_dirty, reconcile
@@ -54,7 +54,7 @@ from retention.runs.lease import (
     release_run_lease,
     take_run_lease,
 )
-from retention.stopping import graceful_stop, raise_if_stopping
+from retention.stopping import StopRequested, graceful_stop, raise_if_stopping
 
 log = logging.getLogger(__name__)
 metrics.install(stats)  # retention's metrics go through Airflow's stats facade (retention.metrics)
@@ -528,11 +528,15 @@ def work_erasures_step(policies: list[Policy], budget_seconds: float) -> dict[st
     """One pass over every open erasure (requested or running) of these policies, oldest
     deadline first, each through its policy's own deleters (``retention.erasures.process``).
 
-    One policy's database that does not answer does not stop the others': its
-    erasures stay open for the next pass, and the task fails at the end, naming it.
+    One erasure whose pass fails does not stop the others (``record_failed_pass``:
+    an error that may pass is recorded and retried by the next pass, any other fails
+    that erasure), and the late alerts are always told. One policy's database that
+    does not answer does not stop the others': its erasures stay open for the next
+    pass. Either way the task fails at the end, naming them.
     """
     outcomes: list[dict[str, Any]] = []
     failures: list[str] = []
+    retrying: list[str] = []
     alerts: list[dict[str, Any]] = []
     by_conn: dict[str, list[Policy]] = {}
     for policy in policies:
@@ -547,24 +551,33 @@ def work_erasures_step(policies: list[Policy], budget_seconds: float) -> dict[st
                     policy = named.get(erasure["policy"])
                     if policy is None:
                         continue  # another database's policy of the same name: not ours
-                    outcome = process_erasure(
-                        conn,
-                        policy,
-                        erasure["erasure_id"],
-                        open_kind=partial(open_kind, policy) if policy.remote else None,
-                        budget_seconds=budget_seconds,
-                        switch=read_pause_switch,
-                    )
+                    try:
+                        outcome = process_erasure(
+                            conn,
+                            policy,
+                            erasure["erasure_id"],
+                            open_kind=partial(open_kind, policy) if policy.remote else None,
+                            budget_seconds=budget_seconds,
+                            switch=read_pause_switch,
+                        )
+                    except StopRequested:
+                        raise
+                    except Exception as failed:  # this erasure's, not the others': go on
+                        log.exception("erasure %d: the pass failed", erasure["erasure_id"])
+                        outcome = record_failed_pass(conn, policy, erasure["erasure_id"], failed)
+                        if outcome.state in (ErasureState.REQUESTED, ErasureState.RUNNING):
+                            retrying.append(f"erasure {outcome.erasure_id}: {outcome.error}")
                     outcomes.append({"policy": policy.name, **outcome.as_dict()})
                 alerts += _tell_late_erasures(conn, named)
         except psycopg.Error as failed:
             log.exception("erasures of connection %s: %s", conn_id, failed)
             failures.append(f"{conn_id}: {type(failed).__name__}: {failed}"[:300])
-    if failures:
+    if failures or retrying:
         raise RuntimeError(
-            "erasures could not be worked on connection(s) "
-            + "; ".join(failures)
-            + ". They stay open and the next pass (within a minute) tries again."
+            "erasures could not be worked: "
+            + "; ".join([f"connection {failure}" for failure in failures] + retrying)[:3000]
+            + ". They stay open and the next pass (within a minute) tries again; the "
+            "other erasures were worked and the late ones told."
         )
     return {"erasures": outcomes, "late_alerts": alerts}
 

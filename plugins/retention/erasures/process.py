@@ -16,9 +16,12 @@ the same for it:
 
 It takes no run lease: a routine run may hold it, and their deletes are
 idempotent (a row deleted by one is not there for the other; an operation is
-claimed by one worker at a time). Holds win: the holds that match the scope are
-named, the rest of the scope goes, and the erasure ends ``blocked_by_hold``.
-A final state writes the receipt (``erasure_finish.sql``).
+claimed by one worker at a time); a routine operation of the scope in another
+worker's hands is waited for. Holds win: the delete statements keep held rows, the
+rest of the scope goes, and once nothing is queued, an erasure whose every row left
+is held ends ``blocked_by_hold``, naming what keeps them (the holds on those rows,
+whatever they match, the ``hold_column``, the remote side). A final state writes
+the receipt (``erasure_finish.sql``).
 """
 
 from __future__ import annotations
@@ -32,16 +35,20 @@ from contextlib import closing
 from dataclasses import dataclass, field
 from typing import Any
 
+import psycopg
 from psycopg import sql
+from psycopg.pq import TransactionStatus
 
 from retention.db.connection import Connection, bounded
 from retention.db.gate import Gate, PauseSwitch
 from retention.db.sqlfiles import query
 from retention.erasures.request import ErasureState, Scope
-from retention.holds.store import matching_holds
+from retention.holds.predicate import HOLD_POLICY_PARAM, held_row
 from retention.objects.deleter import work_operations
+from retention.objects.enqueue import enqueue_derivatives
 from retention.objects.kind import ERASURE_CUTOFF, ObjectKind
 from retention.policy.model import Policy
+from retention.rows.children import CoupledTableError
 from retention.rows.deleter import RowDeleter
 from retention.rows.lifecycle import WindowResult
 from retention.rows.target import TargetTable
@@ -51,8 +58,19 @@ from retention.stopping import stop_requested, stoppable_sleep
 log = logging.getLogger(__name__)
 
 LOWEST_KEY, HIGHEST_KEY = -(2**63) + 1, 2**63 - 1
-MAX_HELD_OBJECTS_NAMED = 20  # held objects whose holds a receipt looks up and names
+MAX_HOLDS_NAMED = 100  # holds keeping rows of one scope that a receipt names
 OTHERS_POLL_SECONDS = 0.2  # how often a pass looks whether another worker finished its work
+
+
+# Errors a pass cannot outlast by trying again: the statement, the data or the policy's
+# tables are wrong (an unlisted foreign key, a missing column). Anything else (a lock, a
+# timeout, a dropped connection, a remote side that is down) is retried by the next pass.
+FINAL_ERRORS: tuple[type[BaseException], ...] = (
+    psycopg.IntegrityError,
+    psycopg.ProgrammingError,
+    psycopg.DataError,
+    CoupledTableError,
+)
 
 
 class ErasureNotFound(LookupError):
@@ -85,14 +103,54 @@ class ErasureOutcome:
         }
 
 
-def blocking_holds(conn: Connection, policy: str, scope: Scope, value: str) -> list[dict[str, Any]]:
-    """The active holds that match the scope itself (id and reason of each): a tenant
-    erasure names the holds on that tenant, a key's or an object's those on it. Rows a
-    narrower hold keeps (a key held inside an erased tenant) are kept by the delete
-    statements all the same, and the erasure's counts show what went."""
-    match = {Scope.TENANT: "tenant", Scope.KEY: "key", Scope.OBJECT: "object_id"}[scope]
-    holds = matching_holds(conn, policy, **{match: value})
-    return [{"id": hold.hold_id, "reason": hold.reason} for hold in holds]
+def blocking_holds(
+    conn: Connection, policy: Policy, scope: Scope, value: str, rows: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """What keeps the scope's rows that are still there, as the receipt names it.
+
+    Each active hold on a row left (its key, tenant or object id, whatever the scope
+    is: a key held inside an erased tenant is named) as ``{"id", "reason"}``; the
+    policy's ``hold_column`` when it keeps rows, as ``{"id": "hold_column", "column",
+    "rows", "reason"}``; and the remote side's own holds (``remote.held_statuses``
+    answers) as ``{"id": "remote", "rows", "reason"}``. ``rows`` is the pass's
+    ``erasure_scope_rows`` answer.
+    """
+    found: list[dict[str, Any]] = []
+    if rows["rows_held"]:
+        object_text = (
+            sql.SQL("{}::text").format(sql.Identifier(policy.remote.object_id_column))
+            if policy.remote is not None
+            else sql.SQL("NULL::text")
+        )
+        with bounded(conn, policy.timeouts, timezone=policy.timestamp_timezone):
+            holds = conn.execute(
+                TargetTable.of(policy.table_spec).query(
+                    "erasure_scope_holds",
+                    scope_filter=scope_filter(policy, scope),
+                    object_text=object_text,
+                ),
+                {"value": value, HOLD_POLICY_PARAM: policy.name, "limit": MAX_HOLDS_NAMED},
+            ).fetchall()
+        found = [{"id": row["hold_id"], "reason": row["reason"]} for row in holds]
+    if rows["rows_held_by_column"]:
+        found.append(
+            {
+                "id": "hold_column",
+                "column": policy.hold_column,
+                "rows": int(rows["rows_held_by_column"]),
+                "reason": f"the row's {policy.hold_column} column says it is held",
+            }
+        )
+    if rows["rows_held_remotely"]:
+        found.append(
+            {
+                "id": "remote",
+                "rows": int(rows["rows_held_remotely"]),
+                "reason": "the remote side answered that it holds the object "
+                "(remote.held_statuses); its operation waits in held",
+            }
+        )
+    return found
 
 
 def scope_filter(policy: Policy, scope: Scope, *, ledger: bool = False) -> sql.Composable:
@@ -151,7 +209,6 @@ def process_erasure(
         return _outcome(erasure)
     conn.execute(query("erasure_start"), {"erasure_id": erasure_id})
     scope, value = Scope(erasure["scope"]), erasure["value"]
-    holds = blocking_holds(conn, policy.name, scope, value)
     rows_deleted = dict(erasure["rows_deleted"] or {})
     objects: list[str] = []
     unfinished = dead = 0
@@ -160,12 +217,19 @@ def process_erasure(
     )
     if policy.remote is None:
         deleter = RowDeleter(
-            policy.table_spec, policy.timeouts, policy.batch_timing, policy.health, switch=switch
+            policy.table_spec,
+            policy.timeouts,
+            policy.batch_timing,
+            policy.health,
+            switch=switch,
+            policy=policy,  # its listed children go with each row, as in a routine window
         )
         window = scope_window(policy, erasure)
         result = WindowResult(window_key=window.window_key, label=window.label)
         deleter.delete(conn, window, policy.batch_rows, result, gate)
-        rows_deleted[policy.table] = rows_deleted.get(policy.table, 0) + result.rows_deleted
+        by_table = result.rows_by_table or {policy.table: result.rows_deleted}
+        for table, deleted in {policy.table: 0, **by_table}.items():
+            rows_deleted[table] = rows_deleted.get(table, 0) + deleted
     else:
         assert open_kind is not None, "a remote policy's erasure needs its transport"
         target = TargetTable.of(policy.table_spec, policy.remote)
@@ -177,29 +241,35 @@ def process_erasure(
             "requested_at": erasure["requested_at"],
         }
         with bounded(conn, policy.timeouts, timezone=policy.timestamp_timezone):
-            conn.execute(
+            enqueued = conn.execute(
                 target.query("erasure_enqueue", scope_filter=scope_filter(policy, scope)), params
+            ).fetchall()
+            # each object's derivatives beside it; the promotion below makes them urgent
+            enqueue_derivatives(conn, policy.remote, [r["operation_key"] for r in enqueued])
+            conn.execute(
+                query("erasure_promote", scope_filter=scope_filter(policy, scope, ledger=True)),
+                params,
             )
         budget = budget_seconds or policy.remote.task_budget_seconds
         ledger = _work_urgent(conn, policy, open_kind, scope, params, gate, budget)
         objects = list(ledger["objects"])
         unfinished, dead = int(ledger["unfinished"]), int(ledger["dead"])
-        for object_id in list(ledger["held_objects"])[:MAX_HELD_OBJECTS_NAMED]:
-            # a hold on one object inside a tenant's or key's scope: name it too
-            for hold in blocking_holds(conn, policy.name, Scope.OBJECT, object_id):
-                if hold not in holds:
-                    holds.append(hold)
         rows_deleted[policy.table] = int(ledger["done"])
+    by_column = _held_by_column(policy)
     with bounded(conn, policy.timeouts, timezone=policy.timestamp_timezone):
         left = conn.execute(
-            TargetTable.of(policy.table_spec).query(
-                "erasure_scope_rows", scope_filter=scope_filter(policy, scope)
+            TargetTable.of(policy.table_spec, policy.remote).query(
+                "erasure_scope_rows",
+                scope_filter=scope_filter(policy, scope),
+                held_by_column=by_column,
             ),
-            {"value": value},
+            {"value": value, HOLD_POLICY_PARAM: policy.name},
         ).fetchone()
-    rows_left = int(left["rows_left"]) if left else 0
+    assert left is not None
+    rows_left, rows_held = int(left["rows_left"]), int(left["rows_held"])
+    holds = blocking_holds(conn, policy, scope, value, left) if rows_held else []
     state, error = _verdict(
-        holds=bool(holds), rows_left=rows_left, unfinished=unfinished, dead=dead
+        rows_left=rows_left, rows_held=rows_held, unfinished=unfinished, dead=dead
     )
     row = conn.execute(
         query("erasure_finish"),
@@ -261,13 +331,21 @@ def _work_urgent(
             stoppable_sleep(min(OTHERS_POLL_SECONDS, max(0.0, deadline - time.monotonic())))
 
 
+def _held_by_column(policy: Policy) -> sql.Composable:
+    """TRUE (else FALSE or NULL) when the policy's ``hold_column`` holds the row: the
+    held-row predicate asked of that column alone (a NULL key matches no key hold)."""
+    if not policy.hold_column:
+        return sql.SQL("FALSE")
+    return held_row(sql.SQL("NULL::bigint"), hold_column=sql.Identifier(policy.hold_column))
+
+
 def _verdict(
-    *, holds: bool, rows_left: int, unfinished: int, dead: int
+    *, rows_left: int, rows_held: int, unfinished: int, dead: int
 ) -> tuple[ErasureState, str | None]:
-    """The erasure's state after a pass (pure): a hold wins; all gone is done; work still
-    queued keeps it running; rows left with nothing queued, or dead operations, fail it."""
-    if holds:
-        return ErasureState.BLOCKED_BY_HOLD, None
+    """The erasure's state after a pass (pure). Work still queued keeps it running (a
+    final state writes the receipt, which must not miss what the queue still deletes);
+    dead operations fail it; all gone is done; every row left held is blocked_by_hold
+    (a hold wins); rows left that no hold keeps fail it."""
     if unfinished:
         return ErasureState.RUNNING, None
     if dead:
@@ -276,13 +354,15 @@ def _verdict(
             "`python -m retention.cli dead-letters`, replay them with retention__replay, "
             "then request the erasure again"
         )
-    if rows_left:
-        return ErasureState.FAILED, (
-            f"{rows_left} row(s) of the scope are still there with nothing queued for them "
-            "(a row without an object id, a hold on part of the scope, or a row that stayed "
-            "locked); `python -m retention.cli explain` on one of them says why"
-        )
-    return ErasureState.DONE, None
+    if not rows_left:
+        return ErasureState.DONE, None
+    if rows_held >= rows_left:
+        return ErasureState.BLOCKED_BY_HOLD, None
+    return ErasureState.FAILED, (
+        f"{rows_left - rows_held} row(s) of the scope are still there with nothing queued "
+        "for them and no hold keeping them (a row without an object id, or a row that "
+        "stayed locked); `python -m retention.cli explain` on one of them says why"
+    )
 
 
 def _outcome(row: dict[str, Any]) -> ErasureOutcome:
@@ -294,6 +374,51 @@ def _outcome(row: dict[str, Any]) -> ErasureOutcome:
         blocking_holds=list(row["blocking_holds"] or []),
         error=row["error"],
     )
+
+
+def record_failed_pass(
+    conn: Connection, policy: Policy, erasure_id: int, failed: Exception
+) -> ErasureOutcome:
+    """Record a pass that raised, so that one erasure's failure is its own, not its
+    connection's: the next erasures of the pass go on.
+
+    An error in :data:`FINAL_ERRORS` fails the erasure now (its receipt says what
+    went before and why the rest did not); any other is recorded in its ``error``
+    and the erasure stays open for the next pass, which tries again (its deadline's
+    alert tells if it never gets through). A connection that is gone raises: the
+    pass over that database is over.
+    """
+    if conn.closed or conn.broken:
+        raise failed
+    if conn.info.transaction_status is not TransactionStatus.IDLE:
+        conn.rollback()
+    error = f"{type(failed).__name__}: {failed}"[:2000]
+    erasure = conn.execute(query("erasure_get"), {"erasure_id": erasure_id}).fetchone()
+    if erasure is None:
+        raise failed
+    if not isinstance(failed, FINAL_ERRORS):
+        row = conn.execute(
+            query("erasure_pass_failed"), {"erasure_id": erasure_id, "error": error}
+        ).fetchone()
+        outcome = _outcome(row or erasure)
+        outcome.error = error
+        return outcome
+    row = conn.execute(
+        query("erasure_finish"),
+        {
+            "erasure_id": erasure_id,
+            "state": ErasureState.FAILED.value,
+            "rows_deleted": json.dumps(erasure["rows_deleted"] or {}),
+            "objects": json.dumps(erasure["objects"] or []),
+            "blocking_holds": json.dumps(erasure["blocking_holds"] or []),
+            "error": f"{error}; not retried: fix the cause, then request the erasure again",
+            "notify": policy.notify is not None,
+        },
+    ).fetchone()
+    outcome = _outcome(row or erasure)
+    if row is not None:
+        outcome.event_id = row["event_id"]
+    return outcome
 
 
 def late(erasure: dict[str, Any], now: dt.datetime) -> bool:

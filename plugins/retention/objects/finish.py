@@ -38,6 +38,8 @@ from psycopg.types.json import Jsonb
 
 from retention.db.connection import Connection, bounded
 from retention.db.sqlfiles import query, sql_text
+from retention.holds.predicate import HOLD_POLICY_PARAM
+from retention.objects.decide import held_finish
 from retention.objects.keys import LOCAL_DELETE_PENDING
 from retention.policy.model import Policy
 from retention.queue.classify import Outcome
@@ -297,11 +299,14 @@ class AtomicFinish:
                     "finished_at": [dt.datetime.fromtimestamp(a.finished, utc) for a in attempts],
                     "duration_ms": [(a.finished - a.started) * 1000 for a in attempts],
                     "table_name": self.policy.table,
+                    HOLD_POLICY_PARAM: self.policy.name,
                 },
                 prepare=True,
             ).fetchall()
             rows_deleted = {row["op_key"]: int(row["rows_deleted"]) for row in rows}
             left_alone = [row["op_key"] for row in rows if row["row_left_alone"]]
+            held = self._held_rows(conn, left_alone)
+            left_alone = [key for key in left_alone if key not in held]
             if left_alone:
                 conn.execute(query("ops_mark_superseded"), {"keys": left_alone})
                 log.warning(
@@ -328,8 +333,33 @@ class AtomicFinish:
                     prepare=True,
                 )
         return Recorded(
-            finishes={a.job.key: a.finish for a in attempts if a.job.key in rows_deleted},
+            finishes={
+                a.job.key: held.get(a.job.key, a.finish)
+                for a in attempts
+                if a.job.key in rows_deleted
+            },
             rows_deleted=rows_deleted,
             transactions=[(deleted, elapsed_ms)] if rows_deleted else [],
             rows_by_table=by_table,
         )
+
+    def _held_rows(self, conn: Connection, left_alone: list[str]) -> dict[str, Finish]:
+        """Of confirmed operations whose row ``ops_finish.sql`` left alone, those whose row
+        is held (a hold placed after the screen): put in ``held`` instead of superseded, in
+        the caller's transaction (``ops_mark_held_rows.sql``); returns their finishes."""
+        if not left_alone:
+            return {}
+        target = TargetTable.of(self.policy.table_spec, self.policy.remote)
+        marked = conn.execute(
+            target.query("ops_mark_held_rows"),
+            {"keys": left_alone, HOLD_POLICY_PARAM: self.policy.name},
+        ).fetchall()
+        if marked:
+            log.warning(
+                "%d confirmed deletion(s) kept their row: a hold placed before the local "
+                "delete holds it (the remote object is gone; the operation waits in held): %s",
+                len(marked),
+                [row["operation_key"] for row in marked][:5],
+            )
+        reason = "the API confirmed the deletion; a hold keeps the row"
+        return {row["operation_key"]: held_finish(reason) for row in marked}
