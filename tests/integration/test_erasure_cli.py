@@ -3,6 +3,7 @@ the same request twice is one erasure, and bad input says why and writes nothing
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -78,3 +79,26 @@ def test_erase_refuses_an_unknown_policy(
     assert run.returncode == 2
     assert "erase: unknown policy 'no_such_policy'" in run.stderr
     assert erasures_of(db, "no_such_policy") == 0
+
+
+# a connection nobody answers on: where the default connection id must not lead
+UNREACHABLE = json.dumps({"conn_type": "postgres", "host": "127.0.0.1", "port": 1})
+
+
+def test_erase_writes_to_the_policys_own_database_and_refuses_another(
+    db: Connection, unique_name: str, env: dict[str, str]
+) -> None:
+    """The erasure must be where the policy's deletes (and its erasure DAG) look: its
+    postgres_conn_id, not the CLI's default connection."""
+    env = {**env, "AIRFLOW_CONN_RETENTION_TARGET": UNREACHABLE}
+    asked = cli("erase", "--policy", unique_name, "--tenant", "7", "--reason", "t 1", env=env)
+    assert asked.returncode == 0, asked.stderr
+    assert erasures_of(db, unique_name) == 1
+    elsewhere = cli(
+        "--conn-id", "retention_target", "erase", "--policy", unique_name, "--tenant", "8",
+        "--reason", "t 2", env=env,
+    )  # fmt: skip
+    assert elsewhere.returncode == 2
+    assert "deletes through connection 'retention_test', not --conn-id" in elsewhere.stderr
+    assert "Nothing was written" in elsewhere.stderr
+    assert erasures_of(db, unique_name) == 1

@@ -397,3 +397,66 @@ def test_a_held_row_keeps_its_children(db: Connection, unique_name: str) -> None
     assert ids_left(db, unique_name) == [3]
     parents = [r["parent_id"] for r in db.execute(f"SELECT parent_id FROM public.{child}")]  # noqa: S608
     assert parents == [3, 3]
+
+
+def test_the_cli_places_holds_in_the_policies_own_databases(
+    db: Connection, unique_name: str, tmp_path: Path
+) -> None:
+    """Without --dsn or --conn-id a hold goes where the policies' deletes look: a policy's
+    hold to its postgres_conn_id, an every-policy hold to each policy's database."""
+    second = f"{unique_name}_b"
+    policies = tmp_path / "policies.yaml"
+    policies.write_text(
+        yaml.safe_dump(
+            {
+                "policies": {
+                    unique_name: policy_fields(unique_name),
+                    second: policy_fields(second, postgres_conn_id="retention_test_b"),
+                }
+            }
+        )
+    )
+    unreachable = json.dumps({"conn_type": "postgres", "host": "127.0.0.1", "port": 1})
+    env = {
+        **os.environ,
+        "RETENTION_POLICIES": str(policies),
+        "AIRFLOW_CONN_RETENTION_TARGET": unreachable,  # the default: never the right place
+        # another connection id of the same database: a second policy database
+        "AIRFLOW_CONN_RETENTION_TEST_B": os.environ["AIRFLOW_CONN_RETENTION_TEST"],
+    }
+    placed = cli(
+        "holds", "place", "--policy", unique_name, "--tenant", "42", "--reason", "case 1",
+        env=env,
+    )  # fmt: skip
+    assert placed.returncode == 0, placed.stderr
+    hold_id = int(placed.stdout.strip().splitlines()[-1])
+    assert count(db, "SELECT count(*) FROM retention.holds WHERE hold_id = %s", hold_id) == 1
+    everyone = cli("holds", "place", "--object", f"{unique_name}-o", "--reason", "x", env=env)
+    assert everyone.returncode == 0, everyone.stderr
+    assert "in connection retention_test_b" in everyone.stdout
+    assert (
+        count(db, "SELECT count(*) FROM retention.holds WHERE value = %s", f"{unique_name}-o") == 2
+    ), "one every-policy hold per policy database"
+    wrong = cli(
+        "--conn-id", "retention_target", "holds", "place", "--policy", unique_name,
+        "--tenant", "43", "--reason", "x", env=env,
+    )  # fmt: skip
+    assert wrong.returncode == 2
+    assert "nothing written" in wrong.stderr
+    assert (
+        count(
+            db,
+            "SELECT count(*) FROM retention.holds WHERE policy = %s AND value = '43'",
+            unique_name,
+        )
+        == 0
+    )
+    # both connection ids reach this one database: the hold is found twice, so say which
+    ambiguous = cli("holds", "lift", str(hold_id), "--reason", "closed", env=env)
+    assert ambiguous.returncode == 2
+    assert "name one with --conn-id" in ambiguous.stderr
+    lifted = cli(
+        "--conn-id", "retention_test", "holds", "lift", str(hold_id), "--reason", "closed",
+        env=env,
+    )  # fmt: skip
+    assert lifted.returncode == 0, lifted.stderr
