@@ -491,8 +491,12 @@ def _erase(args: argparse.Namespace) -> int:
     except WrongDatabase as refused:
         print(f"erase: {refused}. Nothing was written.", file=sys.stderr)
         return 2
-    with _connection(args, target) as conn:
-        erasure, created = request_erasure(conn, asked)
+    try:
+        with _connection(args, target) as conn:
+            erasure, created = request_erasure(conn, asked)
+    except ErasureRejected as conflict:  # the request key names another request
+        print(conflict, file=sys.stderr)
+        return 2
     print(
         ("requested" if created else "already requested (the same request key)")
         + f": erasure of {erasure['scope']} {erasure['value']!r} in policy {erasure['policy']!r}, "

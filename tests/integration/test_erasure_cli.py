@@ -102,3 +102,16 @@ def test_erase_writes_to_the_policys_own_database_and_refuses_another(
     assert "deletes through connection 'retention_test', not --conn-id" in elsewhere.stderr
     assert "Nothing was written" in elsewhere.stderr
     assert erasures_of(db, unique_name) == 1
+
+
+def test_erase_refuses_a_request_key_reused_for_another_request(
+    db: Connection, unique_name: str, test_dsn: str, env: dict[str, str]
+) -> None:
+    key = ("--request-key", f"k-{unique_name}")
+    first = erase(test_dsn, env, unique_name, "--tenant", "7", "--reason", "t 1", *key)
+    assert first.returncode == 0, first.stderr
+    other = erase(test_dsn, env, unique_name, "--tenant", "7", "--reason", "t 2", *key)
+    assert other.returncode == 2
+    assert "differs in reason" in other.stderr
+    assert "Nothing was written" in other.stderr
+    assert erasures_of(db, unique_name) == 1

@@ -47,6 +47,12 @@ class ErasureRejected(ValueError):
     """A request that is refused as typed; nothing was written."""
 
 
+class ErasureKeyConflict(ErasureRejected):
+    """A request key already names an erasure of something else (another policy, scope,
+    value or reason): answering with that erasure would tell the caller its request was
+    recorded when it was not. Nothing was written."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class ErasureRequest:
     """A validated request: its policy, scope, reason, who asked and by when."""
@@ -161,7 +167,22 @@ def request_erasure(conn: Connection, request: ErasureRequest) -> tuple[dict[str
             return row, True
         known = conn.execute(query("erasure_by_key"), params).fetchone()
     assert known is not None
+    asked = {name: params[name] for name in REQUEST_IDENTITY}
+    recorded = {name: known[name] for name in REQUEST_IDENTITY}
+    if asked != recorded:
+        differs = ", ".join(name for name in REQUEST_IDENTITY if asked[name] != recorded[name])
+        raise ErasureKeyConflict(
+            f"erase: request key {request.key!r} already names erasure {known['erasure_id']} "
+            f"of {recorded['scope']} {recorded['value']!r} in policy {recorded['policy']!r}, "
+            f"which differs in {differs}; use a new request key for a new request. "
+            "Nothing was written."
+        )
     return known, False
+
+
+# What makes two requests with one key the same request (the deadline is left out: a
+# retried "in 10 days" is a later time, and who asks may retry through another door).
+REQUEST_IDENTITY = ("policy", "scope", "value", "reason")
 
 
 def get_erasure(conn: Connection, erasure_id: int) -> dict[str, Any] | None:
