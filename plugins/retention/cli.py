@@ -275,7 +275,14 @@ def _lift_conn_id(args: argparse.Namespace, hold_id: int) -> str | None:
 
 
 def _holds(args: argparse.Namespace) -> int:
-    from retention.holds.store import HoldError, HoldMatch, lift_hold, list_holds, place_hold
+    from retention.holds.store import (
+        HoldError,
+        HoldMatch,
+        lift_hold,
+        list_holds,
+        place_hold,
+        scope_value,
+    )
 
     try:
         if args.holds_command == "place":
@@ -294,6 +301,7 @@ def _holds(args: argparse.Namespace) -> int:
                 if args.policy is not None
                 else _every_conn_id(args)
             )
+            policy = _loaded_policies().get(args.policy) if args.policy is not None else None
             placed: list[Any] = []
             for target in targets:
                 with _connection(args, target) as conn:
@@ -306,10 +314,18 @@ def _holds(args: argparse.Namespace) -> int:
                             reason=args.reason,
                             placed_by=_user(args.by),
                             known_policies=known,
+                            target=policy,
                         )
+                    )
+                    matching = (
+                        scope_value(conn, policy, match, placed[-1].value)
+                        if policy is not None
+                        else None
                     )
                 where = f" in connection {target}" if len(targets) > 1 else ""
                 print(f"placed {placed[-1].described}{where}, by {placed[-1].placed_by}")
+                if matching is not None and policy is not None:
+                    print(f"  {matching.described(policy)}")
             # the id last (one per database when an every-policy hold spans several)
             for hold in placed:
                 print(hold.hold_id)
@@ -466,6 +482,7 @@ def _erase(args: argparse.Namespace) -> int:
     import getpass
 
     from retention.erasures.request import ErasureRejected, request_erasure, validate
+    from retention.holds.store import MATCH_COUNT_LIMIT
     from retention.policy import load_policies
 
     scope, value = next(
@@ -503,6 +520,9 @@ def _erase(args: argparse.Namespace) -> int:
         f"{erasure['state']}, due by {erasure['deadline']:%Y-%m-%d %H:%M %Z}; the "
         "retention__erasure-requests DAG works it within a minute"
     )
+    if erasure["rows_matching"] is not None:
+        more = " or more" if erasure["rows_matching"] >= MATCH_COUNT_LIMIT else ""
+        print(f"  {erasure['rows_matching']}{more} row(s) of {asked.policy.table} in it now")
     print(erasure["erasure_id"])
     return 0
 

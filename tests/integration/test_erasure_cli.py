@@ -13,7 +13,7 @@ import yaml
 from retention.db.connection import Connection
 from tests.integration.test_cli import cli
 from tests.support.policies import policy_fields
-from tests.support.tables import count
+from tests.support.tables import count, create_table, old
 
 
 @pytest.fixture
@@ -114,4 +114,27 @@ def test_erase_refuses_a_request_key_reused_for_another_request(
     assert other.returncode == 2
     assert "differs in reason" in other.stderr
     assert "Nothing was written" in other.stderr
+    assert erasures_of(db, unique_name) == 1
+
+
+def test_erase_reads_the_scope_through_its_columns_type(
+    db: Connection, unique_name: str, test_dsn: str, env: dict[str, str]
+) -> None:
+    """Tenant "042" of an integer column is tenant 42, whose rows the erasure must find."""
+    create_table(db, unique_name, [(i, 42, old()) for i in range(1, 4)])
+    asked = erase(test_dsn, env, unique_name, "--tenant", "042", "--reason", "t 1")
+    assert asked.returncode == 0, asked.stderr
+    assert f"3 row(s) of public.{unique_name} in it now" in asked.stdout
+    erasure_id = int(asked.stdout.strip().splitlines()[-1])
+    assert (
+        count(
+            db,
+            "SELECT count(*) FROM retention.erasures WHERE erasure_id = %s AND value = '42'",
+            erasure_id,
+        )
+        == 1
+    )
+    wrong = erase(test_dsn, env, unique_name, "--tenant", "x42", "--reason", "t 2")
+    assert wrong.returncode == 2
+    assert "is not a value of" in wrong.stderr
     assert erasures_of(db, unique_name) == 1

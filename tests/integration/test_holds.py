@@ -22,6 +22,7 @@ from retention.evidence.reconcile import reconcile_run
 from retention.holds.store import (
     HoldError,
     HoldMatch,
+    get_hold,
     lift_hold,
     list_holds,
     matching_holds,
@@ -460,3 +461,28 @@ def test_the_cli_places_holds_in_the_policies_own_databases(
         env=env,
     )  # fmt: skip
     assert lifted.returncode == 0, lifted.stderr
+
+
+def test_a_hold_value_is_read_through_its_columns_type(
+    db: Connection, unique_name: str, test_dsn: str, tmp_path: Path
+) -> None:
+    """Tenant "042" of an integer column is tenant 42: the deletes compare the column's
+    text, so a hold kept as typed would match no row and keep nothing."""
+    create_table(db, unique_name, [(i, 42, old()) for i in range(1, 4)])
+    policies = tmp_path / "policies.yaml"
+    policies.write_text(yaml.safe_dump({"policies": {unique_name: policy_fields(unique_name)}}))
+    env = {**os.environ, "RETENTION_POLICIES": str(policies)}
+    place = ("--dsn", test_dsn, "holds", "place", "--policy", unique_name)
+    placed = cli(*place, "--tenant", "042", "--reason", "case 1", env=env)
+    assert placed.returncode == 0, placed.stderr
+    hold_id = int(placed.stdout.strip().splitlines()[-1])
+    assert get_hold(db, hold_id).value == "42"
+    assert f"3 row(s) of public.{unique_name} match it now" in placed.stdout
+    before = holds_count(db)
+    wrong = cli(*place, "--tenant", "forty-two", "--reason", "case 1", env=env)
+    assert wrong.returncode == 2
+    assert f"'forty-two' is not a value of public.{unique_name}.tenant_id" in wrong.stderr
+    no_objects = cli(*place, "--object", "o-1", "--reason", "case 1", env=env)
+    assert no_objects.returncode == 2
+    assert "has no remote section" in no_objects.stderr
+    assert holds_count(db) == before

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
 from retention.db.connection import Connection
 from retention.db.sqlfiles import query
+from retention.holds.store import HoldError, scope_value
 from retention.policy.model import Policy
 
 DEFAULT_DEADLINE = dt.timedelta(days=30)  # GDPR allows one month
@@ -151,7 +152,17 @@ def validate(
 
 
 def request_erasure(conn: Connection, request: ErasureRequest) -> tuple[dict[str, Any], bool]:
-    """Record the request once; returns the erasure's row and whether this call made it."""
+    """Record the request once; returns the erasure's row (with ``rows_matching``, the
+    policy's rows in the scope now) and whether this call made it.
+
+    The scope's value is first read through its column's type, as the deletes compare
+    it (tenant "042" of an integer column is 42); a value of another type is refused.
+    """
+    try:
+        normal = scope_value(conn, request.policy, request.scope.value, request.value)
+    except HoldError as wrong:
+        raise ErasureRejected(f"erase: {wrong}. Nothing was written.") from None
+    request = replace(request, value=normal.value)
     params = {
         "request_key": request.key,
         "policy": request.policy.name,
@@ -164,7 +175,7 @@ def request_erasure(conn: Connection, request: ErasureRequest) -> tuple[dict[str
     with conn.transaction():
         row = conn.execute(query("erasure_request"), params).fetchone()
         if row is not None:
-            return row, True
+            return {**row, "rows_matching": normal.rows_matching}, True
         known = conn.execute(query("erasure_by_key"), params).fetchone()
     assert known is not None
     asked = {name: params[name] for name in REQUEST_IDENTITY}
@@ -177,7 +188,7 @@ def request_erasure(conn: Connection, request: ErasureRequest) -> tuple[dict[str
             f"which differs in {differs}; use a new request key for a new request. "
             "Nothing was written."
         )
-    return known, False
+    return {**known, "rows_matching": normal.rows_matching}, False
 
 
 # What makes two requests with one key the same request (the deadline is left out: a
