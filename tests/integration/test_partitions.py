@@ -16,7 +16,7 @@ from devtools.plans import CUTOFF, request
 from retention.db.connection import Connection, connect_dsn
 from retention.db.migrate import migrate
 from retention.evidence.reconcile import RetentionIncomplete, raise_if_dirty, reconcile_run
-from retention.holds.store import place_hold
+from retention.holds.store import lift_hold, place_hold
 from retention.rows import partitions
 from retention.rows.deleter import delete_window
 from retention.rows.partitions import PartitionDropError, drop_expired_partitions
@@ -951,3 +951,34 @@ def test_a_pending_detach_retention_did_not_start_is_left_alone_and_named(
     summary = run_windows(db, policy)
     assert summary["status"] == "dirty"
     assert [p for p in summary["partition_problems"] if february in p], summary
+
+
+def test_a_hold_placed_after_the_detach_keeps_the_detached_table(
+    db: Connection, unique_name: str
+) -> None:
+    """The listing checked the holds; a hold placed before the drop (here: after an
+    earlier attempt detached the table) must still win: the table stays, whole."""
+    policy, first, _oid = detached_by_an_earlier_attempt(db, unique_name)
+    rows_before = count_rows(db, first)
+    hold = place_hold(
+        db, policy=unique_name, match="key", value="5", reason="case", placed_by="ann"
+    )
+    result = fast_path(db, policy)
+    (finished,) = result["finished_from_earlier_attempts"]
+    assert (finished["partition"], finished["state"]) == (first, "detached")
+    assert "legal hold" in finished["error"]
+    assert exists(db, first)
+    assert count_rows(db, first) == rows_before
+    assert "legal hold" in drop_record(db, unique_name, first)["last_error"]
+    lift_hold(db, hold.hold_id, reason="closed", lifted_by="ann")
+    again = fast_path(db, policy, run_id="run-2")
+    assert [f["state"] for f in again["finished_from_earlier_attempts"]] == ["dropped"]
+    assert not exists(db, first)
+
+
+def count_rows(db: Connection, qualified: str) -> int:
+    return int(
+        db.execute(sql.SQL("SELECT count(*) AS n FROM {}").format(sql.SQL(qualified))).fetchone()[
+            "n"
+        ]
+    )

@@ -264,7 +264,7 @@ def why_left_to_rows(
             f"in use by {', '.join(found)}: dropping it would break or bypass "
             f"{'them' if len(found) > 1 else 'it'}, so its rows are deleted row by row"
         )
-    if (held := _held_rows(conn, policy, partition)) is not None:
+    if (held := _held_rows(conn, policy, partition.schema, partition.name)) is not None:
         return held
     if partition.clear_of_gap:
         return None
@@ -295,7 +295,7 @@ def why_left_to_rows(
     return None
 
 
-def _held_rows(conn: Connection, policy: Policy, partition: ExpiredPartition) -> str | None:
+def _held_rows(conn: Connection, policy: Policy, schema: str, table: str) -> str | None:
     """Why a partition must go through the rows because of a legal hold (rule 3b), or None.
 
     Only asked when a hold could apply (an active hold of the policy or of every policy
@@ -307,7 +307,7 @@ def _held_rows(conn: Connection, policy: Policy, partition: ExpiredPartition) ->
         return None
     statement = query(
         "partition_held_rows",
-        partition=sql.Identifier(partition.schema, partition.name),
+        partition=sql.Identifier(schema, table),
         held=TargetTable.of(policy.table_spec).held(),
     )
     try:
@@ -513,6 +513,10 @@ class PartitionResult:
         return {**self.partition.as_dict(), **({"error": self.note} if self.note else {})}
 
 
+class _KeptByHold(Exception):
+    """A legal hold keeps a row of the detached table (found under the drop's locks)."""
+
+
 class _Changed(Exception):
     """The table is no longer the one recorded (found under the drop's lock)."""
 
@@ -548,8 +552,25 @@ def drop_detached(
             )
             if verdict != "drop":
                 raise _Changed(verdict, reason)
+            # The listing checked the holds; one placed since (before the detach, or after
+            # an earlier attempt's) must still win. SHARE on the holds waits for a hold
+            # being placed to commit and keeps new ones out until the drop commits, so the
+            # check below and the drop see the same holds.
+            conn.execute("LOCK TABLE retention.holds IN SHARE MODE")
+            if _held_rows(conn, policy, schema, table) is not None:
+                raise _KeptByHold()
             conn.execute(sql.SQL("DROP TABLE {}").format(child))
             _move(conn, key, "dropped", resolved_by_run=resolved_by_run)
+    except _KeptByHold:
+        error = (
+            "not dropped: a legal hold placed since it was listed keeps one of its rows "
+            "(retention.holds or hold_column), or whether one does could not be read in "
+            "time. The table stays detached with all its rows; a later run drops it once "
+            "no hold keeps any (or attach it again for the row path)"
+        )
+        conn.execute(query("partition_drop_error"), {**key, "error": error})
+        log.warning("policy %s: %s %s", policy.name, name, error)
+        return "detached", error
     except _Changed as changed:
         _move(conn, key, changed.verdict, changed.reason, resolved_by_run)
         log.warning("policy %s: %s not dropped: %s", policy.name, name, changed.reason)
