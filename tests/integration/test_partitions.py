@@ -982,3 +982,38 @@ def count_rows(db: Connection, qualified: str) -> int:
             "n"
         ]
     )
+
+
+def test_key_and_tenant_holds_are_looked_up_through_the_partitions_indexes(
+    db: Connection, unique_name: str
+) -> None:
+    """With a key or tenant hold active, whether an expired partition holds a held row is
+    an index lookup per held value, never a read of every row of the partition."""
+    partitioned(db, unique_name, MONTHS, rows_per_day=200)
+    table = sql.Identifier(unique_name)
+    db.execute(sql.SQL("UPDATE {} SET tenant_id = id % 500").format(table))  # many tenants
+    db.execute(sql.SQL("CREATE INDEX ON {} (tenant_id)").format(table))
+    db.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(unique_name)))
+    policy = make_policy(unique_name)
+    december = f"{unique_name}_20251201"
+    for match, value in (("key", "999999999"), ("tenant", "7"), ("tenant", "not-a-number")):
+        place_hold(db, policy=unique_name, match=match, value=value, reason="c", placed_by="a")
+
+    def scans() -> dict[str, int]:
+        # this session's counts not yet flushed to pg_stat_user_tables: compared before
+        # and after within one transaction, so the setup's own scans cancel out
+        return db.execute(
+            "SELECT seq_scan, idx_scan FROM pg_stat_xact_user_tables "
+            "WHERE schemaname = 'public' AND relname = %s",
+            (december,),
+        ).fetchone()
+
+    with db.transaction(force_rollback=True):
+        before = scans()
+        partitions._held_rows(db, policy, "public", december)
+        after = scans()
+    seq_scans = after["seq_scan"] - before["seq_scan"]
+    assert seq_scans == 0, f"the held-row check read all of {december}"
+    assert after["idx_scan"] - before["idx_scan"] >= 2
+    place_hold(db, policy=unique_name, match="tenant", value="01", reason="c", placed_by="a")
+    assert "legal hold" in (partitions._held_rows(db, policy, "public", december) or "")
