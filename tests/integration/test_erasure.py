@@ -315,6 +315,38 @@ def test_an_erasure_past_its_deadline_is_told_once(db, unique_name, monkeypatch)
     assert message["runbook"]["section"] == "An erasure is late"
 
 
+def test_a_failed_erasure_is_told_once_before_its_deadline(db, unique_name, monkeypatch):
+    """A failed erasure is final: it will not be done by its deadline unless someone acts,
+    so the alert does not wait for the deadline to pass."""
+    from devtools.receiver import Receiver
+    from retention.airflow.steps import work_erasures_step
+
+    receiver = Receiver().start()
+    monkeypatch.setenv("AIRFLOW_CONN_ERASURE_ALERTS", receiver.connection())
+    try:
+        create_media_table(db, unique_name, 6, tenants=3)
+        policy = make_policy(unique_name, alerts={"on_erasure_late": "erasure_alerts"})
+        erasure, _ = request(db, policy)
+        db.execute(
+            "UPDATE retention.erasures SET state = 'failed', finished_at = now(), "
+            "error = '2 dead remote deletion(s)' WHERE erasure_id = %s",
+            (erasure["erasure_id"],),
+        )
+        monkeypatch.setattr("retention.airflow.steps.list_erasures", _only(erasure["erasure_id"]))
+        first = work_erasures_step([policy], budget_seconds=1)
+        second = work_erasures_step([policy], budget_seconds=1)
+    finally:
+        receiver.stop()
+    assert [e for e in first["erasures"] if e["erasure_id"] == erasure["erasure_id"]] == []
+    assert [a["state"] for a in first["late_alerts"]] == ["sent"]
+    assert [a["state"] for a in second["late_alerts"]] == ["already_claimed"]
+    (message,) = [r["json"] for r in receiver.received]
+    assert message["kind"] == "erasure_late"
+    assert message["figures"]["state"] == "failed"
+    assert "failed: it will not be done by its deadline" in message["message"]
+    assert "2 dead remote deletion(s)" in message["message"]
+
+
 def _only(erasure_id: int):
     """list_erasures, as the step asks it, for one erasure only: the tables are shared."""
     from retention.erasures.request import list_erasures

@@ -27,7 +27,7 @@ from retention.db.migrate import migrate
 from retention.db.sqlfiles import query
 from retention.db.table_check import check_table
 from retention.erasures.process import process_erasure
-from retention.erasures.request import ERASURE_DAG_ID, list_erasures
+from retention.erasures.request import ERASURE_DAG_ID, FAILED_ALERT_WINDOW, list_erasures
 from retention.events.outbox import Signer, deliver_events
 from retention.evidence.audit import purge_audit, purge_removed_policies
 from retention.evidence.reconcile import RunNotPlanned, raise_if_dirty, reconcile
@@ -574,7 +574,8 @@ def _tell_late_erasures(conn: Any, policies: dict[str, Policy]) -> list[dict[str
     claim by the erasure), through its policy's ``alerts:``."""
     told: list[dict[str, Any]] = []
     now = dt.datetime.now(dt.UTC)
-    for erasure in list_erasures(conn, open_only=True, limit=1000):
+    failed_since = now - FAILED_ALERT_WINDOW  # a failed erasure is told too (once)
+    for erasure in list_erasures(conn, open_only=True, failed_since=failed_since, limit=1000):
         policy = policies.get(erasure["policy"])
         alert = erasure_late_alert(policy.alerts if policy else None, erasure, now)
         if policy is None or alert is None:

@@ -200,10 +200,22 @@ def get_erasure(conn: Connection, erasure_id: int) -> dict[str, Any] | None:
     return conn.execute(query("erasure_get"), {"erasure_id": erasure_id}).fetchone()
 
 
+# How long after an erasure failed the late-erasure alert still looks at it (it is told
+# once, by the alert ledger; the window keeps old failures out of every pass's list).
+FAILED_ALERT_WINDOW = dt.timedelta(days=7)
+
+
 def list_erasures(
-    conn: Connection, *, policy: str | None = None, open_only: bool = False, limit: int = 100
+    conn: Connection,
+    *,
+    policy: str | None = None,
+    open_only: bool = False,
+    failed_since: dt.datetime | None = None,
+    limit: int = 100,
 ) -> list[dict[str, Any]]:
-    """Erasures, newest first, each with ``late`` (unfinished past its deadline)."""
+    """Erasures, newest first, each with ``late`` (unfinished past its deadline);
+    ``open_only`` with ``failed_since``: the unfinished ones and those failed since."""
     return conn.execute(
-        query("erasure_list"), {"policy": policy, "open_only": open_only, "limit": limit}
+        query("erasure_list"),
+        {"policy": policy, "open_only": open_only, "failed_since": failed_since, "limit": limit},
     ).fetchall()
