@@ -347,6 +347,39 @@ def test_a_failed_erasure_is_told_once_before_its_deadline(db, unique_name, monk
     assert "2 dead remote deletion(s)" in message["message"]
 
 
+def test_an_erasure_pass_shares_one_budget_among_its_erasures(db, unique_name, monkeypatch):
+    """The DAG's budget bounds the pass, not each erasure: erasures that each use all they
+    are given (a remote side that is down) must not add up to several budgets."""
+    from retention.airflow.steps import work_erasures_step
+
+    create_media_table(db, unique_name, 6, tenants=3)
+    policy = make_policy(unique_name)
+    ids = {request(db, policy, value=str(t))[0]["erasure_id"] for t in (0, 1, 2)}
+    given: list[float] = []
+
+    def uses_its_whole_budget(_c, _p, erasure_id, *, budget_seconds, **_k):
+        given.append(budget_seconds)
+        time.sleep(budget_seconds)
+        return ErasureOutcome(erasure_id, ErasureState.RUNNING)
+
+    monkeypatch.setattr("retention.airflow.steps.process_erasure", uses_its_whole_budget)
+    monkeypatch.setattr("retention.airflow.steps.list_erasures", _only_these(ids))
+    started = time.monotonic()
+    work_erasures_step([policy], budget_seconds=1.0)
+    took = time.monotonic() - started
+    assert sum(given) <= 1.0 + 1e-6, given
+    assert took < 2.0, f"a pass with a 1 s budget took {took:.1f} s"
+
+
+def _only_these(erasure_ids: set[int]):
+    from retention.erasures.request import list_erasures
+
+    def listed(conn, **kw):
+        return [row for row in list_erasures(conn, **kw) if row["erasure_id"] in erasure_ids]
+
+    return listed
+
+
 def _only(erasure_id: int):
     """list_erasures, as the step asks it, for one erasure only: the tables are shared."""
     from retention.erasures.request import list_erasures

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import time
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from functools import partial
@@ -527,6 +528,8 @@ def reconcile_step(policy: Policy, *, run_id: str) -> dict[str, Any]:
 def work_erasures_step(policies: list[Policy], budget_seconds: float) -> dict[str, Any]:
     """One pass over every open erasure (requested or running) of these policies, oldest
     deadline first, each through its policy's own deleters (``retention.erasures.process``).
+    ``budget_seconds`` bounds the whole pass: each erasure gets what is left of it, and
+    those it does not reach wait for the next pass.
 
     One policy's database that does not answer does not stop the others': its
     erasures stay open for the next pass, and the task fails at the end, naming it.
@@ -534,6 +537,7 @@ def work_erasures_step(policies: list[Policy], budget_seconds: float) -> dict[st
     outcomes: list[dict[str, Any]] = []
     failures: list[str] = []
     alerts: list[dict[str, Any]] = []
+    pass_ends = time.monotonic() + budget_seconds  # the pass's budget, shared by its erasures
     by_conn: dict[str, list[Policy]] = {}
     for policy in policies:
         by_conn.setdefault(policy.postgres_conn_id, []).append(policy)
@@ -547,12 +551,14 @@ def work_erasures_step(policies: list[Policy], budget_seconds: float) -> dict[st
                     policy = named.get(erasure["policy"])
                     if policy is None:
                         continue  # another database's policy of the same name: not ours
+                    if (left := pass_ends - time.monotonic()) <= 0:
+                        break  # the rest wait for the next pass (a minute at most)
                     outcome = process_erasure(
                         conn,
                         policy,
                         erasure["erasure_id"],
                         open_kind=partial(open_kind, policy) if policy.remote else None,
-                        budget_seconds=budget_seconds,
+                        budget_seconds=left,
                         switch=read_pause_switch,
                     )
                     outcomes.append({"policy": policy.name, **outcome.as_dict()})
