@@ -371,6 +371,25 @@ def test_an_erasure_pass_shares_one_budget_among_its_erasures(db, unique_name, m
     assert took < 2.0, f"a pass with a 1 s budget took {took:.1f} s"
 
 
+def test_an_open_erasure_of_a_policy_no_longer_loaded_is_named(db, unique_name, monkeypatch):
+    """Nobody here would ever work it: skipped in silence, it would stay open unseen."""
+    from retention.airflow.steps import work_erasures_step
+
+    create_media_table(db, unique_name, 6, tenants=3)
+    gone = make_policy(unique_name)
+    kept = make_policy(f"{unique_name}_kept")
+    orphan = request(db, gone)[0]["erasure_id"]
+    monkeypatch.setattr("retention.airflow.steps.list_erasures", _only_these({orphan}))
+    warned: list[str] = []
+    monkeypatch.setattr(
+        "retention.airflow.steps.log.warning", lambda text, *a: warned.append(text % a)
+    )
+    result = work_erasures_step([kept], budget_seconds=1.0)
+    named = f"{orphan} (policy {gone.name!r})"
+    assert result["unknown_policy"] == [named]
+    assert any(named in line for line in warned), warned
+
+
 def _only_these(erasure_ids: set[int]):
     from retention.erasures.request import list_erasures
 

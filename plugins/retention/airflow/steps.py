@@ -538,6 +538,8 @@ def work_erasures_step(policies: list[Policy], budget_seconds: float) -> dict[st
     failures: list[str] = []
     alerts: list[dict[str, Any]] = []
     pass_ends = time.monotonic() + budget_seconds  # the pass's budget, shared by its erasures
+    known = {p.name for p in policies}
+    unknown: set[str] = set()  # open erasures of a policy the policies file no longer has
     by_conn: dict[str, list[Policy]] = {}
     for policy in policies:
         by_conn.setdefault(policy.postgres_conn_id, []).append(policy)
@@ -550,7 +552,9 @@ def work_erasures_step(policies: list[Policy], budget_seconds: float) -> dict[st
                 for erasure in reversed(list_erasures(conn, open_only=True, limit=1000)):
                     policy = named.get(erasure["policy"])
                     if policy is None:
-                        continue  # another database's policy of the same name: not ours
+                        if erasure["policy"] not in known:  # nobody will ever work it
+                            unknown.add(f"{erasure['erasure_id']} (policy {erasure['policy']!r})")
+                        continue  # else another database's policy of the same name: not ours
                     if (left := pass_ends - time.monotonic()) <= 0:
                         break  # the rest wait for the next pass (a minute at most)
                     outcome = process_erasure(
@@ -572,7 +576,14 @@ def work_erasures_step(policies: list[Policy], budget_seconds: float) -> dict[st
             + "; ".join(failures)
             + ". They stay open and the next pass (within a minute) tries again."
         )
-    return {"erasures": outcomes, "late_alerts": alerts}
+    if unknown:  # logged, not failed: a database may be shared with another deployment
+        log.warning(
+            "open erasure(s) %s name a policy the policies file does not have, so no pass "
+            "here works them: put the policy back, or mark them failed in "
+            "retention.erasures with the reason as their error",
+            ", ".join(sorted(unknown)),
+        )
+    return {"erasures": outcomes, "late_alerts": alerts, "unknown_policy": sorted(unknown)}
 
 
 def _tell_late_erasures(conn: Any, policies: dict[str, Policy]) -> list[dict[str, Any]]:
