@@ -34,7 +34,7 @@ from retention.airflow.steps import work_erasures_step
 from retention.erasures.request import ERASURE_DAG_ID
 from retention.policy import load_policies
 
-PASS_BUDGET_SECONDS = 240.0  # a pass ends well before the next minute's run would queue
+PASS_BUDGET_SECONDS = 240.0  # the whole pass, shared by its erasures (the step stops at it)
 
 _policies = list(load_policies().policies)
 

@@ -23,6 +23,7 @@
 --   0017_operation_priority
 --   0018_erasures
 --   0019_run_lease_waiters
+--   0020_operations_urgent_pending
 
 CREATE TABLE retention.alerts (
     policy      text NOT NULL,
@@ -172,6 +173,7 @@ CREATE INDEX operations_leased ON retention.operations USING btree (policy, leas
 CREATE UNIQUE INDEX operations_object_resource ON retention.operations USING btree (parent_key, resource) WHERE (parent_key IS NOT NULL);
 CREATE INDEX operations_pending_by_priority ON retention.operations USING btree (policy, ((priority <> 'urgent'::text)), not_before) WHERE (state = 'pending'::text);
 CREATE INDEX operations_policy ON retention.operations USING btree (policy);
+CREATE INDEX operations_urgent_pending ON retention.operations USING btree (policy, not_before) WHERE ((state = 'pending'::text) AND (priority = 'urgent'::text));
 CREATE INDEX operations_window ON retention.operations USING btree (window_key);
 CREATE INDEX operations_window_leased ON retention.operations USING btree (window_key, lease_expires_at) WHERE (state = 'in_flight'::text);
 CREATE INDEX operations_window_pending_by_priority ON retention.operations USING btree (window_key, ((priority <> 'urgent'::text)), not_before) WHERE (state = 'pending'::text);

@@ -27,7 +27,11 @@
   ``include/sql/schema.sql``).
 
 Database commands connect through an Airflow connection id (``--conn-id``,
-resolved as a task would, e.g. from ``AIRFLOW_CONN_<ID>``) or a libpq DSN (``--dsn``).
+resolved as a task would, e.g. from ``AIRFLOW_CONN_<ID>``; default ``retention_target``)
+or a libpq DSN (``--dsn``). Commands that write for a policy (``erase``, ``holds place
+--policy``) use that policy's ``postgres_conn_id``, where its deletes look, and refuse a
+``--conn-id`` naming another; an every-policy hold is placed in each policy's database,
+and ``holds lift`` finds the hold among them. ``--dsn`` names one database explicitly.
 Run from a checkout, the command loads the checkout's ``.local/env`` (written by
 ``make env``) itself, without overriding variables already set; ``make cli
 ARGS="..."`` does the same with ``plugins/`` on the path.
@@ -44,20 +48,63 @@ from typing import Any
 from retention.db.connection import Connection, connect_dsn
 from retention.paths import load_local_env
 
+DEFAULT_CONN_ID = "retention_target"
 
-def _connection(args: argparse.Namespace) -> Connection:
+
+def _connection(args: argparse.Namespace, conn_id: str | None = None) -> Connection:
     if args.dsn:
         return connect_dsn(args.dsn)
     from retention.airflow.connections import postgres
 
-    return postgres(args.conn_id)
+    return postgres(conn_id or args.conn_id or DEFAULT_CONN_ID)
+
+
+class WrongDatabase(Exception):
+    """A policy's write aimed at a database its deletes never read (nothing written)."""
+
+
+def _policy_conn_id(args: argparse.Namespace, policy_name: str) -> str | None:
+    """The connection a write for ``policy_name`` goes to: the policy's own
+    ``postgres_conn_id`` (its holds and erasures must be where its deletes look), or None
+    when ``--dsn`` names the database or the policy is not loaded (the default then).
+    A ``--conn-id`` naming another connection is refused."""
+    if args.dsn:
+        return None
+    policy = _loaded_policies().get(policy_name)
+    if policy is None:
+        return None
+    if args.conn_id and args.conn_id != policy.postgres_conn_id:
+        raise WrongDatabase(
+            f"policy {policy_name!r} deletes through connection {policy.postgres_conn_id!r}, "
+            f"not --conn-id {args.conn_id!r}: a hold or erasure there would never be seen; "
+            "leave --conn-id out (the policy's connection is used)"
+        )
+    return policy.postgres_conn_id
+
+
+def _every_conn_id(args: argparse.Namespace) -> list[str | None]:
+    """The databases an every-policy hold covers: each loaded policy's connection, or the
+    one database ``--dsn`` / ``--conn-id`` names (None: the default connection)."""
+    if args.dsn or args.conn_id:
+        return [None]
+    conn_ids = sorted({p.postgres_conn_id for p in _loaded_policies().values()})
+    return list(conn_ids) or [None]
+
+
+def _loaded_policies() -> dict[str, Any]:
+    from retention.policy import load_policies
+
+    return {p.name: p for p in load_policies().policies}
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m retention.cli", description=__doc__)
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     where = parser.add_mutually_exclusive_group()
-    where.add_argument("--conn-id", default="retention_target", help="Airflow connection id")
+    where.add_argument(
+        "--conn-id",
+        help=f"Airflow connection id (default: the policy's own, else {DEFAULT_CONN_ID})",
+    )
     where.add_argument("--dsn", help="libpq connection string instead of a connection id")
     commands = parser.add_subparsers(dest="command", required=True)
     migrate = commands.add_parser("migrate", help="apply the retention schema's migrations")
@@ -200,8 +247,42 @@ def _policy_names() -> set[str]:
     return {p.name for p in loaded.policies} | {problem.policy for problem in loaded.problems}
 
 
+def _lift_conn_id(args: argparse.Namespace, hold_id: int) -> str | None:
+    """The database holding active hold ``hold_id``: the one ``--dsn`` / ``--conn-id``
+    names, else the only policy database where it is active (several: refused, name one)."""
+    import psycopg
+
+    from retention.holds.store import HoldError, get_hold
+
+    targets = _every_conn_id(args)
+    if len(targets) == 1:
+        return targets[0]
+    found = []
+    for target in targets:
+        try:
+            with _connection(args, target) as conn:
+                hold = get_hold(conn, hold_id)
+        except psycopg.Error:  # a database not migrated to holds, or not answering
+            continue
+        if hold is not None and hold.active:
+            found.append(target)
+    if len(found) > 1:
+        raise HoldError(
+            f"hold {hold_id} is active in connections {', '.join(map(str, found))}; "
+            "name one with --conn-id"
+        )
+    return found[0] if found else targets[0]
+
+
 def _holds(args: argparse.Namespace) -> int:
-    from retention.holds.store import HoldError, HoldMatch, lift_hold, list_holds, place_hold
+    from retention.holds.store import (
+        HoldError,
+        HoldMatch,
+        lift_hold,
+        list_holds,
+        place_hold,
+        scope_value,
+    )
 
     try:
         if args.holds_command == "place":
@@ -215,28 +296,51 @@ def _holds(args: argparse.Namespace) -> int:
                 if given is not None
             )
             known = _policy_names() if args.policy is not None else None
-            with _connection(args) as conn:
-                hold = place_hold(
-                    conn,
-                    policy=args.policy,
-                    match=match,
-                    value=value,
-                    reason=args.reason,
-                    placed_by=_user(args.by),
-                    known_policies=known,
-                )
-            print(f"placed {hold.described}, by {hold.placed_by}")
-            print(hold.hold_id)
+            targets = (
+                [_policy_conn_id(args, args.policy)]
+                if args.policy is not None
+                else _every_conn_id(args)
+            )
+            policy = _loaded_policies().get(args.policy) if args.policy is not None else None
+            placed: list[Any] = []
+            for target in targets:
+                with _connection(args, target) as conn:
+                    placed.append(
+                        place_hold(
+                            conn,
+                            policy=args.policy,
+                            match=match,
+                            value=value,
+                            reason=args.reason,
+                            placed_by=_user(args.by),
+                            known_policies=known,
+                            target=policy,
+                        )
+                    )
+                    matching = (
+                        scope_value(conn, policy, match, placed[-1].value)
+                        if policy is not None
+                        else None
+                    )
+                where = f" in connection {target}" if len(targets) > 1 else ""
+                print(f"placed {placed[-1].described}{where}, by {placed[-1].placed_by}")
+                if matching is not None and policy is not None:
+                    print(f"  {matching.described(policy)}")
+            # the id last (one per database when an every-policy hold spans several)
+            for hold in placed:
+                print(hold.hold_id)
             return 0
         if args.holds_command == "lift":
-            with _connection(args) as conn:
+            target = _lift_conn_id(args, args.hold_id)
+            with _connection(args, target) as conn:
                 hold = lift_hold(conn, args.hold_id, reason=args.reason, lifted_by=_user(args.by))
             print(f"lifted {hold.described}, by {hold.lifted_by}: {hold.lift_reason}")
             return 0
-    except HoldError as refused:
+    except (HoldError, WrongDatabase) as refused:
         print(f"nothing written: {refused}", file=sys.stderr)
         return 2
-    with _connection(args) as conn:
+    explicit = args.dsn or args.conn_id or args.policy is None
+    with _connection(args, None if explicit else _policy_conn_id(args, args.policy)) as conn:
         holds = list_holds(conn, args.policy, include_lifted=not args.active)
     if args.json:
         for hold in holds:
@@ -391,6 +495,7 @@ def _erase(args: argparse.Namespace) -> int:
     import getpass
 
     from retention.erasures.request import ErasureRejected, request_erasure, validate
+    from retention.holds.store import MATCH_COUNT_LIMIT
     from retention.policy import load_policies
 
     scope, value = next(
@@ -409,17 +514,28 @@ def _erase(args: argparse.Namespace) -> int:
             deadline=_deadline(args.deadline),
             request_key=args.request_key,
         )
+        target = _policy_conn_id(args, args.policy)
     except (ErasureRejected, ValueError) as refused:
         print(refused, file=sys.stderr)
         return 2
-    with _connection(args) as conn:
-        erasure, created = request_erasure(conn, asked)
+    except WrongDatabase as refused:
+        print(f"erase: {refused}. Nothing was written.", file=sys.stderr)
+        return 2
+    try:
+        with _connection(args, target) as conn:
+            erasure, created = request_erasure(conn, asked)
+    except ErasureRejected as conflict:  # the request key names another request
+        print(conflict, file=sys.stderr)
+        return 2
     print(
         ("requested" if created else "already requested (the same request key)")
         + f": erasure of {erasure['scope']} {erasure['value']!r} in policy {erasure['policy']!r}, "
         f"{erasure['state']}, due by {erasure['deadline']:%Y-%m-%d %H:%M %Z}; the "
         "retention__erasure-requests DAG works it within a minute"
     )
+    if erasure["rows_matching"] is not None:
+        more = " or more" if erasure["rows_matching"] >= MATCH_COUNT_LIMIT else ""
+        print(f"  {erasure['rows_matching']}{more} row(s) of {asked.policy.table} in it now")
     print(erasure["erasure_id"])
     return 0
 

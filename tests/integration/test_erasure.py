@@ -553,7 +553,9 @@ def test_one_failing_erasure_neither_blocks_the_others_nor_the_late_alerts(
     assert states[stuck["erasure_id"]][0] == "requested"
     assert "stayed locked" in states[stuck["erasure_id"]][1], "recorded, retried next pass"
     assert rows_of_tenant(db, media, 2) == 0
-    assert [m["json"]["figures"]["erasure_id"] for m in receiver.received] == [stuck["erasure_id"]]
+    told = sorted(m["json"]["figures"]["erasure_id"] for m in receiver.received)
+    # the late one, and the one that failed (told at once, before its deadline)
+    assert told == sorted([stuck["erasure_id"], broken["erasure_id"]])
 
 
 def request_list(conn, **kw):
@@ -596,6 +598,90 @@ def test_the_demo_requests_an_erasure_and_runs_the_erasure_dag(
     assert rows_of_tenant(db, unique_name, 2) == 0
 
 
+def test_a_failed_erasure_is_told_once_before_its_deadline(db, unique_name, monkeypatch):
+    """A failed erasure is final: it will not be done by its deadline unless someone acts,
+    so the alert does not wait for the deadline to pass."""
+    from devtools.receiver import Receiver
+    from retention.airflow.steps import work_erasures_step
+
+    receiver = Receiver().start()
+    monkeypatch.setenv("AIRFLOW_CONN_ERASURE_ALERTS", receiver.connection())
+    try:
+        create_media_table(db, unique_name, 6, tenants=3)
+        policy = make_policy(unique_name, alerts={"on_erasure_late": "erasure_alerts"})
+        erasure, _ = request(db, policy)
+        db.execute(
+            "UPDATE retention.erasures SET state = 'failed', finished_at = now(), "
+            "error = '2 dead remote deletion(s)' WHERE erasure_id = %s",
+            (erasure["erasure_id"],),
+        )
+        monkeypatch.setattr("retention.airflow.steps.list_erasures", _only(erasure["erasure_id"]))
+        first = work_erasures_step([policy], budget_seconds=1)
+        second = work_erasures_step([policy], budget_seconds=1)
+    finally:
+        receiver.stop()
+    assert [e for e in first["erasures"] if e["erasure_id"] == erasure["erasure_id"]] == []
+    assert [a["state"] for a in first["late_alerts"]] == ["sent"]
+    assert [a["state"] for a in second["late_alerts"]] == ["already_claimed"]
+    (message,) = [r["json"] for r in receiver.received]
+    assert message["kind"] == "erasure_late"
+    assert message["figures"]["state"] == "failed"
+    assert "failed: it will not be done by its deadline" in message["message"]
+    assert "2 dead remote deletion(s)" in message["message"]
+
+
+def test_an_erasure_pass_shares_one_budget_among_its_erasures(db, unique_name, monkeypatch):
+    """The DAG's budget bounds the pass, not each erasure: erasures that each use all they
+    are given (a remote side that is down) must not add up to several budgets."""
+    from retention.airflow.steps import work_erasures_step
+
+    create_media_table(db, unique_name, 6, tenants=3)
+    policy = make_policy(unique_name)
+    ids = {request(db, policy, value=str(t))[0]["erasure_id"] for t in (0, 1, 2)}
+    given: list[float] = []
+
+    def uses_its_whole_budget(_c, _p, erasure_id, *, budget_seconds, **_k):
+        given.append(budget_seconds)
+        time.sleep(budget_seconds)
+        return ErasureOutcome(erasure_id, ErasureState.RUNNING)
+
+    monkeypatch.setattr("retention.airflow.steps.process_erasure", uses_its_whole_budget)
+    monkeypatch.setattr("retention.airflow.steps.list_erasures", _only_these(ids))
+    started = time.monotonic()
+    work_erasures_step([policy], budget_seconds=1.0)
+    took = time.monotonic() - started
+    assert sum(given) <= 1.0 + 1e-6, given
+    assert took < 2.0, f"a pass with a 1 s budget took {took:.1f} s"
+
+
+def test_an_open_erasure_of_a_policy_no_longer_loaded_is_named(db, unique_name, monkeypatch):
+    """Nobody here would ever work it: skipped in silence, it would stay open unseen."""
+    from retention.airflow.steps import work_erasures_step
+
+    create_media_table(db, unique_name, 6, tenants=3)
+    gone = make_policy(unique_name)
+    kept = make_policy(f"{unique_name}_kept")
+    orphan = request(db, gone)[0]["erasure_id"]
+    monkeypatch.setattr("retention.airflow.steps.list_erasures", _only_these({orphan}))
+    warned: list[str] = []
+    monkeypatch.setattr(
+        "retention.airflow.steps.log.warning", lambda text, *a: warned.append(text % a)
+    )
+    result = work_erasures_step([kept], budget_seconds=1.0)
+    named = f"{orphan} (policy {gone.name!r})"
+    assert result["unknown_policy"] == [named]
+    assert any(named in line for line in warned), warned
+
+
+def _only_these(erasure_ids: set[int]):
+    from retention.erasures.request import list_erasures
+
+    def listed(conn, **kw):
+        return [row for row in list_erasures(conn, **kw) if row["erasure_id"] in erasure_ids]
+
+    return listed
+
+
 def _only(erasure_id: int):
     """list_erasures, as the step asks it, for one erasure only: the tables are shared."""
     from retention.erasures.request import list_erasures
@@ -605,3 +691,33 @@ def _only(erasure_id: int):
         return [row for row in rows if row["erasure_id"] == erasure_id]
 
     return listed
+
+
+def test_an_erasure_pass_delivers_the_receipt_at_once(db, unique_name, sandbox, monkeypatch):
+    """The retention.erased receipt is signed and sent by the erasure's own pass, not left
+    in the outbox until the policy's next scheduled run."""
+    from svix.webhooks import Webhook as SvixWebhook
+
+    from devtools.receiver import Receiver, new_secret
+    from retention.airflow.steps import work_erasures_step
+
+    receiver = Receiver(new_secret()).start()
+    monkeypatch.setenv("AIRFLOW_CONN_ERASURE_RECEIPTS", receiver.connection())
+    try:
+        create_media_table(db, unique_name, 6, tenants=3)
+        policy = remote_policy(
+            unique_name, notify={"http_conn_id": "erasure_receipts", "endpoint": "/hooks/retention"}
+        )
+        erasure, _ = request(db, policy, value="2")
+        done = work_erasures_step([policy], budget_seconds=10)
+        assert done["receipts"][policy.name]["done"] >= 1
+        verifier = SvixWebhook(receiver.secret)
+        bodies = []
+        for sent in receiver.received:
+            verifier.verify(sent["body"], sent["headers"])  # raises on a bad signature
+            bodies.append(json.loads(sent["body"]))
+        erased = [b for b in bodies if b["type"] == "retention.erased"]
+        assert [b["data"]["erasure_id"] for b in erased] == [erasure["erasure_id"]]
+    finally:
+        receiver.shutdown()
+        receiver.server_close()

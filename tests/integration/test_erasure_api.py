@@ -151,3 +151,18 @@ def test_an_erasure_request_that_is_not_json_is_refused(db, api) -> None:
         )
         assert answer.status_code == 415, content_type
     assert erasures_of(db, api["policy"]) == 0
+
+
+def test_a_request_key_reused_for_another_request_is_a_conflict(db, api) -> None:
+    """The same key with another body is not the same request: answering 200 with the
+    earlier erasure would tell the caller this one was recorded."""
+    key = f"r-{api['policy']}"
+    body = {"policy": api["policy"], "tenant": "2", "reason": "ticket 79", "request_key": key}
+    first = requests.post(f"{api['url']}/erasures", json=body, timeout=10)
+    assert first.status_code == 201, first.text
+    other = requests.post(f"{api['url']}/erasures", json={**body, "tenant": "3"}, timeout=10)
+    assert other.status_code == 409, other.text
+    assert f"already names erasure {first.json()['erasure_id']}" in other.json()["detail"]
+    assert "differs in value" in other.json()["detail"]
+    assert erasures_of(db, api["policy"]) == 1
+    assert api["triggered"] == [f"erasure {first.json()['erasure_id']}"]

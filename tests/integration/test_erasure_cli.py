@@ -3,6 +3,7 @@ the same request twice is one erasure, and bad input says why and writes nothing
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import yaml
 from retention.db.connection import Connection
 from tests.integration.test_cli import cli
 from tests.support.policies import policy_fields
-from tests.support.tables import count
+from tests.support.tables import count, create_table, old
 
 
 @pytest.fixture
@@ -78,3 +79,62 @@ def test_erase_refuses_an_unknown_policy(
     assert run.returncode == 2
     assert "erase: unknown policy 'no_such_policy'" in run.stderr
     assert erasures_of(db, "no_such_policy") == 0
+
+
+# a connection nobody answers on: where the default connection id must not lead
+UNREACHABLE = json.dumps({"conn_type": "postgres", "host": "127.0.0.1", "port": 1})
+
+
+def test_erase_writes_to_the_policys_own_database_and_refuses_another(
+    db: Connection, unique_name: str, env: dict[str, str]
+) -> None:
+    """The erasure must be where the policy's deletes (and its erasure DAG) look: its
+    postgres_conn_id, not the CLI's default connection."""
+    env = {**env, "AIRFLOW_CONN_RETENTION_TARGET": UNREACHABLE}
+    asked = cli("erase", "--policy", unique_name, "--tenant", "7", "--reason", "t 1", env=env)
+    assert asked.returncode == 0, asked.stderr
+    assert erasures_of(db, unique_name) == 1
+    elsewhere = cli(
+        "--conn-id", "retention_target", "erase", "--policy", unique_name, "--tenant", "8",
+        "--reason", "t 2", env=env,
+    )  # fmt: skip
+    assert elsewhere.returncode == 2
+    assert "deletes through connection 'retention_test', not --conn-id" in elsewhere.stderr
+    assert "Nothing was written" in elsewhere.stderr
+    assert erasures_of(db, unique_name) == 1
+
+
+def test_erase_refuses_a_request_key_reused_for_another_request(
+    db: Connection, unique_name: str, test_dsn: str, env: dict[str, str]
+) -> None:
+    key = ("--request-key", f"k-{unique_name}")
+    first = erase(test_dsn, env, unique_name, "--tenant", "7", "--reason", "t 1", *key)
+    assert first.returncode == 0, first.stderr
+    other = erase(test_dsn, env, unique_name, "--tenant", "7", "--reason", "t 2", *key)
+    assert other.returncode == 2
+    assert "differs in reason" in other.stderr
+    assert "Nothing was written" in other.stderr
+    assert erasures_of(db, unique_name) == 1
+
+
+def test_erase_reads_the_scope_through_its_columns_type(
+    db: Connection, unique_name: str, test_dsn: str, env: dict[str, str]
+) -> None:
+    """Tenant "042" of an integer column is tenant 42, whose rows the erasure must find."""
+    create_table(db, unique_name, [(i, 42, old()) for i in range(1, 4)])
+    asked = erase(test_dsn, env, unique_name, "--tenant", "042", "--reason", "t 1")
+    assert asked.returncode == 0, asked.stderr
+    assert f"3 row(s) of public.{unique_name} in it now" in asked.stdout
+    erasure_id = int(asked.stdout.strip().splitlines()[-1])
+    assert (
+        count(
+            db,
+            "SELECT count(*) FROM retention.erasures WHERE erasure_id = %s AND value = '42'",
+            erasure_id,
+        )
+        == 1
+    )
+    wrong = erase(test_dsn, env, unique_name, "--tenant", "x42", "--reason", "t 2")
+    assert wrong.returncode == 2
+    assert "is not a value of" in wrong.stderr
+    assert erasures_of(db, unique_name) == 1

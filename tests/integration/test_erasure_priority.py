@@ -15,6 +15,7 @@ from psycopg import sql
 from retention.db.connection import connect_dsn
 from retention.objects.deleter import work_operations
 from retention.objects.kind import OperationsKind
+from retention.queue.leased import OPERATIONS, State, _claim_statement
 from tests.support.policies import remote_policy
 from tests.support.remote import enqueue_all, sandbox_sender
 from tests.support.tables import count, create_media_table
@@ -100,3 +101,48 @@ def test_urgent_operations_finish_before_a_tenth_of_the_routine_backlog(
         )
         == 50
     )
+
+
+def _claim_plan(db, policy_name: str) -> dict:
+    """The executed plan of an urgent-only claim of pending operations (rolled back)."""
+    statement = _claim_statement(OPERATIONS, State.PENDING, scoped=False, urgent_only=True)
+    params = {
+        "policy": policy_name,
+        "owner": "plan-probe",
+        "lease_seconds": 60,
+        "scope": None,
+        "state": State.PENDING,
+        "n": 50,
+    }
+    with db.transaction(force_rollback=True):
+        explained = sql.SQL("EXPLAIN (ANALYZE, FORMAT JSON) ") + statement
+        return db.execute(explained, params).fetchone()["QUERY PLAN"][0]["Plan"]
+
+
+def _rows_removed_by_filter(plan: dict) -> int:
+    return plan.get("Rows Removed by Filter", 0) + sum(
+        _rows_removed_by_filter(child) for child in plan.get("Plans", [])
+    )
+
+
+def test_an_urgent_only_claim_never_reads_the_routine_backlog(db, unique_name):
+    """An erasure's pass after its last urgent operation must not walk the routine backlog.
+
+    Its claim runs every pass; read through the whole backlog it would cost a scan of
+    every routine pending operation of the policy, each time, while the erasure waits.
+    """
+    db.execute(
+        "INSERT INTO retention.operations (operation_key, policy, policy_revision, table_name, "
+        "row_key, object_id, version, priority, not_before) "
+        "SELECT %(policy)s || '-' || g, %(policy)s, 1, 'media', g, 'obj-' || g, 'v1', "
+        "CASE WHEN g <= 3 THEN 'urgent' ELSE 'routine' END, now() - interval '1 minute' "
+        "FROM generate_series(1, 20000) AS g",
+        {"policy": unique_name},
+    )
+    db.execute("ANALYZE retention.operations")
+    try:
+        plan = _claim_plan(db, unique_name)
+        removed = _rows_removed_by_filter(plan)
+        assert removed < 100, f"the urgent claim read {removed} routine operations: {plan}"
+    finally:
+        db.execute("DELETE FROM retention.operations WHERE policy = %s", (unique_name,))

@@ -22,6 +22,7 @@ from retention.evidence.reconcile import reconcile_run
 from retention.holds.store import (
     HoldError,
     HoldMatch,
+    get_hold,
     lift_hold,
     list_holds,
     matching_holds,
@@ -452,3 +453,91 @@ def test_a_hold_placed_during_the_call_keeps_the_row_and_its_children(
     work_operations(db, OperationsKind(policy, sandbox_sender(sandbox)), budget_seconds=5)
     assert ids_left(db, unique_name) == []
     assert count(db, f"SELECT count(*) FROM public.{child}") == 0  # noqa: S608
+
+
+def test_the_cli_places_holds_in_the_policies_own_databases(
+    db: Connection, unique_name: str, tmp_path: Path
+) -> None:
+    """Without --dsn or --conn-id a hold goes where the policies' deletes look: a policy's
+    hold to its postgres_conn_id, an every-policy hold to each policy's database."""
+    second = f"{unique_name}_b"
+    policies = tmp_path / "policies.yaml"
+    policies.write_text(
+        yaml.safe_dump(
+            {
+                "policies": {
+                    unique_name: policy_fields(unique_name),
+                    second: policy_fields(second, postgres_conn_id="retention_test_b"),
+                }
+            }
+        )
+    )
+    unreachable = json.dumps({"conn_type": "postgres", "host": "127.0.0.1", "port": 1})
+    env = {
+        **os.environ,
+        "RETENTION_POLICIES": str(policies),
+        "AIRFLOW_CONN_RETENTION_TARGET": unreachable,  # the default: never the right place
+        # another connection id of the same database: a second policy database
+        "AIRFLOW_CONN_RETENTION_TEST_B": os.environ["AIRFLOW_CONN_RETENTION_TEST"],
+    }
+    placed = cli(
+        "holds", "place", "--policy", unique_name, "--tenant", "42", "--reason", "case 1",
+        env=env,
+    )  # fmt: skip
+    assert placed.returncode == 0, placed.stderr
+    hold_id = int(placed.stdout.strip().splitlines()[-1])
+    assert count(db, "SELECT count(*) FROM retention.holds WHERE hold_id = %s", hold_id) == 1
+    everyone = cli("holds", "place", "--object", f"{unique_name}-o", "--reason", "x", env=env)
+    assert everyone.returncode == 0, everyone.stderr
+    assert "in connection retention_test_b" in everyone.stdout
+    assert (
+        count(db, "SELECT count(*) FROM retention.holds WHERE value = %s", f"{unique_name}-o") == 2
+    ), "one every-policy hold per policy database"
+    wrong = cli(
+        "--conn-id", "retention_target", "holds", "place", "--policy", unique_name,
+        "--tenant", "43", "--reason", "x", env=env,
+    )  # fmt: skip
+    assert wrong.returncode == 2
+    assert "nothing written" in wrong.stderr
+    assert (
+        count(
+            db,
+            "SELECT count(*) FROM retention.holds WHERE policy = %s AND value = '43'",
+            unique_name,
+        )
+        == 0
+    )
+    # both connection ids reach this one database: the hold is found twice, so say which
+    ambiguous = cli("holds", "lift", str(hold_id), "--reason", "closed", env=env)
+    assert ambiguous.returncode == 2
+    assert "name one with --conn-id" in ambiguous.stderr
+    lifted = cli(
+        "--conn-id", "retention_test", "holds", "lift", str(hold_id), "--reason", "closed",
+        env=env,
+    )  # fmt: skip
+    assert lifted.returncode == 0, lifted.stderr
+
+
+def test_a_hold_value_is_read_through_its_columns_type(
+    db: Connection, unique_name: str, test_dsn: str, tmp_path: Path
+) -> None:
+    """Tenant "042" of an integer column is tenant 42: the deletes compare the column's
+    text, so a hold kept as typed would match no row and keep nothing."""
+    create_table(db, unique_name, [(i, 42, old()) for i in range(1, 4)])
+    policies = tmp_path / "policies.yaml"
+    policies.write_text(yaml.safe_dump({"policies": {unique_name: policy_fields(unique_name)}}))
+    env = {**os.environ, "RETENTION_POLICIES": str(policies)}
+    place = ("--dsn", test_dsn, "holds", "place", "--policy", unique_name)
+    placed = cli(*place, "--tenant", "042", "--reason", "case 1", env=env)
+    assert placed.returncode == 0, placed.stderr
+    hold_id = int(placed.stdout.strip().splitlines()[-1])
+    assert get_hold(db, hold_id).value == "42"
+    assert f"3 row(s) of public.{unique_name} match it now" in placed.stdout
+    before = holds_count(db)
+    wrong = cli(*place, "--tenant", "forty-two", "--reason", "case 1", env=env)
+    assert wrong.returncode == 2
+    assert f"'forty-two' is not a value of public.{unique_name}.tenant_id" in wrong.stderr
+    no_objects = cli(*place, "--object", "o-1", "--reason", "case 1", env=env)
+    assert no_objects.returncode == 2
+    assert "has no remote section" in no_objects.stderr
+    assert holds_count(db) == before

@@ -57,6 +57,7 @@ from retention.airflow.connections import postgres
 from retention.airflow.lookup import LookupRefused, find_operation
 from retention.erasures.request import (
     ERASURE_DAG_ID,
+    ErasureKeyConflict,
     ErasureRejected,
     ErasureRequest,
     Scope,
@@ -337,8 +338,13 @@ def _user_name(user: Any) -> str:
 
 
 def _record_erasure(asked: ErasureRequest) -> tuple[dict[str, Any], bool]:
-    with postgres(asked.policy.postgres_conn_id) as conn:
-        return request_erasure(conn, asked)
+    """The erasure recorded (or already recorded under the key); 409 when the key names
+    another request."""
+    try:
+        with postgres(asked.policy.postgres_conn_id) as conn:
+            return request_erasure(conn, asked)
+    except ErasureKeyConflict as conflict:
+        raise HTTPException(409, str(conflict)) from conflict
 
 
 def _erasure_json(row: dict[str, Any]) -> dict[str, Any]:
@@ -367,7 +373,10 @@ def _apply_urgent(hint: hints.Hint) -> dict[str, Any]:
                 )
             except ErasureRejected as refused:
                 raise hints.HintRejected(422, str(refused)) from refused
-            erasure, created = request_erasure(conn, asked)
+            try:
+                erasure, created = request_erasure(conn, asked)
+            except ErasureKeyConflict as conflict:  # the webhook id again, another reason
+                raise hints.HintRejected(409, str(conflict)) from conflict
             made.append(erasure["erasure_id"])
             known += not created
     return {

@@ -30,6 +30,7 @@ from retention.holds.store import (
     list_holds,
     normalised_value,
     place_hold,
+    scope_value,
 )
 from retention.policy import Policy
 
@@ -83,12 +84,27 @@ def place(
     covered = _covered(policies, policy)
     _require_right(covered, may_trigger, "placing a hold")
 
-    def placed(conn: Connection, _members: list[Policy]) -> Hold:
-        return place_hold(
-            conn, policy=policy, match=match, value=value, reason=reason, placed_by=user_name
-        )
+    target = covered[0] if policy is not None else None  # its column types the value
 
-    done = read_each_database(covered, placed, what="retention hold")
+    def placed(conn: Connection, _members: list[Policy]) -> dict[str, Any]:
+        hold = place_hold(
+            conn,
+            policy=policy,
+            match=match,
+            value=value,
+            reason=reason,
+            placed_by=user_name,
+            target=target,
+        )
+        answer = hold.as_json()
+        if target is not None:  # what it keeps now, so a value that matches nothing shows
+            answer["rows_matching"] = scope_value(conn, target, match, hold.value).rows_matching
+        return answer
+
+    try:
+        done = read_each_database(covered, placed, what="retention hold")
+    except HoldError as wrong:
+        raise LookupRefused(422, str(wrong)) from None
     if done.unanswered:
         raise LookupRefused(
             503,
@@ -96,7 +112,7 @@ def place(
             + "; ".join(done.problems())
             + ". Place it again there when they answer.",
         )
-    return [hold.as_json() for hold in done.answers.values()]
+    return list(done.answers.values())
 
 
 def lift(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import time
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from functools import partial
@@ -27,7 +28,12 @@ from retention.db.migrate import migrate
 from retention.db.sqlfiles import query
 from retention.db.table_check import check_table
 from retention.erasures.process import process_erasure, record_failed_pass
-from retention.erasures.request import ERASURE_DAG_ID, ErasureState, list_erasures
+from retention.erasures.request import (
+    ERASURE_DAG_ID,
+    FAILED_ALERT_WINDOW,
+    ErasureState,
+    list_erasures,
+)
 from retention.events.outbox import Signer, deliver_events
 from retention.evidence.audit import purge_audit, purge_removed_policies
 from retention.evidence.reconcile import RunNotPlanned, raise_if_dirty, reconcile
@@ -527,6 +533,8 @@ def reconcile_step(policy: Policy, *, run_id: str) -> dict[str, Any]:
 def work_erasures_step(policies: list[Policy], budget_seconds: float) -> dict[str, Any]:
     """One pass over every open erasure (requested or running) of these policies, oldest
     deadline first, each through its policy's own deleters (``retention.erasures.process``).
+    ``budget_seconds`` bounds the whole pass: each erasure gets what is left of it, and
+    those it does not reach wait for the next pass.
 
     One erasure whose pass fails does not stop the others (``record_failed_pass``:
     an error that may pass is recorded and retried by the next pass, any other fails
@@ -538,6 +546,10 @@ def work_erasures_step(policies: list[Policy], budget_seconds: float) -> dict[st
     failures: list[str] = []
     retrying: list[str] = []
     alerts: list[dict[str, Any]] = []
+    pass_ends = time.monotonic() + budget_seconds  # the pass's budget, shared by its erasures
+    known = {p.name for p in policies}
+    unknown: set[str] = set()  # open erasures of a policy the policies file no longer has
+    finished: dict[str, Policy] = {}  # policies with an erasure that ended: their receipts
     by_conn: dict[str, list[Policy]] = {}
     for policy in policies:
         by_conn.setdefault(policy.postgres_conn_id, []).append(policy)
@@ -550,14 +562,18 @@ def work_erasures_step(policies: list[Policy], budget_seconds: float) -> dict[st
                 for erasure in reversed(list_erasures(conn, open_only=True, limit=1000)):
                     policy = named.get(erasure["policy"])
                     if policy is None:
-                        continue  # another database's policy of the same name: not ours
+                        if erasure["policy"] not in known:  # nobody will ever work it
+                            unknown.add(f"{erasure['erasure_id']} (policy {erasure['policy']!r})")
+                        continue  # else another database's policy of the same name: not ours
+                    if (left := pass_ends - time.monotonic()) <= 0:
+                        break  # the rest wait for the next pass (a minute at most)
                     try:
                         outcome = process_erasure(
                             conn,
                             policy,
                             erasure["erasure_id"],
                             open_kind=partial(open_kind, policy) if policy.remote else None,
-                            budget_seconds=budget_seconds,
+                            budget_seconds=left,
                             switch=read_pause_switch,
                         )
                     except StopRequested:
@@ -568,10 +584,13 @@ def work_erasures_step(policies: list[Policy], budget_seconds: float) -> dict[st
                         if outcome.state in (ErasureState.REQUESTED, ErasureState.RUNNING):
                             retrying.append(f"erasure {outcome.erasure_id}: {outcome.error}")
                     outcomes.append({"policy": policy.name, **outcome.as_dict()})
+                    if outcome.state not in (ErasureState.REQUESTED, ErasureState.RUNNING):
+                        finished[policy.name] = policy
                 alerts += _tell_late_erasures(conn, named)
         except psycopg.Error as failed:
             log.exception("erasures of connection %s: %s", conn_id, failed)
             failures.append(f"{conn_id}: {type(failed).__name__}: {failed}"[:300])
+    receipts = {name: _deliver_receipts(policy) for name, policy in finished.items()}
     if failures or retrying:
         raise RuntimeError(
             "erasures could not be worked: "
@@ -579,7 +598,32 @@ def work_erasures_step(policies: list[Policy], budget_seconds: float) -> dict[st
             + ". They stay open and the next pass (within a minute) tries again; the "
             "other erasures were worked and the late ones told."
         )
-    return {"erasures": outcomes, "late_alerts": alerts}
+    if unknown:  # logged, not failed: a database may be shared with another deployment
+        log.warning(
+            "open erasure(s) %s name a policy the policies file does not have, so no pass "
+            "here works them: put the policy back, or mark them failed in "
+            "retention.erasures with the reason as their error",
+            ", ".join(sorted(unknown)),
+        )
+    return {
+        "erasures": outcomes,
+        "late_alerts": alerts,
+        "unknown_policy": sorted(unknown),
+        "receipts": receipts,
+    }
+
+
+def _deliver_receipts(policy: Policy) -> dict[str, Any]:
+    """Deliver the policy's pending events now (its erasures' retention.erased receipts
+    among them) rather than at its next scheduled run. A receiver that does not answer
+    fails nothing here: the receipts stay in the outbox for the run's deliver_events."""
+    if policy.notify is None:
+        return {"skipped": "no notify: the receipt is in retention.erasures only"}
+    try:
+        return _deliver(policy, policy.notify)
+    except Exception as failed:  # the erasure is done; its receipt waits in the outbox
+        log.warning("policy %s: receipts not delivered now: %s", policy.name, failed)
+        return {"error": f"{type(failed).__name__}: {failed}"[:300]}
 
 
 def _tell_late_erasures(conn: Any, policies: dict[str, Policy]) -> list[dict[str, Any]]:
@@ -587,7 +631,8 @@ def _tell_late_erasures(conn: Any, policies: dict[str, Policy]) -> list[dict[str
     claim by the erasure), through its policy's ``alerts:``."""
     told: list[dict[str, Any]] = []
     now = dt.datetime.now(dt.UTC)
-    for erasure in list_erasures(conn, open_only=True, limit=1000):
+    failed_since = now - FAILED_ALERT_WINDOW  # a failed erasure is told too (once)
+    for erasure in list_erasures(conn, open_only=True, failed_since=failed_since, limit=1000):
         policy = policies.get(erasure["policy"])
         alert = erasure_late_alert(policy.alerts if policy else None, erasure, now)
         if policy is None or alert is None:

@@ -424,26 +424,35 @@ def erasure_late_alert(
     spec: AlertsSpec | None, erasure: Mapping[str, Any], now: dt.datetime
 ) -> Alert | None:
     """The alert of an erasure not done by its deadline (``on_erasure_late``, else
-    ``on_failure``), or None: not late, finished, or no connection to tell (pure)."""
-    if spec is None or erasure["state"] not in ("requested", "running"):
+    ``on_failure``), or None: not late, done or blocked by a hold, or no connection to
+    tell (pure). A ``failed`` erasure is told at once, whatever its deadline: it is final,
+    so it will not be done by then unless someone acts."""
+    if spec is None or erasure["state"] not in ("requested", "running", "failed"):
         return None
-    if erasure["deadline"] >= now:
+    failed = erasure["state"] == "failed"
+    if erasure["deadline"] >= now and not failed:
         return None
     conn_id = spec.on_erasure_late or spec.on_failure
     if conn_id is None:
         return None
-    late_by = now - erasure["deadline"]
-    text = (
+    late_by = max(now - erasure["deadline"], dt.timedelta(0))
+    asked = (
         f"Erasure {erasure['erasure_id']} of policy {erasure['policy']!r} "
         f"({erasure['scope']} {erasure['value']!r}, requested by {erasure['requested_by']} "
-        f"at {erasure['requested_at']:%Y-%m-%d %H:%M %Z}) is still {erasure['state']} "
-        f"{_hours(late_by)} after its deadline {erasure['deadline']:%Y-%m-%d %H:%M %Z}."
-        + (f" Last error: {erasure['error']}" if erasure.get("error") else "")
+        f"at {erasure['requested_at']:%Y-%m-%d %H:%M %Z})"
     )
+    deadline = f"{erasure['deadline']:%Y-%m-%d %H:%M %Z}"
+    text = (
+        f"{asked} failed: it will not be done by its deadline {deadline} unless its "
+        "cause is fixed and it is requested again."
+        if failed
+        else f"{asked} is still {erasure['state']} {_hours(late_by)} after its deadline {deadline}."
+    ) + (f" Last error: {erasure['error']}" if erasure.get("error") else "")
     return Alert(
         kind="erasure_late",
         conn_id=conn_id,
-        title=f"retention: erasure {erasure['erasure_id']} of {erasure['policy']} is late",
+        title=f"retention: erasure {erasure['erasure_id']} of {erasure['policy']} "
+        + ("failed" if failed else "is late"),
         text=text,
         figures={
             "erasure_id": erasure["erasure_id"],

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
 from retention.db.connection import Connection
 from retention.db.sqlfiles import query
+from retention.holds.store import HoldError, scope_value
 from retention.policy.model import Policy
 
 DEFAULT_DEADLINE = dt.timedelta(days=30)  # GDPR allows one month
@@ -45,6 +46,12 @@ FINAL_STATES = frozenset({ErasureState.DONE, ErasureState.BLOCKED_BY_HOLD, Erasu
 
 class ErasureRejected(ValueError):
     """A request that is refused as typed; nothing was written."""
+
+
+class ErasureKeyConflict(ErasureRejected):
+    """A request key already names an erasure of something else (another policy, scope,
+    value or reason): answering with that erasure would tell the caller its request was
+    recorded when it was not. Nothing was written."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -145,7 +152,17 @@ def validate(
 
 
 def request_erasure(conn: Connection, request: ErasureRequest) -> tuple[dict[str, Any], bool]:
-    """Record the request once; returns the erasure's row and whether this call made it."""
+    """Record the request once; returns the erasure's row (with ``rows_matching``, the
+    policy's rows in the scope now) and whether this call made it.
+
+    The scope's value is first read through its column's type, as the deletes compare
+    it (tenant "042" of an integer column is 42); a value of another type is refused.
+    """
+    try:
+        normal = scope_value(conn, request.policy, request.scope.value, request.value)
+    except HoldError as wrong:
+        raise ErasureRejected(f"erase: {wrong}. Nothing was written.") from None
+    request = replace(request, value=normal.value)
     params = {
         "request_key": request.key,
         "policy": request.policy.name,
@@ -158,20 +175,47 @@ def request_erasure(conn: Connection, request: ErasureRequest) -> tuple[dict[str
     with conn.transaction():
         row = conn.execute(query("erasure_request"), params).fetchone()
         if row is not None:
-            return row, True
+            return {**row, "rows_matching": normal.rows_matching}, True
         known = conn.execute(query("erasure_by_key"), params).fetchone()
     assert known is not None
-    return known, False
+    asked = {name: params[name] for name in REQUEST_IDENTITY}
+    recorded = {name: known[name] for name in REQUEST_IDENTITY}
+    if asked != recorded:
+        differs = ", ".join(name for name in REQUEST_IDENTITY if asked[name] != recorded[name])
+        raise ErasureKeyConflict(
+            f"erase: request key {request.key!r} already names erasure {known['erasure_id']} "
+            f"of {recorded['scope']} {recorded['value']!r} in policy {recorded['policy']!r}, "
+            f"which differs in {differs}; use a new request key for a new request. "
+            "Nothing was written."
+        )
+    return {**known, "rows_matching": normal.rows_matching}, False
+
+
+# What makes two requests with one key the same request (the deadline is left out: a
+# retried "in 10 days" is a later time, and who asks may retry through another door).
+REQUEST_IDENTITY = ("policy", "scope", "value", "reason")
 
 
 def get_erasure(conn: Connection, erasure_id: int) -> dict[str, Any] | None:
     return conn.execute(query("erasure_get"), {"erasure_id": erasure_id}).fetchone()
 
 
+# How long after an erasure failed the late-erasure alert still looks at it (it is told
+# once, by the alert ledger; the window keeps old failures out of every pass's list).
+FAILED_ALERT_WINDOW = dt.timedelta(days=7)
+
+
 def list_erasures(
-    conn: Connection, *, policy: str | None = None, open_only: bool = False, limit: int = 100
+    conn: Connection,
+    *,
+    policy: str | None = None,
+    open_only: bool = False,
+    failed_since: dt.datetime | None = None,
+    limit: int = 100,
 ) -> list[dict[str, Any]]:
-    """Erasures, newest first, each with ``late`` (unfinished past its deadline)."""
+    """Erasures, newest first, each with ``late`` (unfinished past its deadline);
+    ``open_only`` with ``failed_since``: the unfinished ones and those failed since."""
     return conn.execute(
-        query("erasure_list"), {"policy": policy, "open_only": open_only, "limit": limit}
+        query("erasure_list"),
+        {"policy": policy, "open_only": open_only, "failed_since": failed_since, "limit": limit},
     ).fetchall()

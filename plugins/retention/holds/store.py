@@ -17,8 +17,12 @@ from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any
 
+import psycopg
+from psycopg import sql
+
 from retention.db.connection import Connection
 from retention.db.sqlfiles import query
+from retention.policy.model import Policy
 
 LIST_LIMIT = 1000
 
@@ -96,6 +100,76 @@ def normalised_value(match: HoldMatch | str, value: object) -> str:
     return text
 
 
+# rows counted when a hold or an erasure reports what it matches now (beyond: "at least")
+MATCH_COUNT_LIMIT = 100_000
+
+
+@dataclass(frozen=True)
+class ScopeValue:
+    """A tenant, key or object id as the policy's table stores it (text), and how many of
+    its rows match it now (None: not counted, e.g. the table is not there yet)."""
+
+    value: str
+    rows_matching: int | None
+
+    def described(self, policy: Policy) -> str:
+        if self.rows_matching is None:
+            return f"table {policy.table} not found: no row matches it yet"
+        more = " or more" if self.rows_matching >= MATCH_COUNT_LIMIT else ""
+        return f"{self.rows_matching}{more} row(s) of {policy.table} match it now"
+
+
+def scope_value(
+    conn: Connection, policy: Policy, match: HoldMatch | str, value: object
+) -> ScopeValue:
+    """``value`` normalised through the type of the policy's column it is compared with
+    (the deletes compare ``column::text``: "042" would never match an integer 42), with
+    the rows it matches now. Refuses a scope the policy cannot match (an object on a policy
+    without ``remote:``, a tenant without ``tenant_column``) or a value of another type:
+    a hold or an erasure that matches nothing by mistake would look like one that works.
+    """
+    kind = HoldMatch(match)
+    text = normalised_value(kind, value)
+    if kind is HoldMatch.KEY:
+        column = policy.key_column
+    elif kind is HoldMatch.TENANT:
+        if policy.tenant_column is None:
+            raise HoldError(
+                f"policy {policy.name!r} has no tenant_column: a tenant matches none of its "
+                "rows; use a key or an object"
+            )
+        column = policy.tenant_column
+    else:
+        if policy.remote is None:
+            raise HoldError(
+                f"policy {policy.name!r} has no remote section: its rows name no objects; "
+                "use a tenant or a key"
+            )
+        column = policy.remote.object_id_column
+    spec = policy.table_spec
+    statement = query(
+        "hold_scope_value",
+        table=sql.Identifier(spec.schema, spec.name),
+        column=sql.Identifier(column),
+    )
+    params = {"column": column, "value": text, "count_limit": MATCH_COUNT_LIMIT}
+    try:
+        with conn.transaction():
+            row = conn.execute(statement, params).fetchone()
+    except (
+        psycopg.errors.UndefinedTable,
+        psycopg.errors.UndefinedObject,  # its row type, when the table is not there
+        psycopg.errors.UndefinedColumn,
+    ):
+        return ScopeValue(text, None)  # not created yet: nothing to read its type from
+    except (psycopg.errors.DataError, psycopg.errors.InvalidTextRepresentation) as wrong:
+        raise HoldError(
+            f"{text!r} is not a value of {policy.table}.{column}: {wrong.diag.message_primary}"
+        ) from None
+    assert row is not None
+    return ScopeValue(row["value"], int(row["rows_matching"]))
+
+
 def place_hold(
     conn: Connection,
     *,
@@ -105,17 +179,22 @@ def place_hold(
     reason: str,
     placed_by: str,
     known_policies: Collection[str] | None = None,
+    target: Policy | None = None,
 ) -> Hold:
     """Record a new active hold and return it; checked first, so bad input writes nothing.
 
     ``policy`` None holds the match under every policy. ``known_policies``, when
-    given, is the policies file's names: an unknown policy is refused.
+    given, is the policies file's names: an unknown policy is refused. ``target``, the
+    loaded policy ``policy`` names, normalises the value through its column's type (see
+    :func:`scope_value`); an every-policy hold keeps the text as given.
     """
     try:
         kind = HoldMatch(match)
     except ValueError:
         raise HoldError(f"a hold matches a tenant, a key or an object, not {match!r}") from None
     text = normalised_value(kind, value)
+    if target is not None:
+        text = scope_value(conn, target, kind, text).value
     why = _reason(reason, "placing a hold")
     if policy is not None and known_policies is not None and policy not in known_policies:
         raise HoldError(

@@ -497,7 +497,7 @@ class AlertsSpec(Section):
     on_erasure_late: NonEmpty | None = Field(
         None,
         description="HTTP connection told, once, when an erasure of the policy is not done by "
-        "its deadline; without it, on_failure is told.",
+        "its deadline, or as soon as one fails; without it, on_failure is told.",
     )
 
     @model_validator(mode="after")

@@ -143,6 +143,7 @@ def _claim_statement(
             raise ValueError(f"{table.kind} jobs have no scope to claim by")
         scope_filter = sql.SQL("{} = %(scope)s").format(sql.Identifier(table.scope_column))
     if urgent_only:
+        # matches the partial index of migration 0020 (pending urgent operations only)
         if table.priority_column is None:
             raise ValueError(f"{table.kind} jobs have no priority to claim by")
         scope_filter = sql.SQL("{} AND {} = {}").format(
@@ -150,8 +151,9 @@ def _claim_statement(
         )
     due = "lease_expires_at" if state == State.IN_FLIGHT else "not_before"
     priority_order: sql.Composable = sql.SQL("")
-    if table.priority_column is not None and state == State.PENDING:
-        # the expression of the partial indexes of migration 0014, so the order is an index scan
+    if table.priority_column is not None and state == State.PENDING and not urgent_only:
+        # the expression of the partial indexes of migration 0017, so the order is an index scan
+        # (an urgent-only claim has one rank: its order is the due column, as in migration 0020)
         priority_order = sql.SQL("({} <> {}), ").format(
             sql.Identifier(table.priority_column), sql.Literal(Priority.URGENT.value)
         )

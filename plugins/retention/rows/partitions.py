@@ -77,7 +77,6 @@ from retention.db.sqlfiles import query
 from retention.holds.store import list_holds
 from retention.policy.model import Policy
 from retention.rows.locks import ALL_MODES, SHARE_UPDATE_EXCLUSIVE_CONFLICTS, table_lock_holders
-from retention.rows.target import TargetTable
 
 log = logging.getLogger(__name__)
 
@@ -266,7 +265,7 @@ def why_left_to_rows(
             f"in use by {', '.join(found)}: dropping it would break or bypass "
             f"{'them' if len(found) > 1 else 'it'}, so its rows are deleted row by row"
         )
-    if (held := _held_rows(conn, policy, partition)) is not None:
+    if (held := _held_rows(conn, policy, partition.schema, partition.name)) is not None:
         return held
     if partition.clear_of_gap:
         return None
@@ -297,24 +296,44 @@ def why_left_to_rows(
     return None
 
 
-def _held_rows(conn: Connection, policy: Policy, partition: ExpiredPartition) -> str | None:
+def _held_rows(conn: Connection, policy: Policy, schema: str, table: str) -> str | None:
     """Why a partition must go through the rows because of a legal hold (rule 3b), or None.
 
     Only asked when a hold could apply (an active hold of the policy or of every policy
     on a key or a tenant, or a ``hold_column``), so the common case reads nothing of the
-    partition; a scan that cannot finish in time also leaves the partition to the rows.
+    partition; key and tenant holds are looked up through the partition's indexes, and
+    only a ``hold_column`` is a scan. A read that cannot finish in time also leaves the
+    partition to the rows.
     """
-    holds = [h for h in list_holds(conn, policy.name, include_lifted=False) if h.match != "object"]
-    if not holds and policy.hold_column is None:
+    holds = list_holds(conn, policy.name, include_lifted=False)
+    keys = [k for h in holds if h.match == "key" and -(2**63) <= (k := int(h.value)) < 2**63]
+    tenant_column = policy.table_spec.tenant_column
+    tenants = [h.value for h in holds if h.match == "tenant"] if tenant_column else []
+    if not keys and not tenants and policy.hold_column is None:
         return None
+    partition = sql.Identifier(schema, table)
+    tenant_held: sql.Composable = sql.SQL("FALSE")
+    typed = _typed_values(conn, partition, tenant_column, tenants) if tenant_column else []
+    if tenant_column and typed:
+        tenant_held = query(
+            "partition_held_tenant", partition=partition, tenant=sql.Identifier(tenant_column)
+        )
+    column_held: sql.Composable = sql.SQL("FALSE")
+    if policy.hold_column is not None:  # the hold_column rule of hold_row_held.sql
+        column_held = sql.SQL(
+            "coalesce(to_jsonb(p.{}) NOT IN ('false'::jsonb, 'null'::jsonb), FALSE)"
+        ).format(sql.Identifier(policy.hold_column))
     statement = query(
         "partition_held_rows",
-        partition=sql.Identifier(partition.schema, partition.name),
-        held=TargetTable.of(policy.table_spec).held(),
+        partition=partition,
+        key=sql.Identifier(policy.key_column),
+        tenant_held=tenant_held,
+        column_held=column_held,
     )
+    params = {"held_keys": keys, "held_tenants": typed, "tenant_column": tenant_column}
     try:
         with bounded(conn, policy.timeouts, reads=True):
-            row = conn.execute(statement, {"hold_policy": policy.name}).fetchone()
+            row = conn.execute(statement, params).fetchone()
     except psycopg.errors.QueryCanceled:
         return (
             "a legal hold may keep one of its rows, and whether one does could not be read "
@@ -326,6 +345,23 @@ def _held_rows(conn: Connection, policy: Policy, partition: ExpiredPartition) ->
             "dropped or detached; its other rows are deleted row by row"
         )
     return None
+
+
+def _typed_values(
+    conn: Connection, table: sql.Identifier, column: str, values: list[str]
+) -> list[str]:
+    """The hold values ``column``'s type accepts (an every-policy hold's tenant may be
+    any text; one the type refuses matches none of its rows, as the deletes compare)."""
+    statement = query("hold_typed_value", table=table, column=sql.Identifier(column))
+    accepted: list[str] = []
+    for value in values:
+        try:
+            with conn.transaction():
+                conn.execute(statement, {"column": column, "value": value})
+        except psycopg.errors.DataError:
+            continue
+        accepted.append(value)
+    return accepted
 
 
 NOT_OURS = "a detach pending that retention did not start"
@@ -515,6 +551,10 @@ class PartitionResult:
         return {**self.partition.as_dict(), **({"error": self.note} if self.note else {})}
 
 
+class _KeptByHold(Exception):
+    """A legal hold keeps a row of the detached table (found under the drop's locks)."""
+
+
 class _Changed(Exception):
     """The table is no longer the one recorded (found under the drop's lock)."""
 
@@ -550,8 +590,25 @@ def drop_detached(
             )
             if verdict != "drop":
                 raise _Changed(verdict, reason)
+            # The listing checked the holds; one placed since (before the detach, or after
+            # an earlier attempt's) must still win. SHARE on the holds waits for a hold
+            # being placed to commit and keeps new ones out until the drop commits, so the
+            # check below and the drop see the same holds.
+            conn.execute("LOCK TABLE retention.holds IN SHARE MODE")
+            if _held_rows(conn, policy, schema, table) is not None:
+                raise _KeptByHold()
             conn.execute(sql.SQL("DROP TABLE {}").format(child))
             _move(conn, key, "dropped", resolved_by_run=resolved_by_run)
+    except _KeptByHold:
+        error = (
+            "not dropped: a legal hold placed since it was listed keeps one of its rows "
+            "(retention.holds or hold_column), or whether one does could not be read in "
+            "time. The table stays detached with all its rows; a later run drops it once "
+            "no hold keeps any (or attach it again for the row path)"
+        )
+        conn.execute(query("partition_drop_error"), {**key, "error": error})
+        log.warning("policy %s: %s %s", policy.name, name, error)
+        return "detached", error
     except _Changed as changed:
         _move(conn, key, changed.verdict, changed.reason, resolved_by_run)
         log.warning("policy %s: %s not dropped: %s", policy.name, name, changed.reason)
