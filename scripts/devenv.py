@@ -310,7 +310,12 @@ def main() -> None:
         **pool_reader(airflow_home),
     }
     lines = [f"{key}={shlex.quote(value)}" for key, value in env.items()]
-    (LOCAL / "env").write_text("\n".join(lines) + "\n")
+    # Passwords (the databases', the pool reader's) and secrets: readable by its owner only,
+    # from the moment the file exists.
+    env_file = LOCAL / "env"
+    env_file.touch(mode=0o600)
+    env_file.chmod(0o600)
+    env_file.write_text("\n".join(lines) + "\n")
     print(f"devenv: PostgreSQL from {source}; settings in .local/env")
 
 

@@ -3,7 +3,8 @@
 -- operation that is dead and not discarded already; returns the operations recorded.
 -- Changes no operation. Locks the chosen dead operations' rows FOR SHARE, so a
 -- replay of the same operations at the same moment either runs first (and they are
--- no longer dead here) or waits for this to commit.
+-- no longer dead here) or waits for this to commit. Two discards of the same
+-- operation at once: the unique index (migration 0021) keeps the first.
 INSERT INTO retention.discards (operation_key, policy, discarded_by, note, dead_since)
 SELECT o.operation_key, o.policy, %(discarded_by)s, %(note)s, o.updated_at
 FROM retention.operations AS o
@@ -14,4 +15,5 @@ WHERE o.operation_key = ANY(%(keys)s::text[])
                   WHERE d.operation_key = o.operation_key AND d.dead_since = o.updated_at)
 ORDER BY o.operation_key
 FOR SHARE OF o
+ON CONFLICT (operation_key, dead_since) DO NOTHING
 RETURNING operation_key, policy, discarded_at

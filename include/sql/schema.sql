@@ -24,6 +24,7 @@
 --   0018_erasures
 --   0019_run_lease_waiters
 --   0020_operations_urgent_pending
+--   0021_discards_once
 
 CREATE TABLE retention.alerts (
     policy      text NOT NULL,
@@ -67,7 +68,7 @@ CREATE TABLE retention.discards (
     discarded_at  timestamp with time zone NOT NULL DEFAULT now(),
     CONSTRAINT discards_pkey PRIMARY KEY (discard_id)
 );
-CREATE INDEX discards_operation ON retention.discards USING btree (operation_key, dead_since);
+CREATE UNIQUE INDEX discards_operation_once ON retention.discards USING btree (operation_key, dead_since);
 
 CREATE TABLE retention.erasures (
     erasure_id     bigint NOT NULL GENERATED ALWAYS AS IDENTITY,

@@ -136,3 +136,37 @@ def test_an_old_discard_is_purged_only_once_it_explains_nothing(
         "SELECT operation_key FROM retention.discards WHERE policy = %s", (ledger.policy.name,)
     ).fetchall()
     assert left == [{"operation_key": still_dead}], "it still explains a dead operation"
+
+
+def test_two_discards_of_one_dead_letter_at_once_record_it_once(
+    db: Connection, test_dsn: str, unique_name: str, sandbox
+) -> None:
+    """The first discard is not committed yet when the second runs: the second waits on
+    the unique index and records nothing, where it used to pass the NOT EXISTS check."""
+    import threading
+
+    from retention.db.connection import connect_dsn
+
+    ledger = seeded(db, test_dsn, unique_name, sandbox)
+    key = ledger.dead_keys[0]
+    second: list[list[str]] = []
+    with connect_dsn(test_dsn) as first:
+        first.autocommit = False
+        recorded = discard(first, ledger, [key])
+
+        def discard_again() -> None:
+            with connect_dsn(test_dsn) as other:
+                second.append(discard(other, ledger, [key]))
+
+        racer = threading.Thread(target=discard_again)
+        racer.start()
+        racer.join(1.0)
+        assert racer.is_alive(), "the second discard waits for the first to commit"
+        first.commit()
+        racer.join(10)
+    assert recorded == [key]
+    assert second == [[]], "recorded once"
+    rows = db.execute(
+        "SELECT count(*) AS n FROM retention.discards WHERE operation_key = %s", (key,)
+    ).fetchone()
+    assert rows == {"n": 1}
