@@ -95,6 +95,7 @@ def test_the_slots_are_read_with_a_token_of_the_connections_user() -> None:
         ([(201, {"access_token": "jwt"}), (403, "")], "GET /api/v2/pools/p answered 403"),
         ([(201, {"access_token": "jwt"}), (200, "<html>")], "answered 200 without JSON"),
         ([(201, {"access_token": "jwt"}), (200, {"slots": "6"})], "slots='6', not a whole"),
+        ([(201, {"access_token": "jwt"}), (200, {"slots": -1})], "slots=-1: the pool is unlimited"),
     ],
 )
 def test_an_answer_that_is_not_the_pool_says_what_went_wrong(

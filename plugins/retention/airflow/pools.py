@@ -108,6 +108,8 @@ def api_pool_slots(
     ).get("slots")
     if type(slots) is not int:
         raise PoolUnreadable(f"GET {path} answered slots={slots!r}, not a whole number")
+    if slots < 0:  # Airflow's -1: unlimited, which says nothing about how many windows
+        raise PoolUnreadable(f"GET {path} answered slots={slots}: the pool is unlimited")
     return slots
 
 
