@@ -6,7 +6,9 @@ them running, orphaned, with the api-server still on its port. So the command
 runs as the leader of a new process group: a stop signal goes to the whole
 group, and whatever is still alive after a bounded wait gets SIGKILL. Processes
 that moved to a group of their own (Airflow's task processes do) are found as
-descendants of the leader when the stop begins, and stopped the same way.
+descendants of the leader while it runs (looked up again every second), and
+stopped the same way: psutil's process objects check a pid still names the
+process they were made for, so a pid reused meanwhile is never signalled.
 """
 
 from __future__ import annotations
@@ -45,9 +47,10 @@ def group_members(pgid: int) -> list[psutil.Process]:
     return members
 
 
-def descendants(pid: int) -> list[psutil.Process]:
+def descendants(root: psutil.Process) -> list[psutil.Process]:
+    """``root``'s live descendants; none once ``root`` has ended (its pid may be reused)."""
     with contextlib.suppress(psutil.Error):
-        return [p for p in psutil.Process(pid).children(recursive=True) if alive(p)]
+        return [p for p in root.children(recursive=True) if alive(p)]
     return []
 
 
@@ -62,14 +65,20 @@ def stop_group(
     signum: int,
     grace: float = STOP_GRACE_SECONDS,
     hurry: Callable[[], bool] = lambda: False,
+    known: dict[int, psutil.Process] | None = None,
 ) -> int:
-    """Send ``signum`` to the leader's group (and its descendants in other groups), wait
-    up to ``grace`` seconds (less if ``hurry()`` turns true: a second Ctrl-C), then
-    SIGKILL whatever is left. Returns how many processes had to be killed."""
+    """Send ``signum`` to the leader's group (and its descendants in other groups, with
+    those ``known`` from while it ran), wait up to ``grace`` seconds (less if ``hurry()``
+    turns true: a second Ctrl-C), then SIGKILL whatever is left. Returns how many
+    processes had to be killed."""
     pgid = leader.pid
-    tracked = {p.pid: p for p in [*descendants(pgid), *group_members(pgid)]}
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signum)
+    tracked = dict(known or {})
+    with contextlib.suppress(psutil.Error):
+        tracked.update((p.pid, p) for p in descendants(psutil.Process(pgid)))
+    tracked.update((p.pid, p) for p in group_members(pgid))
+    if any(_pgid(p) == pgid for p in tracked.values()):  # an empty group's id may be reused
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signum)
     send((p for p in tracked.values() if _pgid(p) != pgid), signum)
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline and not hurry():
@@ -80,8 +89,6 @@ def stop_group(
         time.sleep(0.2)
     tracked.update((p.pid, p) for p in group_members(pgid))
     survivors = [p for p in tracked.values() if alive(p)]
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
     send(survivors, signal.SIGKILL)
     psutil.wait_procs(survivors, timeout=5)
     return len(survivors)
@@ -109,7 +116,13 @@ def run_in_group(command: list[str], grace: float = STOP_GRACE_SECONDS) -> int:
     }
     try:
         leader = subprocess.Popen(command, process_group=0)
+        root = psutil.Process(leader.pid)  # made while the pid is surely the leader's
+        known: dict[int, psutil.Process] = {}
+        looked = 0.0
         while leader.poll() is None and not received:
+            if time.monotonic() - looked >= 1.0:  # task processes leave the group: track them
+                known.update((p.pid, p) for p in descendants(root))
+                looked = time.monotonic()
             with contextlib.suppress(subprocess.TimeoutExpired):
                 leader.wait(0.2)
         first = received[0] if received else signal.SIGTERM
@@ -118,6 +131,7 @@ def run_in_group(command: list[str], grace: float = STOP_GRACE_SECONDS) -> int:
             signal.SIGTERM if first == signal.SIGHUP else first,
             grace,
             hurry=lambda: len(received) > 1,
+            known=known,
         )
         if killed:
             print(

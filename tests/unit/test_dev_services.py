@@ -160,3 +160,42 @@ def test_ctrl_c_stops_the_whole_tree_and_kills_what_ignores_it(tmp_path: Path) -
         for pid in tree:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+# A command that starts a task-like process in a session (and group) of its own, waits
+# until it runs, and then ends by itself, as a crashed `airflow standalone` would.
+LEAVES_A_TASK = """
+import subprocess, sys, time
+task = subprocess.Popen(
+    [sys.executable, "-c", "import time; print('task', flush=True); time.sleep(600)"],
+    start_new_session=True, stdout=subprocess.PIPE,
+)
+task.stdout.readline()
+open(sys.argv[1], "w").write(str(task.pid))
+time.sleep(1.5)  # the runner looks the leader's descendants up every second
+"""
+
+
+def test_a_command_that_ends_by_itself_leaves_no_task_behind(tmp_path: Path) -> None:
+    """Its task process left the group, and the leader is gone when the stop begins: the
+    descendants tracked while it ran are stopped all the same."""
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        from process_group import run_in_group
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+    written = tmp_path / "task.pid"
+    task = 0
+    try:
+        code = run_in_group([sys.executable, "-c", LEAVES_A_TASK, str(written)], grace=5)
+        assert code == 0
+        task = int(written.read_text())
+        deadline = time.monotonic() + 10
+        while task and not gone(task) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert task
+        assert gone(task), f"task {task} still runs"
+    finally:
+        if task:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(task, signal.SIGKILL)
