@@ -69,6 +69,22 @@ def resources(db: Connection, policy, object_id: str) -> dict[str, dict[str, Any
     return {r["resource"]: r for r in rows}
 
 
+def media_with_renditions(db: Connection, name: str, objects: int) -> str:
+    """The media table with ``objects`` rows, and a child table (its name returned) with
+    two renditions per row, referencing it by a foreign key."""
+    create_media_table(db, name, objects)
+    renditions = f"{name}_r"
+    db.execute(
+        f"CREATE TABLE public.{renditions} (id bigserial PRIMARY KEY, "
+        f"asset_id bigint NOT NULL REFERENCES public.{name} (id))"
+    )
+    db.execute(
+        f"INSERT INTO public.{renditions} (asset_id) "  # noqa: S608
+        f"SELECT t.id FROM public.{name} AS t, generate_series(1, 2)"
+    )
+    return renditions
+
+
 def make_due(db: Connection, policy) -> None:
     db.execute(
         "UPDATE retention.operations SET not_before = now() "
@@ -447,16 +463,7 @@ def test_children_wait_with_their_row_for_every_resource_and_the_event_counts_th
     thumbnails answer 503: its row and the row's children stay (the foreign key would
     refuse the row alone, and children without their row would be lost evidence). Once
     the thumbnails are confirmed, the children, the row and the event go together."""
-    create_media_table(db, unique_name, 2)
-    renditions = f"{unique_name}_r"
-    db.execute(
-        f"CREATE TABLE public.{renditions} (id bigserial PRIMARY KEY, "
-        f"asset_id bigint NOT NULL REFERENCES public.{unique_name} (id))"
-    )
-    db.execute(
-        f"INSERT INTO public.{renditions} (asset_id) "  # noqa: S608
-        f"SELECT t.id FROM public.{unique_name} AS t, generate_series(1, 2)"
-    )
+    renditions = media_with_renditions(db, unique_name, 2)
     sandbox.state.configure(fail_5xx={"obj-1/thumbnails": 1})
     policy = make_policy(
         unique_name,
@@ -506,13 +513,7 @@ def test_children_stay_with_their_row_when_a_sibling_resources_lease_was_lost(
     and worker B reclaims it; A then records both as confirmed. Only the thumbnails are
     A's to record, so the object is not done and the row stays: its children must stay
     with it (one statement decides both). B's confirmation then takes them all."""
-    create_media_table(db, unique_name, 1)
-    renditions = f"{unique_name}_r"
-    db.execute(
-        f"CREATE TABLE public.{renditions} (id bigserial PRIMARY KEY, "
-        f"asset_id bigint NOT NULL REFERENCES public.{unique_name} (id))"
-    )
-    db.execute(f"INSERT INTO public.{renditions} (asset_id) VALUES (1), (1)")  # noqa: S608
+    renditions = media_with_renditions(db, unique_name, 1)
     policy = make_policy(
         unique_name,
         window_rows=10_000,
@@ -675,16 +676,7 @@ def test_rows_deleted_by_table_counts_the_drains_deletions_too(
     """The window's pass deletes obj-2 and its children; obj-1's thumbnails answer 503
     and the drain deletes it later: the summary's figures by table include the drain's,
     and its figure for the policy's table equals rows_deleted."""
-    create_media_table(db, unique_name, 2)
-    renditions = f"{unique_name}_r"
-    db.execute(
-        f"CREATE TABLE public.{renditions} (id bigserial PRIMARY KEY, "
-        f"asset_id bigint NOT NULL REFERENCES public.{unique_name} (id))"
-    )
-    db.execute(
-        f"INSERT INTO public.{renditions} (asset_id) "  # noqa: S608
-        f"SELECT t.id FROM public.{unique_name} AS t, generate_series(1, 2)"
-    )
+    renditions = media_with_renditions(db, unique_name, 2)
     sandbox.state.configure(fail_5xx={"obj-1/thumbnails": 1})
     policy = make_policy(
         unique_name,
