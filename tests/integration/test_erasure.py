@@ -33,6 +33,17 @@ from tests.support.tables import count, create_media_table, ids_left
 NOTIFY = {"http_conn_id": "unused", "endpoint": "/e"}
 
 
+def erase_remotely(conn, policy, erasure, sandbox, **kw) -> ErasureOutcome:
+    """One pass of ``erasure`` of a remote policy, its calls answered by ``sandbox``."""
+    return process_erasure(
+        conn,
+        policy,
+        erasure["erasure_id"],
+        open_kind=lambda: OperationsKind(policy, sandbox_sender(sandbox)),
+        **kw,
+    )
+
+
 def erasures_of(db, policy: str) -> int:
     return count(db, "SELECT count(*) FROM retention.erasures WHERE policy = %s", policy)
 
@@ -113,12 +124,7 @@ def test_a_remote_erasure_deletes_each_objects_derivatives_too(db, unique_name, 
         derivatives=[{"name": "thumbnails", "endpoint": "/v1/assets/{object_id}/thumbnails"}],
     )
     erasure, _ = request(db, policy)
-    outcome = process_erasure(
-        db,
-        policy,
-        erasure["erasure_id"],
-        open_kind=lambda: OperationsKind(policy, sandbox_sender(sandbox)),
-    )
+    outcome = erase_remotely(db, policy, erasure, sandbox)
     assert outcome.state is ErasureState.DONE, outcome
     erased = ["obj-1", "obj-10", "obj-4", "obj-7"]
     assert outcome.objects == erased
@@ -184,12 +190,7 @@ def test_a_hold_wins_and_the_receipt_names_it(db, unique_name, sandbox):
         db, policy=policy.name, match="tenant", value="2", reason="case 991", placed_by="ann"
     )
     erasure, _ = request(db, policy)
-    outcome = process_erasure(
-        db,
-        policy,
-        erasure["erasure_id"],
-        open_kind=lambda: OperationsKind(policy, sandbox_sender(sandbox)),
-    )
+    outcome = erase_remotely(db, policy, erasure, sandbox)
     assert outcome.state is ErasureState.BLOCKED_BY_HOLD
     assert outcome.blocking_holds == [{"id": hold.hold_id, "reason": "case 991"}]
     event = db.execute(
@@ -242,12 +243,7 @@ def test_a_remote_erasure_names_the_key_hold_inside_its_tenant(db, unique_name, 
         db, policy=policy.name, match="key", value="10", reason="case 18", placed_by="ann"
     )
     erasure, _ = request(db, policy)
-    outcome = process_erasure(
-        db,
-        policy,
-        erasure["erasure_id"],
-        open_kind=lambda: OperationsKind(policy, sandbox_sender(sandbox)),
-    )
+    outcome = erase_remotely(db, policy, erasure, sandbox)
     assert outcome.state is ErasureState.BLOCKED_BY_HOLD, outcome
     assert outcome.blocking_holds == [{"id": hold.hold_id, "reason": "case 18"}]
     assert sorted(outcome.objects) == ["obj-1", "obj-4", "obj-7"]
@@ -304,13 +300,7 @@ def test_work_still_queued_keeps_a_held_erasure_running(db, unique_name, sandbox
         (policy.name,),
     )  # claimed before the hold: the screen had passed it
     erasure, _ = request(db, policy)
-    outcome = process_erasure(
-        db,
-        policy,
-        erasure["erasure_id"],
-        open_kind=lambda: OperationsKind(policy, sandbox_sender(sandbox)),
-        budget_seconds=1,
-    )
+    outcome = erase_remotely(db, policy, erasure, sandbox, budget_seconds=1)
     assert outcome.state is ErasureState.RUNNING, outcome
     assert receipts(db, policy.name) == 0, "a receipt only once nothing is queued"
 
@@ -340,12 +330,7 @@ def test_a_routine_run_holding_the_run_lease_does_not_block_an_erasure(db, uniqu
     )
     assert lease.taken
     erasure, _ = request(db, policy)
-    outcome = process_erasure(
-        db,
-        policy,
-        erasure["erasure_id"],
-        open_kind=lambda: OperationsKind(policy, sandbox_sender(sandbox)),
-    )
+    outcome = erase_remotely(db, policy, erasure, sandbox)
     assert outcome.state is ErasureState.DONE, outcome
     assert sorted(outcome.objects) == sorted(f"obj-{i}" for i in range(1, 13) if i % 3 == 1)
     assert outcome.rows_deleted == {policy.table: 4}
@@ -395,13 +380,7 @@ def test_an_erasure_of_fifty_objects_finishes_before_a_tenth_of_a_routine_backlo
             time.sleep(0.01)
         erasure, _ = request(db, policy, value="8")
         with connect_dsn(test_dsn) as conn:
-            outcome = process_erasure(
-                conn,
-                policy,
-                erasure["erasure_id"],
-                open_kind=lambda: OperationsKind(policy, sandbox_sender(sandbox)),
-                budget_seconds=30,
-            )
+            outcome = erase_remotely(conn, policy, erasure, sandbox, budget_seconds=30)
     finally:
         stop.set()
         drain.join(30)
