@@ -54,14 +54,21 @@ def session_processes(sid: int) -> list[psutil.Process]:
     return found
 
 
-def describe(processes: list[psutil.Process]) -> list[str]:
-    named = []
+def command_lines(processes: list[psutil.Process]) -> list[str]:
+    """Each live process's whole command line: matching must not depend on how long
+    the checkout's path is (a cut line hides "airflow standalone" under a deep one)."""
+    lines = []
     for process in processes:
         try:
-            named.append(f"{process.pid} {' '.join(process.cmdline())[:80]}")
+            lines.append(f"{process.pid} {' '.join(process.cmdline())}")
         except psutil.Error:
             continue
-    return named
+    return lines
+
+
+def describe(processes: list[psutil.Process]) -> list[str]:
+    """Command lines cut short, for a readable failure message only."""
+    return [line[:120] for line in command_lines(processes)]
 
 
 def wait_until(check: Callable[[], bool], seconds: float) -> bool:
@@ -111,7 +118,7 @@ def test_sigterm_to_make_airflow_stops_every_airflow_process_and_frees_its_ports
         began = time.monotonic()
 
         def components_running() -> bool:
-            running = " ".join(describe(session_processes(make.pid))).replace("_", "-")
+            running = " ".join(command_lines(session_processes(make.pid))).replace("_", "-")
             return all(component in running for component in COMPONENTS)
 
         assert wait_until(components_running, 30), (
