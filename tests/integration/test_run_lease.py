@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from retention.db.connection import Connection
+from retention.db.connection import Connection, connect_dsn
 from retention.db.sqlfiles import query
 from retention.runs.lease import Turn, holds_run_lease, release_run_lease, take_run_lease
 from tests.support.policies import make_policy
@@ -340,3 +340,48 @@ def test_a_cleared_window_of_a_later_run_yields_to_an_earlier_waiter(
         db, unique_name, dag_id, "run-11-01", running, turn=turn(NOV_25 - 24 * DAY)
     )
     assert older.taken, "a cleared window of an older date goes before the waiter"
+
+
+def test_airflow_is_asked_about_runs_without_holding_the_lease_row(
+    db: Connection, test_dsn: str, unique_name: str
+) -> None:
+    """Asking Airflow for a run's state is a network call that can be slow: while it is
+    asked, other pollers of the policy must not queue behind the lease row's lock."""
+    take_run_lease(db, unique_name, "retention__x", "run-A", states())
+    waiter_turn = Turn(cutoff=dt.datetime(2026, 1, 1, tzinfo=dt.UTC), logical_date=None)
+    take_run_lease(
+        db,
+        unique_name,
+        "retention__x",
+        "run-W",
+        states(**{"run-A": "running"}),
+        turn=waiter_turn,
+        waits=True,
+    )
+    lockable: list[tuple[str, bool]] = []
+
+    def run_state(run_id: str) -> str | None:
+        with connect_dsn(test_dsn) as other:
+            got = other.execute(
+                "SELECT count(*) AS rows FROM (SELECT 1 FROM retention.run_leases "
+                "WHERE policy = %s FOR UPDATE SKIP LOCKED) AS lease",
+                (unique_name,),
+            ).fetchone()
+            assert got is not None
+            lockable.append((run_id, got["rows"] == 1))
+        return {"run-A": "running", "run-W": "running"}.get(run_id)
+
+    later = Turn(cutoff=dt.datetime(2026, 2, 1, tzinfo=dt.UTC), logical_date=None)
+    outcome = take_run_lease(
+        db, unique_name, "retention__x", "run-B", run_state, turn=later, waits=True
+    )
+    assert (outcome.taken, outcome.holder) == (False, "run-A")
+    release_run_lease(db, unique_name, "run-A")  # now the waiter ahead is what Airflow is asked
+    outcome = take_run_lease(
+        db, unique_name, "retention__x", "run-B", run_state, turn=later, waits=True
+    )
+    assert not outcome.taken
+    assert outcome.ahead is not None
+    assert outcome.ahead.run_id == "run-W"
+    assert [run for run, _ in lockable] == ["run-A", "run-W"]
+    assert all(free for _, free in lockable), f"lease row locked while asking: {lockable}"

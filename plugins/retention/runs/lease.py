@@ -178,8 +178,12 @@ def take_run_lease(
     Every window task asks, and the run already holds it then: that answer is one
     read, never a write to (or a lock on) the policy's one lease row.
     """
-    if lease_holder(conn, policy) == run_id:  # a later task of the holding run, a retry
+    seen_holder = lease_holder(conn, policy)
+    if seen_holder == run_id:  # a later task of the holding run, a retry
         return LeaseOutcome(taken=True, run_id=run_id)
+    run_state = states_asked_before_locking(
+        conn, policy, run_id, turn, run_state, stale_seconds, seen_holder
+    )
     with conn.transaction():
         row = conn.execute(query("run_lease_hold"), {"policy": policy, "dag_id": dag_id}).fetchone()
         assert row is not None
@@ -261,6 +265,41 @@ def take_run_lease(
     )
     log.info(outcome.message(policy))
     return outcome
+
+
+def states_asked_before_locking(
+    conn: Connection,
+    policy: str,
+    run_id: str,
+    turn: Turn | None,
+    run_state: RunState,
+    stale_seconds: float,
+    holder: str | None,
+) -> RunState:
+    """Airflow's answers for the holder and the waiters ahead, asked before the lease row
+    is locked, as the ``run_state`` to use under the lock.
+
+    Asking Airflow is a network call that can take seconds; under the row lock every other
+    poller of the policy would queue behind it. An answer a few milliseconds old is as
+    good as one read under the lock (Airflow's states do not follow our lock either). A
+    run that became the holder or a waiter between these reads and the lock is asked
+    under the lock, as before.
+    """
+    known: dict[str, str | None] = {}
+
+    def answered_or_ask(other_run: str) -> str | None:
+        if other_run not in known:
+            known[other_run] = run_state(other_run)
+        return known[other_run]
+
+    if holder is not None:
+        state = answered_or_ask(holder)
+        if state is not None and state not in ENDED_STATES:
+            return answered_or_ask  # a running holder keeps it: the waiters are not read
+    # The same walk as under the lock, so it asks about the same waiters: up to the first
+    # live one, not every waiter in the line.
+    first_waiter_ahead(conn, policy, run_id, turn, answered_or_ask, stale_seconds)
+    return answered_or_ask
 
 
 def first_waiter_ahead(
