@@ -2,14 +2,17 @@
 -- failed), its receipt: a retention.erased event in the policy's outbox (when the policy
 -- notifies), in the same transaction (a transactional outbox, as ops_finish.sql's
 -- retention.deleted events). The event id is derived from the erasure, so a repeated
--- finish writes no second event. Touches one row of retention.erasures, adds at most
--- one row to retention.outbox.
+-- finish writes no second event. Its per-table counts (rows_deleted) are those its
+-- batches added as they committed (erasure_tally.sql, erasure_tally_operations.sql);
+-- each table the policy deletes from (its own and its listed children, zero_tables) is
+-- named, with 0 when nothing was deleted there. Touches one row of retention.erasures,
+-- adds at most one row to retention.outbox.
 WITH finished AS (
     UPDATE retention.erasures
     SET state = %(state)s,
         finished_at = CASE WHEN %(state)s IN ('done', 'blocked_by_hold', 'failed')
                            THEN coalesce(finished_at, now()) END,
-        rows_deleted = %(rows_deleted)s::jsonb,
+        rows_deleted = %(zero_tables)s::jsonb || rows_deleted,
         objects = %(objects)s::jsonb,
         blocking_holds = %(blocking_holds)s::jsonb,
         error = %(error)s,
@@ -35,6 +38,7 @@ WITH finished AS (
                    'requested_at', f.requested_at,
                    'deadline', f.deadline,
                    'finished_at', f.finished_at,
+                   'passes', f.passes,
                    'rows_deleted', f.rows_deleted,
                    'objects', f.objects,
                    'blocking_holds', f.blocking_holds

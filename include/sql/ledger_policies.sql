@@ -1,7 +1,7 @@
 -- Every policy name that has rows in the ledger's large tables (operations,
 -- outbox, windows, runs), by loose index scans on their leading policy column, so
 -- the cost grows with the number of policies, not rows; plus the small tables
--- (hint receipts, replays, alerts, run leases, lifted holds).
+-- (hint receipts, replays, alerts, run leases, lifted holds, finished erasures).
 -- Read-only.
 WITH RECURSIVE ops AS (
     (SELECT policy FROM retention.operations ORDER BY policy LIMIT 1)
@@ -38,3 +38,5 @@ UNION SELECT DISTINCT policy FROM retention.alerts
 UNION SELECT policy FROM retention.run_leases
 UNION SELECT DISTINCT policy FROM retention.holds
       WHERE policy IS NOT NULL AND lifted_at IS NOT NULL
+UNION SELECT DISTINCT policy FROM retention.erasures
+      WHERE state IN ('done', 'blocked_by_hold', 'failed')

@@ -25,6 +25,7 @@
 --   0019_run_lease_waiters
 --   0020_operations_urgent_pending
 --   0021_discards_once
+--   0022_erasure_passes
 
 CREATE TABLE retention.alerts (
     policy      text NOT NULL,
@@ -88,6 +89,7 @@ CREATE TABLE retention.erasures (
     blocking_holds jsonb NOT NULL DEFAULT '[]'::jsonb,
     error          text,
     updated_at     timestamp with time zone NOT NULL DEFAULT now(),
+    passes         integer DEFAULT 0,
     CONSTRAINT erasures_pkey PRIMARY KEY (erasure_id),
     CONSTRAINT erasures_request_key_key UNIQUE (request_key),
     CONSTRAINT erasures_reason_check CHECK (btrim(reason) <> ''::text),

@@ -10,7 +10,8 @@
   key prefix, its object id or its row key (several matches are listed);
 - ``holds place|lift|list``: legal holds (``retention.holds``). ``holds place
   [--policy P] (--tenant T | --key K | --object O) --reason "…"`` (no ``--policy``:
-  every policy) prints the new hold's id as its last line; ``holds lift ID --reason
+  every policy, one hold in each policy database, each named on its own line with its
+  connection and policies) prints the new hold's id as its last line; ``holds lift ID --reason
   "…"``; ``holds list [--policy P] [--json]``. The user recorded is ``--by``, else
   the login name;
 - ``erase --policy P (--tenant T | --key K | --object O) --reason "…" [--deadline …]``:
@@ -91,6 +92,13 @@ def _every_conn_id(args: argparse.Namespace) -> list[str | None]:
     return list(conn_ids) or [None]
 
 
+def _policies_of(conn_id: str | None) -> str:
+    """``policy a`` or ``policies a, b``: the loaded policies whose deletes read the
+    database ``conn_id`` names, which the hold placed there keeps."""
+    names = sorted(p.name for p in _loaded_policies().values() if p.postgres_conn_id == conn_id)
+    return ("policy " if len(names) == 1 else "policies ") + ", ".join(names)
+
+
 def _loaded_policies() -> dict[str, Any]:
     from retention.policy import load_policies
 
@@ -145,7 +153,11 @@ def _parser() -> argparse.ArgumentParser:
         "--deadline",
         help="ISO 8601 with a time zone, or a number of days (default: 30 days from now)",
     )
-    erase.add_argument("--request-key", help="the same key twice is one erasure")
+    erase.add_argument(
+        "--request-key",
+        help="the same key twice is one erasure (a key starting with hint: is an urgent "
+        "hint's own, refused here)",
+    )
     erase.add_argument("--requested-by", help="who asks (default: the operating-system user)")
     erasures = commands.add_parser("erasures", help="list erasures, newest first")
     erasures.add_argument("--policy")
@@ -322,7 +334,9 @@ def _holds(args: argparse.Namespace) -> int:
                         if policy is not None
                         else None
                     )
-                where = f" in connection {target}" if len(targets) > 1 else ""
+                where = (
+                    f" in connection {target} ({_policies_of(target)})" if len(targets) > 1 else ""
+                )
                 print(f"placed {placed[-1].described}{where}, by {placed[-1].placed_by}")
                 if matching is not None and policy is not None:
                     print(f"  {matching.described(policy)}")
@@ -540,12 +554,20 @@ def _erase(args: argparse.Namespace) -> int:
     return 0
 
 
+def _passes(row: dict[str, Any]) -> str:
+    """An erasure's pass count as shown: an erasure recorded before passes were counted
+    (migration 0022) says so rather than showing a count it does not have."""
+    passes = row.get("passes")
+    return "not counted" if passes is None else str(passes)
+
+
 def _erasure_line(row: dict[str, Any]) -> str:
     counts = ", ".join(f"{table} {n}" for table, n in (row["rows_deleted"] or {}).items())
     return (
         f"{row['erasure_id']}  {row['policy']}  {row['scope']}={row['value']}  {row['state']}"
         + ("  LATE" if row.get("late") else "")
         + f"  due {row['deadline']:%Y-%m-%d %H:%M}"
+        + f"  passes: {_passes(row)}"
         + (f"  rows: {counts}" if counts else "")
         + (f"  objects: {len(row['objects'])}" if row["objects"] else "")
         + (
@@ -574,6 +596,7 @@ def _explain_erasure(args: argparse.Namespace) -> int:
         f"  state: {row['state']}"
         + (f" (finished {finished:%Y-%m-%d %H:%M:%S %Z})" if finished else ""),
         f"  deadline: {row['deadline']:%Y-%m-%d %H:%M %Z}",
+        f"  passes: {_passes(row)}",
         f"  reason: {row['reason']}",
         f"  requested by {row['requested_by']} at {row['requested_at']:%Y-%m-%d %H:%M:%S %Z} "
         f"(request key {row['request_key']})",

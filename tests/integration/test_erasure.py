@@ -26,7 +26,7 @@ from retention.objects.deleter import work_operations
 from retention.objects.kind import OperationsKind
 from retention.runs.lease import take_run_lease
 from tests.support.children import create_family, family_children
-from tests.support.policies import make_policy, remote_policy
+from tests.support.policies import make_policy, remote_fields, remote_policy
 from tests.support.remote import enqueue_all, sandbox_sender
 from tests.support.tables import count, create_media_table, ids_left
 
@@ -132,6 +132,123 @@ def test_a_remote_erasure_deletes_each_objects_derivatives_too(db, unique_name, 
     called = sorted(r["object"] for r in sandbox.state.stats()["requests"])
     assert called == sorted(erased + [f"{obj}/thumbnails" for obj in erased])
     assert rows_of_tenant(db, unique_name, 2) == 0
+
+
+def test_a_remote_erasures_receipt_counts_the_child_rows_it_deleted(db, unique_name, sandbox):
+    """The remote finish deletes each row's listed children with it: the receipt's per-table
+    counts name every table the erasure deleted from, as a row policy's do."""
+    from tests.integration.test_derivatives import media_with_renditions
+
+    renditions = media_with_renditions(db, unique_name, 9)
+    policy = make_policy(
+        unique_name,
+        window_per_tenant=False,
+        remote=remote_fields(unique_name),
+        notify=NOTIFY,
+        children=[{"table": renditions, "foreign_key": "asset_id"}],
+    )
+    parents = rows_of_tenant(db, unique_name, 2)
+    children = count(
+        db,
+        f"SELECT count(*) FROM public.{renditions} WHERE asset_id IN "  # noqa: S608
+        f"(SELECT id FROM public.{unique_name} WHERE tenant_id = 2)",
+    )
+    assert parents > 0
+    assert children > 0
+    erasure, _ = request(db, policy)
+    outcome = erase_remotely(db, policy, erasure, sandbox)
+    assert outcome.state is ErasureState.DONE, outcome
+    counted = {policy.table: parents, f"public.{renditions}": children}
+    assert outcome.rows_deleted == counted
+    (event,) = db.execute(
+        "SELECT payload FROM retention.outbox WHERE policy = %s AND event_type = "
+        "'retention.erased'",
+        (policy.name,),
+    ).fetchall()
+    assert json.loads(event["payload"])["data"]["rows_deleted"] == counted
+
+
+def test_a_pass_that_fails_part_way_keeps_what_it_deleted_and_passes_are_counted(db, unique_name):
+    """Each committed batch counts toward the erasure as it commits: the pass that fails
+    after some batches loses none of them, and the retried erasure reports them all."""
+    from retention.erasures.process import record_failed_pass
+
+    create_media_table(db, unique_name, 12, tenants=3)
+    policy = make_policy(unique_name, batch_rows=1)
+    scope = rows_of_tenant(db, unique_name, 2)
+    last = count(db, f"SELECT max(id) FROM public.{unique_name} WHERE tenant_id = 2")  # noqa: S608
+    db.execute(  # the scope's last row hits a deadlock, this time: an error that may pass
+        f"CREATE FUNCTION public.{unique_name}_refuse() RETURNS trigger LANGUAGE plpgsql AS "
+        f"$$ BEGIN IF OLD.id = {last} THEN RAISE EXCEPTION 'row {last} refused' "
+        "USING ERRCODE = 'deadlock_detected'; END IF; RETURN OLD; END $$"
+    )
+    db.execute(
+        f"CREATE TRIGGER refuse BEFORE DELETE ON public.{unique_name} "
+        f"FOR EACH ROW EXECUTE FUNCTION public.{unique_name}_refuse()"
+    )
+    erasure, _ = request(db, policy)
+    with pytest.raises(Exception, match=f"row {last} refused") as failed:
+        process_erasure(db, policy, erasure["erasure_id"])
+    first = record_failed_pass(db, policy, erasure["erasure_id"], failed.value)
+    assert first.state is ErasureState.RUNNING, "retried by the next pass"
+    deleted_first = scope - rows_of_tenant(db, unique_name, 2)
+    assert deleted_first > 0, "batches before the refused row committed"
+    assert first.rows_deleted == {policy.table: deleted_first}
+    db.execute(f"DROP TRIGGER refuse ON public.{unique_name}")
+    second = process_erasure(db, policy, erasure["erasure_id"])
+    assert second.state is ErasureState.DONE, second
+    assert second.rows_deleted == {policy.table: scope}
+    assert second.passes == 2
+    row = db.execute(
+        "SELECT rows_deleted, passes FROM retention.erasures WHERE erasure_id = %s",
+        (erasure["erasure_id"],),
+    ).fetchone()
+    assert (row["rows_deleted"], row["passes"]) == ({policy.table: scope}, 2)
+
+
+def test_finished_erasures_go_after_audit_days_with_their_receipts_open_ones_never(
+    db, unique_name, sandbox
+):
+    from retention.evidence.audit import purge_audit, purge_removed_policies
+
+    create_media_table(db, unique_name, 12, tenants=4)
+    policy = remote_policy(unique_name, notify=NOTIFY)
+    done, _ = request(db, policy, value="0")
+    assert erase_remotely(db, policy, done, sandbox).state is ErasureState.DONE
+    failed, _ = request(db, policy, value="1")
+    blocked, _ = request(db, policy, value="2")
+    open_ = {request(db, policy, value="3")[0]["erasure_id"]}
+    open_.add(request(db, policy, scope="key", value="4", reason="x")[0]["erasure_id"])
+    db.execute(
+        "UPDATE retention.erasures SET state = CASE erasure_id WHEN %s THEN 'failed' "
+        "ELSE 'blocked_by_hold' END, finished_at = now() WHERE erasure_id IN (%s, %s)",
+        (failed["erasure_id"], failed["erasure_id"], blocked["erasure_id"]),
+    )
+    db.execute(  # unfinished for ages: still never purged
+        "UPDATE retention.erasures SET requested_at = now() - interval '20 years', "
+        "state = CASE WHEN scope = 'key' THEN 'running' ELSE state END "
+        "WHERE erasure_id = ANY(%s)",
+        (list(open_),),
+    )
+    now = dt.datetime.now(dt.UTC)
+    early = purge_audit(db, policy.name, 30, now=now + dt.timedelta(days=29))
+    assert (early["erasures"], erasures_of(db, policy.name)) == (0, 5)
+    purged = purge_audit(db, policy.name, 30, now=now + dt.timedelta(days=31))
+    assert (purged["erasures"], purged["erasure_receipts"]) == (3, 1)
+    left = db.execute("SELECT erasure_id FROM retention.erasures WHERE policy = %s", (policy.name,))
+    assert {row["erasure_id"] for row in left} == open_
+    assert receipts(db, policy.name) == 0
+    # a policy removed from the file: its finished erasures go too, by any DAG's purge
+    gone = f"{unique_name}_removed"
+    db.execute(
+        "INSERT INTO retention.erasures (request_key, policy, scope, value, reason, "
+        "requested_by, state, finished_at) VALUES (%s, %s, 'tenant', '1', 'r', 't', 'done', "
+        "now() - interval '500 days')",
+        (f"{gone}-done", gone),
+    )
+    removed = purge_removed_policies(db, {policy.name}, audit_days=400, now=now)
+    assert removed[gone]["erasures"] == 1
+    assert erasures_of(db, gone) == 0
 
 
 def test_the_same_request_twice_is_one_erasure(db, unique_name):

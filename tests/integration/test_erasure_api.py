@@ -166,3 +166,47 @@ def test_a_request_key_reused_for_another_request_is_a_conflict(db, api) -> None
     assert "differs in value" in other.json()["detail"]
     assert erasures_of(db, api["policy"]) == 1
     assert api["triggered"] == [f"erasure {first.json()['erasure_id']}"]
+
+
+def test_an_erasure_read_through_the_api_says_how_many_passes_it_took(db, api) -> None:
+    body = {"policy": api["policy"], "key": "3", "reason": "ticket 80"}
+    made = requests.post(f"{api['url']}/erasures", json=body, timeout=10)
+    assert made.status_code == 201, made.text
+    assert made.json()["passes"] == 0
+    db.execute(
+        "UPDATE retention.erasures SET passes = passes + 2 WHERE erasure_id = %s",
+        (made.json()["erasure_id"],),
+    )  # two passes of the erasure DAG, as erasure_start.sql counts them
+    shown = requests.get(f"{api['url']}/erasures/{made.json()['erasure_id']}", timeout=10)
+    assert shown.json()["passes"] == 2
+
+
+def test_a_request_key_cannot_take_the_key_an_urgent_hint_will_use(db, api) -> None:
+    """An urgent hint keys its erasures hint:<webhook-id>:<object>; a caller who took such a
+    key first would have the hint answered with the caller's erasure, or refused."""
+    squatted = {
+        "policy": api["policy"],
+        "object": "obj-1",
+        "reason": "not the hint's reason",
+        "request_key": "hint:msg_squatted:obj-1",
+    }
+    taken = requests.post(f"{api['url']}/erasures", json=squatted, timeout=10)
+    assert taken.status_code == 422, taken.text
+    assert "starts with 'hint:', which only urgent hints' keys do" in taken.json()["detail"]
+    assert erasures_of(db, api["policy"]) == 0
+    hint = {
+        "policy": api["policy"],
+        "priority": "urgent",
+        "reason": "data subject request 6",
+        "objects": [{"key": "obj-1"}],
+    }
+    answer = post_hint(api, hint, msg_id="msg_squatted")
+    assert answer.status_code == 202, answer.text
+    (erasure_id,) = answer.json()["erasures"]
+    row = db.execute(
+        "SELECT request_key, reason FROM retention.erasures WHERE erasure_id = %s", (erasure_id,)
+    ).fetchone()
+    assert (row["request_key"], row["reason"]) == (
+        "hint:msg_squatted:obj-1",
+        "data subject request 6",
+    )

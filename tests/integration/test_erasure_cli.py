@@ -138,3 +138,27 @@ def test_erase_reads_the_scope_through_its_columns_type(
     assert wrong.returncode == 2
     assert "is not a value of" in wrong.stderr
     assert erasures_of(db, unique_name) == 1
+
+
+def test_explain_and_the_listing_show_how_many_passes_an_erasure_took(
+    db: Connection, unique_name: str, test_dsn: str, env: dict[str, str]
+) -> None:
+    from retention.erasures.process import process_erasure
+    from tests.support.policies import make_policy
+
+    create_table(db, unique_name, [(i, 7, old()) for i in range(1, 4)])
+    asked = erase(test_dsn, env, unique_name, "--tenant", "7", "--reason", "t 1")
+    assert asked.returncode == 0, asked.stderr
+    erasure_id = asked.stdout.strip().splitlines()[-1]
+    before = cli("--dsn", test_dsn, "explain", "--erasure", erasure_id, env=env)
+    assert "  passes: 0\n" in before.stdout
+    process_erasure(db, make_policy(unique_name), int(erasure_id))
+    shown = cli("--dsn", test_dsn, "explain", "--erasure", erasure_id, env=env)
+    assert shown.returncode == 0, shown.stderr
+    assert "state: done" in shown.stdout
+    assert "  passes: 1\n" in shown.stdout
+    as_json = cli("--dsn", test_dsn, "explain", "--erasure", erasure_id, "--json", env=env)
+    assert json.loads(as_json.stdout)["passes"] == 1
+    listed = cli("--dsn", test_dsn, "erasures", "--policy", unique_name, env=env)
+    assert listed.stdout.startswith(f"{erasure_id}  {unique_name}  tenant=7  done")
+    assert "  passes: 1" in listed.stdout.splitlines()[0]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -541,3 +542,50 @@ def test_a_hold_value_is_read_through_its_columns_type(
     assert no_objects.returncode == 2
     assert "has no remote section" in no_objects.stderr
     assert holds_count(db) == before
+
+
+def test_an_every_policy_hold_names_the_database_and_policies_of_each_id(
+    db: Connection, unique_name: str, tmp_path: Path
+) -> None:
+    """An every-policy hold gets one id per policy database: the output says which id is in
+    which database, and for which policies, and still ends with an id."""
+    others = [f"{unique_name}_b", f"{unique_name}_c"]
+    policies = tmp_path / "policies.yaml"
+    policies.write_text(
+        yaml.safe_dump(
+            {
+                "policies": {
+                    unique_name: policy_fields(unique_name),
+                    **{
+                        name: policy_fields(name, postgres_conn_id="retention_test_b")
+                        for name in others
+                    },
+                }
+            }
+        )
+    )
+    env = {
+        **os.environ,
+        "RETENTION_POLICIES": str(policies),
+        "AIRFLOW_CONN_RETENTION_TEST_B": os.environ["AIRFLOW_CONN_RETENTION_TEST"],
+    }
+    value = f"{unique_name}-o"
+    placed = cli("holds", "place", "--object", value, "--reason", "case 5", env=env)
+    assert placed.returncode == 0, placed.stderr
+    lines = placed.stdout.strip().splitlines()
+    ids = {
+        int(row["hold_id"])
+        for row in db.execute("SELECT hold_id FROM retention.holds WHERE value = %s", (value,))
+    }
+    assert len(ids) == 2
+    named = {
+        int(found[1]): (found[2], found[3])
+        for line in lines
+        if (found := re.match(r"placed hold (\d+) .* in connection (\S+) \((.*)\), by ", line))
+    }
+    assert sorted(named) == sorted(ids)
+    assert sorted(named.values()) == [
+        ("retention_test", f"policy {unique_name}"),
+        ("retention_test_b", f"policies {', '.join(others)}"),
+    ]
+    assert int(lines[-1]) in ids, "the last line is still an id"

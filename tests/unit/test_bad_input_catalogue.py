@@ -196,6 +196,8 @@ ERASURE_ASKS: dict[str, dict[str, Any]] = {
     },
     "`erase --key seven`": {"scope": "key", "value": "seven"},
     "`erase --object obj-1` on a policy without `remote:`": {"scope": "object", "value": "obj-1"},
+    "`erase --request-key hint:msg_1:obj-1` (a request key starting with `hint:`; the same as "
+    "`request_key` of `POST /retention/erasures`)": {"request_key": "hint:msg_1:obj-1"},
 }
 
 

@@ -32,7 +32,8 @@
 - ``GET /retention/erasures/{id}``: one erasure (state, deadline, counts, holds),
   for users who may read the policy's DAG (404 otherwise, as for operations).
 - A hint with ``"priority": "urgent"`` and a ``reason`` records one erasure per
-  object (request key ``hint:<webhook-id>:<object>``) and answers 202 with their ids.
+  object (request key ``hint:<webhook-id>:<object>``, a prefix no other request key may
+  take: 422) and answers 202 with their ids.
 
 The Retention view's pages (``/retention/ui/``) are added to this app by
 :func:`retention.ui.app.create_app`: the view builds on this layer, never the reverse.
@@ -44,6 +45,7 @@ import datetime as dt
 import logging
 import os
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from fastapi import Depends, FastAPI, HTTPException, Request
@@ -62,6 +64,7 @@ from retention.erasures.request import (
     ErasureRequest,
     Scope,
     get_erasure,
+    hint_request_key,
     request_erasure,
     validate,
 )
@@ -369,10 +372,11 @@ def _apply_urgent(hint: hints.Hint) -> dict[str, Any]:
                     value=object_id,
                     reason=hint.reason,
                     requested_by=f"hint:{hint.webhook_id}",
-                    request_key=f"hint:{hint.webhook_id}:{object_id}",
                 )
             except ErasureRejected as refused:
                 raise hints.HintRejected(422, str(refused)) from refused
+            # the hints' own part of the key space, which validate() refuses to anyone else
+            asked = replace(asked, request_key=hint_request_key(hint.webhook_id, object_id))
             try:
                 erasure, created = request_erasure(conn, asked)
             except ErasureKeyConflict as conflict:  # the webhook id again, another reason

@@ -540,7 +540,8 @@ def work_erasures_step(policies: list[Policy], budget_seconds: float) -> dict[st
     an error that may pass is recorded and retried by the next pass, any other fails
     that erasure), and the late alerts are always told. One policy's database that
     does not answer does not stop the others': its erasures stay open for the next
-    pass. Either way the task fails at the end, naming them.
+    pass. Either way the task fails at the end, naming them. Each database's pending
+    migrations are applied first, as a policy DAG's ``migrate_schema`` does.
     """
     outcomes: list[dict[str, Any]] = []
     failures: list[str] = []
@@ -559,6 +560,10 @@ def work_erasures_step(policies: list[Policy], budget_seconds: float) -> dict[st
             with postgres(conn_id) as conn, graceful_stop(conn):
                 if "retention.erasures" not in _existing_tables(conn):
                     continue  # no policy of this database has migrated to erasures yet
+                # what its policies' migrate_schema does first: a pass never works against
+                # an older schema (a deploy's new migration that no policy run applied yet);
+                # an up-to-date schema is only read
+                migrate(conn)
                 for erasure in reversed(list_erasures(conn, open_only=True, limit=1000)):
                     policy = named.get(erasure["policy"])
                     if policy is None:

@@ -22,6 +22,14 @@ rest of the scope goes, and once nothing is queued, an erasure whose every row l
 is held ends ``blocked_by_hold``, naming what keeps them (the holds on those rows,
 whatever they match, the ``hold_column``, the remote side). A final state writes
 the receipt (``erasure_finish.sql``).
+
+Its counts are kept as the deletions commit, never only in the pass's memory: each
+batch of the row deleter adds its rows by table to the erasure in its own transaction
+(``erasure_tally.sql``), and each finish of remote deletions adds the rows and child
+rows it deleted to every open erasure whose scope holds them
+(``erasure_tally_operations.sql``, whichever worker finishes them). A pass that fails
+part-way, retried by the next, so reports everything the erasure deleted; ``passes``
+counts the passes it took.
 """
 
 from __future__ import annotations
@@ -33,11 +41,13 @@ import time
 from collections.abc import Callable
 from contextlib import closing
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import psycopg
 from psycopg import sql
 from psycopg.pq import TransactionStatus
+from psycopg.types.json import Jsonb
 
 from retention.db.connection import Connection, bounded
 from retention.db.gate import Gate, PauseSwitch
@@ -89,6 +99,7 @@ class ErasureOutcome:
     rows_left: int = 0
     error: str | None = None
     event_id: str | None = None
+    passes: int | None = None  # None: recorded before passes were counted
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -100,6 +111,7 @@ class ErasureOutcome:
             "rows_left": self.rows_left,
             "error": self.error,
             "event_id": self.event_id,
+            "passes": self.passes,
         }
 
 
@@ -209,7 +221,6 @@ def process_erasure(
         return _outcome(erasure)
     conn.execute(query("erasure_start"), {"erasure_id": erasure_id})
     scope, value = Scope(erasure["scope"]), erasure["value"]
-    rows_deleted = dict(erasure["rows_deleted"] or {})
     objects: list[str] = []
     unfinished = dead = 0
     gate = Gate(
@@ -223,13 +234,11 @@ def process_erasure(
             policy.health,
             switch=switch,
             policy=policy,  # its listed children go with each row, as in a routine window
+            tally=partial(_tally_batch, erasure_id),  # each batch counted as it commits
         )
         window = scope_window(policy, erasure)
         result = WindowResult(window_key=window.window_key, label=window.label)
         deleter.delete(conn, window, policy.batch_rows, result, gate)
-        by_table = result.rows_by_table or {policy.table: result.rows_deleted}
-        for table, deleted in {policy.table: 0, **by_table}.items():
-            rows_deleted[table] = rows_deleted.get(table, 0) + deleted
     else:
         assert open_kind is not None, "a remote policy's erasure needs its transport"
         target = TargetTable.of(policy.table_spec, policy.remote)
@@ -254,7 +263,6 @@ def process_erasure(
         ledger = _work_urgent(conn, policy, open_kind, scope, params, gate, budget)
         objects = list(ledger["objects"])
         unfinished, dead = int(ledger["unfinished"]), int(ledger["dead"])
-        rows_deleted[policy.table] = int(ledger["done"])
     by_column = _held_by_column(policy)
     with bounded(conn, policy.timeouts, timezone=policy.timestamp_timezone):
         left = conn.execute(
@@ -276,7 +284,7 @@ def process_erasure(
         {
             "erasure_id": erasure_id,
             "state": state.value,
-            "rows_deleted": json.dumps(rows_deleted),
+            "zero_tables": json.dumps(zero_tables(policy)),
             "objects": json.dumps(objects),
             "blocking_holds": json.dumps(holds),
             "error": error,
@@ -288,18 +296,33 @@ def process_erasure(
     if row is not None:
         outcome.event_id = row["event_id"]
     log.info(
-        "policy %s: erasure %d (%s %s): %s; rows deleted %s, %d object(s), %d row(s) left%s",
+        "policy %s: erasure %d (%s %s): %s after %s pass(es); rows deleted %s, %d object(s), "
+        "%d row(s) left%s",
         policy.name,
         erasure_id,
         scope.value,
         value,
         outcome.state.value,
-        rows_deleted,
+        outcome.passes if outcome.passes is not None else "uncounted",
+        outcome.rows_deleted,
         len(objects),
         rows_left,
         f", held by {[h['id'] for h in holds]}" if holds else "",
     )
     return outcome
+
+
+def zero_tables(policy: Policy) -> dict[str, int]:
+    """Every table an erasure of ``policy`` deletes from, each at 0: the policy's table, then
+    each listed child's (as a run summary's ``rows_deleted_by_table`` names them), so a
+    receipt names a table it deleted nothing from rather than leaving it out."""
+    return {policy.table: 0, **{child.table: 0 for _, child in policy.child_tables()}}
+
+
+def _tally_batch(erasure_id: int, conn: Connection, by_table: dict[str, int]) -> None:
+    """Add one committed batch of the row deleter to the erasure's counts, inside the
+    batch's own transaction (``erasure_tally.sql``)."""
+    conn.execute(query("erasure_tally"), {"erasure_id": erasure_id, "by_table": Jsonb(by_table)})
 
 
 def _work_urgent(
@@ -373,6 +396,7 @@ def _outcome(row: dict[str, Any]) -> ErasureOutcome:
         objects=list(row["objects"] or []),
         blocking_holds=list(row["blocking_holds"] or []),
         error=row["error"],
+        passes=row.get("passes"),
     )
 
 
@@ -408,7 +432,7 @@ def record_failed_pass(
         {
             "erasure_id": erasure_id,
             "state": ErasureState.FAILED.value,
-            "rows_deleted": json.dumps(erasure["rows_deleted"] or {}),
+            "zero_tables": json.dumps(zero_tables(policy)),
             "objects": json.dumps(erasure["objects"] or []),
             "blocking_holds": json.dumps(erasure["blocking_holds"] or []),
             "error": f"{error}; not retried: fix the cause, then request the erasure again",

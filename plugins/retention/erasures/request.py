@@ -4,6 +4,14 @@ Every entry point (the CLI, the plugin's JSON API, a signed hint) goes through
 :func:`request_erasure`. Bad input fails once, with the fix, and writes nothing;
 the same request twice (the same request key) answers with the erasure it made
 the first time.
+
+Request keys share one unique column, so each entry point keeps to its own part of it:
+an urgent hint's keys are ``hint:<webhook-id>:<object>`` (:func:`hint_request_key`),
+and a key a person or a client gives may not start with ``hint:``. Otherwise an API
+caller could take the key a hint will use (the hint would then be answered with that
+caller's erasure, or refused as a conflict) or read another policy's erasure through
+the conflict's message. The CLI and the API share their part on purpose: a request
+retried through the other door is the same request.
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ from retention.holds.store import HoldError, scope_value
 from retention.policy.model import Policy
 
 DEFAULT_DEADLINE = dt.timedelta(days=30)  # GDPR allows one month
+HINT_KEY_PREFIX = "hint:"  # the request keys of urgent hints, and theirs only
 # The DAG that works open erasures (dags/retention_erasures.py). The dash keeps it out of
 # the policies' DAG ids, retention__<name>, whose names are letters, digits and underscores.
 ERASURE_DAG_ID = "retention__erasure-requests"
@@ -128,6 +137,12 @@ def validate(
                 f"erase: the key {text!r} is not an integer; policy {policy!r} keys rows by "
                 f"the integer column {chosen.key_column!r}. Nothing was written."
             ) from bad
+    if request_key and request_key.startswith(HINT_KEY_PREFIX):
+        raise ErasureRejected(
+            f"erase: the request key {request_key!r} starts with {HINT_KEY_PREFIX!r}, which "
+            "only urgent hints' keys do (hint:<webhook-id>:<object>); give a key without "
+            "that prefix. Nothing was written."
+        )
     if deadline is not None:
         if deadline.tzinfo is None:
             raise ErasureRejected(
@@ -149,6 +164,13 @@ def validate(
         deadline=deadline,
         request_key=request_key or "",
     )
+
+
+def hint_request_key(webhook_id: str, object_id: str) -> str:
+    """The request key of an urgent hint's erasure of one object: a redelivered hint (the
+    same ``webhook-id``) is the same erasures. :func:`validate` refuses such a key from
+    anyone else."""
+    return f"{HINT_KEY_PREFIX}{webhook_id}:{object_id}"
 
 
 def request_erasure(conn: Connection, request: ErasureRequest) -> tuple[dict[str, Any], bool]:

@@ -5,7 +5,9 @@ purged once it was confirmed more than ``audit_days`` ago, never before; the
 window ledger and run summaries go once planned more than ``audit_days`` ago.
 Live work (pending, in-flight, held and dead operations) is never purged, nor the
 discard record that explains a dead operation, nor an active legal hold; a lifted
-hold is evidence and goes ``audit_days`` after it was lifted. Each batch
+hold is evidence and goes ``audit_days`` after it was lifted. So does a finished
+erasure (done, blocked_by_hold or failed), with its receipt, ``audit_days`` after it
+finished; an unfinished one (requested, running) is never purged. Each batch
 is one short transaction, so purging never holds locks for long.
 """
 
@@ -36,7 +38,8 @@ def purge_audit(
     horizon = (now or dt.datetime.now(dt.UTC)) - dt.timedelta(days=audit_days)
     params = {"policy": policy, "horizon": horizon, "batch_rows": batch_rows}
     purged: Counter[str] = Counter()
-    for name in ("purge_operations", "purge_windows"):
+    # finished erasures only, with their receipts; an unfinished one is never purged
+    for name in ("purge_operations", "purge_windows", "purge_erasures"):
         for _ in range(max_batches):
             row = conn.execute(query(name), params).fetchone()
             assert row is not None

@@ -31,6 +31,7 @@ import datetime as dt
 import logging
 import time
 from collections.abc import Iterable
+from typing import Any
 
 import psycopg
 from psycopg import sql
@@ -320,6 +321,7 @@ class AtomicFinish:
             for row in rows:
                 for table, count in row["child_tables"].items():
                     by_table[table] = by_table.get(table, 0) + int(count)
+            self._count_toward_erasures(conn, attempts, rows)
             elapsed_ms = (time.perf_counter() - began) * 1000
             if scope is not None and rows_deleted:
                 conn.execute(
@@ -341,6 +343,41 @@ class AtomicFinish:
             rows_deleted=rows_deleted,
             transactions=[(deleted, elapsed_ms)] if rows_deleted else [],
             rows_by_table=by_table,
+        )
+
+    def _count_toward_erasures(
+        self, conn: Connection, attempts: list[Attempt], rows: list[dict[str, Any]]
+    ) -> None:
+        """Add what this batch deleted (each operation's row and its listed children, by
+        table) to the open erasures whose scope holds the row (``erasure_tally_operations.sql``),
+        in the finish's transaction: an erasure's receipt counts every table it deleted
+        from, whichever worker deleted it, and keeps what a pass committed before it failed.
+        A batch that deleted nothing, or of a policy with no open erasure, writes nothing."""
+        jobs = {a.job.key: a.job for a in attempts}
+        counted: list[tuple[Any, str, int]] = []  # (operation, table, rows), rows > 0
+        for row in rows:
+            job = jobs.get(row["op_key"])
+            tables = {self.policy.table: int(row["rows_deleted"])}
+            for table, count in row["child_tables"].items():
+                tables[table] = tables.get(table, 0) + int(count)
+            if job is not None:
+                counted += [(job, table, n) for table, n in tables.items() if n]
+        if not counted:
+            return
+        probe = conn.execute(query("erasure_open_of_policy"), {"policy": self.policy.name})
+        if not (found := probe.fetchone()) or not found["open"]:
+            return  # no erasure to count toward: the usual case, one cheap probe
+        conn.execute(
+            query("erasure_tally_operations"),
+            {
+                "policy": self.policy.name,
+                "row_keys": [str(job.row_key) for job, _, _ in counted],
+                "tenants": [job.tenant for job, _, _ in counted],
+                "object_ids": [job.object_id for job, _, _ in counted],
+                "table_names": [table for _, table, _ in counted],
+                "rows": [n for _, _, n in counted],
+            },
+            prepare=True,
         )
 
     def _held_rows(self, conn: Connection, left_alone: list[str]) -> dict[str, Finish]:

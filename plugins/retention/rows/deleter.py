@@ -49,6 +49,12 @@ SMOOTHING = 0.3  # weight of the newest batch in the moving average of ms per ro
 MAX_TIMEOUTS_AT_ONE_ROW = 5
 MAX_SKIPPED_ROWS = 20  # more locked rows than this: a bulk lock, not a stray one; stop
 
+# Counts one batch inside the batch's own transaction: the rows it deleted by table (the
+# policy's table and each listed child). The default is the window ledger
+# (window_batch_done.sql); an erasure's pass, whose window names no row of
+# retention.windows, counts toward the erasure instead.
+BatchTally = Callable[[Connection, dict[str, int]], None]
+
 
 class WindowDeleteError(RuntimeError):
     """A window could not be emptied (a row stayed locked or too slow to delete)."""
@@ -121,6 +127,8 @@ class RowDeleter(WindowDeleter):
     # The policy, for its listed children: resolved against the catalog when a window
     # starts (never when the DAG is parsed), and deleted with their parents in each batch.
     policy: Policy | None = None
+    # Where each batch is counted, in its own transaction (None: the window ledger).
+    tally: BatchTally | None = None
 
     def gate_for(self, window: Window) -> Gate:
         health, switch = self.health, self.switch
@@ -226,8 +234,9 @@ class RowDeleter(WindowDeleter):
         with_children: bool,
     ) -> tuple[dict[str, Any], dict[str, int]] | None:
         """One batch in one bounded transaction: its key range, the children of its rows
-        (deepest first), its rows, and the window ledger's tally; None once the window has
-        no key left. Returns the range's bound and the rows deleted by table."""
+        (deepest first), its rows, and its tally (the window ledger's, or ``tally``'s); None
+        once the window has no key left. Returns the range's bound and the rows deleted by
+        table."""
         with bounded(
             conn,
             self.timeouts,
@@ -246,15 +255,18 @@ class RowDeleter(WindowDeleter):
             else:
                 deleted = conn.execute(statements.delete, in_range).rowcount
                 by_table = {str(self.table): deleted}
-            conn.execute(
-                query("window_batch_done"),
-                {
-                    "window_key": window.window_key,
-                    "deleted": deleted,
-                    "batch_ms": (time.perf_counter() - began) * 1000,
-                    "by_table": Jsonb(by_table if with_children else {}),
-                },
-            )
+            if self.tally is not None:
+                self.tally(conn, by_table)
+            else:
+                conn.execute(
+                    query("window_batch_done"),
+                    {
+                        "window_key": window.window_key,
+                        "deleted": deleted,
+                        "batch_ms": (time.perf_counter() - began) * 1000,
+                        "by_table": Jsonb(by_table if with_children else {}),
+                    },
+                )
         return bound, by_table
 
     def _children(self, conn: Connection) -> list[ChildLink]:
