@@ -238,8 +238,9 @@ operation (backlog) unless they are older than `max_lag_hours`. With a `notify:`
 section, `deliver_events` sends the signed `retention.deleted` events that the
 deletions wrote to the outbox.
 
-`purge_audit` deletes this policy's ledger, attempt, window and event rows once
-they are older than `audit_days` (default 400), in bounded batches.
+`purge_audit` deletes this policy's ledger, attempt, window and event rows, its lifted
+legal holds and its finished erasures (with their receipts) once they are older than
+`audit_days` (default 400), in bounded batches; active holds and open erasures stay.
 
 **Backfills.** In the Airflow UI: **Trigger**, then **Backfill**, a **Date Range**, and
 **Run Backfill** (or `airflow backfill create --dag-id <this DAG> --from-date … --to-date …`).
