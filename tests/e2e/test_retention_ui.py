@@ -196,9 +196,16 @@ def seed_erasures(db: Connection) -> tuple[int, int]:
     ):
         row = db.execute(
             "INSERT INTO retention.erasures (request_key, policy, scope, value, reason, "
-            "requested_by, deadline, state, rows_deleted) VALUES (%s, %s, 'tenant', '7', "
-            "'ticket 4', 'test', now() + %s::interval, %s, %s) RETURNING erasure_id",
-            (f"{key}-{ORDERS_POLICY}", ORDERS_POLICY, deadline, state, '{"public.orders": 3}'),
+            "requested_by, deadline, state, rows_deleted, passes) VALUES (%s, %s, 'tenant', "
+            "'7', 'ticket 4', 'test', now() + %s::interval, %s, %s, %s) RETURNING erasure_id",
+            (
+                f"{key}-{ORDERS_POLICY}",
+                ORDERS_POLICY,
+                deadline,
+                state,
+                '{"public.orders": 3}',
+                2 if state == "done" else None,
+            ),
         ).fetchone()
         ids.append(row["erasure_id"])
     return ids[0], ids[1]
@@ -215,6 +222,9 @@ def check_erasures(view: Any, done: int, late: int) -> None:
     assert done_row.locator("[data-figure=erasure_state]").inner_text() == "done"
     assert done_row.locator("[data-figure=erasure_late]").count() == 0
     assert "3 rows" in done_row.inner_text()
+    assert done_row.locator("[data-figure=erasure_passes]").inner_text() == "2"
+    # recorded before passes were counted: said so, not shown as a false 0
+    assert late_row.locator("[data-figure=erasure_passes]").inner_text() == "not counted"
 
 
 def check_orders_card(view: Any, admin: Any, run_id: str) -> None:
