@@ -3,7 +3,9 @@
 -- Calls left: the scope's ceiling and effective rate become the pace that spends them
 -- by the reset (remaining ÷ seconds, never above the configured rate; see
 -- retention.limiter_ceiling, migration 0022), until the reset; the bucket holds no more
--- tokens than calls are left. None left: the scope closes for %(close_seconds)s (the
+-- tokens than calls are left. Within recovery_seconds of a 429 that halved the rate,
+-- the headers only lower it: the rate climbs back to their pace as after any 429 (an
+-- API can enforce a limit its headers do not describe). None left: the scope closes for %(close_seconds)s (the
 -- reset, capped as a Retry-After is), its rate unchanged, as limiter_pause closes it.
 -- Locks the scope's row of retention.rate_limiters for one statement; returns the
 -- effective rate and the seconds until the reset.
@@ -21,7 +23,13 @@ SET learned_rate = coalesce(heard.pace, r.learned_rate),
     rate_ceiling = CASE WHEN heard.pace IS NULL THEN r.rate_ceiling
         ELSE retention.limiter_ceiling(coalesce(r.configured_rate, r.rate_ceiling), r.auto_rate,
                                        heard.pace, heard.resets, r.rate_ceiling) END,
-    effective_rate = CASE WHEN heard.pace IS NULL THEN r.effective_rate
+    effective_rate = CASE
+        WHEN heard.pace IS NULL THEN r.effective_rate
+        WHEN r.last_decrease_at > clock_timestamp() - make_interval(secs => r.recovery_seconds)
+        THEN least(r.effective_rate,
+                   retention.limiter_ceiling(coalesce(r.configured_rate, r.rate_ceiling),
+                                             r.auto_rate, heard.pace, heard.resets,
+                                             r.rate_ceiling))
         ELSE retention.limiter_ceiling(coalesce(r.configured_rate, r.rate_ceiling), r.auto_rate,
                                        heard.pace, heard.resets, r.rate_ceiling) END,
     tokens = CASE WHEN heard.pace IS NULL THEN 0 ELSE least(r.tokens, %(remaining)s::integer) END,

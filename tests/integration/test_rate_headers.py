@@ -16,12 +16,13 @@ import pytest
 
 from retention.evidence.reconcile import reconcile_run
 from retention.evidence.report import format_summary
+from retention.queue import limiter
 from retention.queue.limiter import TokenBucket
 from retention.queue.rate_headers import X_RATELIMIT, QuotaProblem, QuotaReading
 from retention.summary import RATE_LIMIT_HEADERS_IGNORED
 from retention.ui.queries import policy_figures
 from tests.integration.test_cli import cli
-from tests.integration.test_remote_limits import prepare, run_workers
+from tests.integration.test_remote_limits import FakeClock, prepare, run_workers
 from tests.support.policies import remote_policy
 from tests.support.remote import enqueue_all, work
 from tests.support.tables import create_media_table
@@ -182,3 +183,35 @@ def test_malformed_headers_are_ignored_and_the_summary_says_so_once(
     row = limiter_row(db, policy.remote.scope)
     assert (row["rate_ceiling"], row["learned_rate"]) == (200, None), "the configured rate"
     assert sandbox.state.stats()["throttled"] == 0
+
+
+def test_after_a_429_the_headers_only_lower_the_rate_until_it_has_recovered(
+    db, unique_name
+) -> None:
+    scope = bucket(db, unique_name, rate_per_second=50)
+    halved = scope.throttle(0.01)  # an API may enforce a limit its headers do not say
+    scope.follow(reading(400, 10))  # a pace of 40/s: above the halved rate
+    row = limiter_row(db, scope.scope)
+    assert row["rate_ceiling"] == pytest.approx(40)
+    assert row["effective_rate"] == pytest.approx(halved), "it climbs back, as after a 429"
+    scope.follow(reading(10, 10))
+    assert limiter_row(db, scope.scope)["effective_rate"] == pytest.approx(1), "but it lowers"
+
+
+def test_a_worker_writes_the_pace_when_it_changes_or_once_a_second_not_per_call(
+    db, unique_name
+) -> None:
+    scope = bucket(db, unique_name, rate_per_second=50)
+    clock = FakeClock()
+    scope.clock = clock
+    for remaining in range(100, 96, -1):  # answers a few ms apart: 10/s to 9.7/s, within 5%
+        scope.follow(reading(remaining, 10))
+        clock.now += 0.005
+    assert scope.paces_followed == 1
+    scope.follow(reading(80, 10))  # 8/s: 20% slower
+    assert scope.paces_followed == 2
+    clock.now += limiter.FOLLOW_REFRESH_SECONDS
+    scope.follow(reading(80, 10))
+    assert scope.paces_followed == 3, "once a second all the same: the reset moment moves on"
+    scope.follow(reading(0, 10))
+    assert scope.paces_followed == 4, "nothing left always closes the scope"
