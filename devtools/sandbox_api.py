@@ -3,7 +3,17 @@
 ``DELETE <any path>`` deletes the object named by the path, with:
 
 - a token-bucket rate limit (``rate`` per second, ``burst``) answering 429 with
-  ``Retry-After`` (whole seconds, at least 1);
+  ``Retry-After`` (whole seconds, at least 1); or, with ``window_seconds``, a
+  fixed-window limit of ``rate × window_seconds`` calls per window (429 with
+  ``Retry-After`` until the window ends);
+- rate-limit headers on every answer, computed from that real bucket or window
+  (``headers``): ``"ietf"`` (``RateLimit-Policy`` and ``RateLimit``),
+  ``"ratelimit"`` (``RateLimit-Limit``/``-Remaining``/``-Reset``), ``"x-ratelimit"``
+  (``X-RateLimit-*``, reset in seconds) or ``"x-ratelimit-epoch"`` (reset as an epoch
+  timestamp). The limit is the window's calls (the bucket's burst), what remains is
+  what is left of it, and the reset is when the window ends (when the bucket is full
+  again), in whole seconds rounded up: never announced before it happens.
+  ``extra_headers`` are added to every answer as given (malformed ones, for tests);
 - idempotency keys (header ``Idempotency-Key``): a repeat returns the first
   result and is counted as a repeat, never as a second effect;
 - faults: ``drop_after_apply`` (object ids whose first delete is applied and
@@ -54,7 +64,11 @@ DEFAULTS: dict[str, Any] = {
     "not_found_all": False,
     "derivatives": ["thumbnails", "transcodes"],
     "not_found_derivatives": [],
+    "window_seconds": None,
+    "headers": None,
+    "extra_headers": {},
 }
+HEADER_FAMILIES = ("ietf", "ratelimit", "x-ratelimit", "x-ratelimit-epoch")
 
 
 class SandboxState:
@@ -69,6 +83,10 @@ class SandboxState:
             self.config = {**DEFAULTS, **config}
             self.tokens = float(self.config["burst"] or self.config["rate"])
             self.refilled = time.monotonic()
+            self.window_start = self.refilled
+            self.window_end = self.refilled
+            self.window_used = 0
+            self._check_headers()
             self.by_key: dict[str, tuple[int, str]] = {}
             self.deleted: set[str] = set()
             self.effects: dict[str, int] = {}
@@ -86,9 +104,16 @@ class SandboxState:
             if "storm_seconds" in config:
                 self.storm_until = time.time() + float(config.pop("storm_seconds"))
             self.config.update(config)
+            self._check_headers()
+
+    def _check_headers(self) -> None:
+        if self.config["headers"] not in (None, *HEADER_FAMILIES):
+            raise ValueError(f"headers must be one of {HEADER_FAMILIES} or None")
 
     def take_token(self) -> float:
-        """0 when admitted, else seconds until the next token."""
+        """0 when admitted, else seconds until the next token (or window)."""
+        if self.config["window_seconds"]:
+            return self._take_in_window(time.monotonic())
         rate = float(self.config["rate"])
         burst = float(self.config["burst"] or rate)
         now = time.monotonic()
@@ -98,6 +123,64 @@ class SandboxState:
             self.tokens -= 1
             return 0.0
         return (1 - self.tokens) / rate
+
+    def window_quota(self) -> int:
+        """Calls a fixed window admits: ``rate × window_seconds`` (at least one)."""
+        return max(1, round(float(self.config["rate"]) * float(self.config["window_seconds"])))
+
+    def _take_in_window(self, now: float) -> float:
+        width = float(self.config["window_seconds"])
+        if now >= self.window_end:  # a new window, aligned to the first one
+            passed = math.floor((now - self.window_start) / width)
+            self.window_start += passed * width
+            self.window_end = self.window_start + width
+            self.window_used = 0
+        if self.window_used < self.window_quota():
+            self.window_used += 1
+            return 0.0
+        return self.window_end - now
+
+    def limit_headers(self) -> dict[str, str]:
+        """The configured family's headers, from the limiter's state now (under the lock)."""
+        family = self.config["headers"]
+        if family is None:
+            return dict(self.config["extra_headers"])
+        now = time.monotonic()
+        if self.config["window_seconds"]:
+            window = float(self.config["window_seconds"])
+            if now >= self.window_end:  # the window ended since the last call: all is left
+                limit, remaining, reset = self.window_quota(), self.window_quota(), 0.0
+            else:
+                limit = self.window_quota()
+                remaining, reset = limit - self.window_used, self.window_end - now
+        else:
+            rate = float(self.config["rate"])
+            limit = int(float(self.config["burst"] or rate))
+            tokens = min(limit, self.tokens + (now - self.refilled) * rate)
+            remaining, reset, window = math.floor(tokens), (limit - tokens) / rate, limit / rate
+        seconds = math.ceil(reset)
+        headers = {
+            "ietf": {
+                "RateLimit-Policy": f'"default";q={limit};w={math.ceil(window)}',
+                "RateLimit": f'"default";r={remaining};t={seconds}',
+            },
+            "ratelimit": {
+                "RateLimit-Limit": str(limit),
+                "RateLimit-Remaining": str(remaining),
+                "RateLimit-Reset": str(seconds),
+            },
+            "x-ratelimit": {
+                "X-RateLimit-Limit": str(limit),
+                "X-RateLimit-Remaining": str(remaining),
+                "X-RateLimit-Reset": str(seconds),
+            },
+            "x-ratelimit-epoch": {
+                "X-RateLimit-Limit": str(limit),
+                "X-RateLimit-Remaining": str(remaining),
+                "X-RateLimit-Reset": str(math.ceil(time.time() + reset)),
+            },
+        }[family]
+        return {**headers, **self.config["extra_headers"]}
 
     def stats(self) -> dict[str, Any]:
         with self.lock:
@@ -186,58 +269,69 @@ class Handler(BaseHTTPRequestHandler):
     def _decide(
         self, object_id: str, key: str | None, path: str
     ) -> tuple[int, dict[str, str], bool]:
+        """The answer, with the rate-limit headers of the limiter's state once it is given."""
         state = self.server.state
         with state.lock:
-            record = {"t": time.time(), "object": object_id, "path": path, "key": key, "status": 0}
-            state.requests.append(record)
-            config = state.config
-            if config["deny_all"]:
-                record["status"] = 401
-                return 401, {}, False
-            wait = state.take_token()
-            if record["t"] < state.storm_until:
-                wait = max(wait, 0.001)  # answers Retry-After: 1 all through the storm
-            if wait:
-                state.throttled += 1
-                record["status"] = 429
-                return 429, {"Retry-After": str(max(1, math.ceil(wait)))}, False
-            if key and key in state.by_key:
-                state.repeats += 1
-                record["status"] = state.by_key[key][0]
-                return state.by_key[key][0], {"Idempotent-Replayed": "true"}, False
-            if object_id in config["hold"]:
-                record["status"] = 403
-                return 403, {}, False
-            if object_id in config["locked"]:
-                record["status"] = 423
-                return 423, {}, False
-            if object_id in config["reject"]:
-                record["status"] = 422
-                return 422, {}, False
-            resource = object_id.rpartition("/")[2] if "/" in object_id else None
-            if config["not_found_all"] or resource in config["not_found_derivatives"]:
-                record["status"] = 404
-                return 404, {}, False
-            if object_id in config["redirect"]:
-                record["status"] = 307
-                return 307, {"Location": config["redirect"][object_id]}, False
-            failures = int(config["fail_5xx"].get(object_id, 0))
-            if state.failures_given.get(object_id, 0) < failures:
-                state.failures_given[object_id] = state.failures_given.get(object_id, 0) + 1
-                record["status"] = 503
-                return 503, {}, False
-            status = 404 if object_id in state.deleted else 204
-            if status == 204:
-                state.deleted.add(object_id)
-                state.effects[object_id] = state.effects.get(object_id, 0) + 1
-            if key:
-                state.by_key[key] = (status, object_id)
-            record["status"] = status
-            drop = object_id in config["drop_after_apply"] and object_id not in state.dropped
-            if drop:
-                state.dropped.add(object_id)
-                record["status"] = -1
-            return status, {}, drop
+            status, headers, drop = self._answer(object_id, key, path)
+            if status != 401:  # refused before the limiter: it says nothing of the quota
+                headers = {**state.limit_headers(), **headers}
+        return status, headers, drop
+
+    def _answer(
+        self, object_id: str, key: str | None, path: str
+    ) -> tuple[int, dict[str, str], bool]:
+        """The answer (the caller holds the state's lock)."""
+        state = self.server.state
+        record = {"t": time.time(), "object": object_id, "path": path, "key": key, "status": 0}
+        state.requests.append(record)
+        config = state.config
+        if config["deny_all"]:
+            record["status"] = 401
+            return 401, {}, False
+        wait = state.take_token()
+        if record["t"] < state.storm_until:
+            wait = max(wait, 0.001)  # answers Retry-After: 1 all through the storm
+        if wait:
+            state.throttled += 1
+            record["status"] = 429
+            return 429, {"Retry-After": str(max(1, math.ceil(wait)))}, False
+        if key and key in state.by_key:
+            state.repeats += 1
+            record["status"] = state.by_key[key][0]
+            return state.by_key[key][0], {"Idempotent-Replayed": "true"}, False
+        if object_id in config["hold"]:
+            record["status"] = 403
+            return 403, {}, False
+        if object_id in config["locked"]:
+            record["status"] = 423
+            return 423, {}, False
+        if object_id in config["reject"]:
+            record["status"] = 422
+            return 422, {}, False
+        resource = object_id.rpartition("/")[2] if "/" in object_id else None
+        if config["not_found_all"] or resource in config["not_found_derivatives"]:
+            record["status"] = 404
+            return 404, {}, False
+        if object_id in config["redirect"]:
+            record["status"] = 307
+            return 307, {"Location": config["redirect"][object_id]}, False
+        failures = int(config["fail_5xx"].get(object_id, 0))
+        if state.failures_given.get(object_id, 0) < failures:
+            state.failures_given[object_id] = state.failures_given.get(object_id, 0) + 1
+            record["status"] = 503
+            return 503, {}, False
+        status = 404 if object_id in state.deleted else 204
+        if status == 204:
+            state.deleted.add(object_id)
+            state.effects[object_id] = state.effects.get(object_id, 0) + 1
+        if key:
+            state.by_key[key] = (status, object_id)
+        record["status"] = status
+        drop = object_id in config["drop_after_apply"] and object_id not in state.dropped
+        if drop:
+            state.dropped.add(object_id)
+            record["status"] = -1
+        return status, {}, drop
 
 
 class SandboxServer(ThreadingHTTPServer):
@@ -269,8 +363,16 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--rate", type=float, default=DEFAULTS["rate"])
     parser.add_argument("--burst", type=float, default=None)
+    parser.add_argument("--window-seconds", type=float, default=None)
+    parser.add_argument("--headers", choices=HEADER_FAMILIES, default=None)
     args = parser.parse_args()
-    server = SandboxServer(args.port, rate=args.rate, burst=args.burst)
+    server = SandboxServer(
+        args.port,
+        rate=args.rate,
+        burst=args.burst,
+        window_seconds=args.window_seconds,
+        headers=args.headers,
+    )
     print(f"sandbox deletion API on {server.url} (rate {args.rate}/s)", flush=True)
     server.serve_forever()
 

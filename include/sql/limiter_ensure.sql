@@ -1,14 +1,27 @@
--- Create a limiter scope, or update its configured ceiling and burst; the
--- effective (AIMD) rate never exceeds the new ceiling. Touches one row.
-INSERT INTO retention.rate_limiters (
-    scope, rate_ceiling, effective_rate, min_rate, burst, recovery_seconds, tokens
+-- Create a limiter scope, or update its configured rate and burst. The ceiling is
+-- retention.limiter_ceiling's (migration 0022): the configured rate, lowered to the
+-- pace of the API's rate-limit headers while their quota holds; %(rate)s is the
+-- starting ceiling (an auto scope's low start). The effective (AIMD) rate never
+-- exceeds the ceiling. Touches one row; returns the seconds until the headers'
+-- quota resets (NULL: no headers followed).
+INSERT INTO retention.rate_limiters AS r (
+    scope, rate_ceiling, effective_rate, min_rate, burst, recovery_seconds, tokens,
+    configured_rate, auto_rate
 ) VALUES (
-    %(scope)s, %(rate)s, %(rate)s, %(min_rate)s, %(burst)s, %(recovery_seconds)s, %(burst)s
+    %(scope)s, %(rate)s, %(rate)s, %(min_rate)s, %(burst)s, %(recovery_seconds)s, %(burst)s,
+    %(configured_rate)s, %(auto_rate)s
 )
 ON CONFLICT (scope) DO UPDATE
-SET rate_ceiling = excluded.rate_ceiling,
-    effective_rate = least(retention.rate_limiters.effective_rate, excluded.rate_ceiling),
+SET rate_ceiling = retention.limiter_ceiling(
+        excluded.configured_rate, excluded.auto_rate, r.learned_rate, r.learned_until,
+        excluded.rate_ceiling),
+    effective_rate = least(r.effective_rate, retention.limiter_ceiling(
+        excluded.configured_rate, excluded.auto_rate, r.learned_rate, r.learned_until,
+        excluded.rate_ceiling)),
+    configured_rate = excluded.configured_rate,
+    auto_rate = excluded.auto_rate,
     min_rate = excluded.min_rate,
     burst = excluded.burst,
     recovery_seconds = excluded.recovery_seconds,
-    tokens = least(retention.rate_limiters.tokens, excluded.burst)
+    tokens = least(r.tokens, excluded.burst)
+RETURNING extract(epoch FROM r.learned_until - clock_timestamp()) AS learned_seconds_left

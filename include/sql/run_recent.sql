@@ -2,9 +2,11 @@
 -- Retention view (its last run) and `cli runs`: status, cutoff, rows deleted and
 -- remaining (both NULL until reconcile), how long it took, the plan's windows by
 -- state, the rows its windows deleted so far (while it runs), the run holding
--- the policy's run lease, and why it deleted nothing when an earlier-finished run
--- had already deleted its rows (the summary's covered_by note). Read-only; runs_planned, then each plan's windows
--- (windows_policy_plan) and one run_leases row.
+-- the policy's run lease, why it deleted nothing when an earlier-finished run
+-- had already deleted its rows (the summary's covered_by note), and the
+-- rate-limit headers its limiter ignored (the summary's rate_limit_headers_note).
+-- Read-only; runs_planned, then each plan's windows (windows_policy_plan) and one
+-- run_leases row.
 SELECT r.policy, r.run_id, r.status, r.dry_run, r.cutoff, r.rows_deleted, r.rows_remaining,
        r.planned_at, r.finished_at,
        extract(epoch FROM r.finished_at - r.planned_at) AS duration_seconds,
@@ -16,7 +18,8 @@ SELECT r.policy, r.run_id, r.status, r.dry_run, r.cutoff, r.rows_deleted, r.rows
         WHERE w.policy = r.policy AND w.plan_id = r.plan_id) AS rows_deleted_so_far,
        lease.run_id AS lease_holder,
        lease.taken_at AS lease_taken_at,
-       r.summary -> 'covered_by' ->> 'note' AS covered_note
+       r.summary -> 'covered_by' ->> 'note' AS covered_note,
+       r.summary ->> 'rate_limit_headers_note' AS rate_limit_headers_note
 FROM retention.runs AS r
 LEFT JOIN retention.run_leases AS lease ON lease.policy = r.policy
 WHERE %(policy)s::text IS NULL OR r.policy = %(policy)s

@@ -26,6 +26,7 @@
 --   0020_operations_urgent_pending
 --   0021_discards_once
 --   0022_erasure_passes
+--   0023_learned_rates
 
 CREATE TABLE retention.alerts (
     policy      text NOT NULL,
@@ -231,21 +232,29 @@ CREATE INDEX partition_drops_started ON retention.partition_drops USING btree (p
 CREATE INDEX partition_drops_unfinished ON retention.partition_drops USING btree (policy, started_at) WHERE (state = ANY (ARRAY['started'::text, 'detached'::text]));
 
 CREATE TABLE retention.rate_limiters (
-    scope            text NOT NULL,
-    rate_ceiling     double precision NOT NULL,
-    effective_rate   double precision NOT NULL,
-    min_rate         double precision NOT NULL,
-    burst            double precision NOT NULL,
-    recovery_seconds double precision NOT NULL DEFAULT 60,
-    tokens           double precision NOT NULL,
-    updated_at       timestamp with time zone NOT NULL DEFAULT clock_timestamp(),
-    closed_until     timestamp with time zone NOT NULL DEFAULT '-infinity'::timestamp with time zone,
-    last_decrease_at timestamp with time zone NOT NULL DEFAULT '-infinity'::timestamp with time zone,
-    granted_total    bigint NOT NULL DEFAULT 0,
-    throttled_total  bigint NOT NULL DEFAULT 0,
+    scope             text NOT NULL,
+    rate_ceiling      double precision NOT NULL,
+    effective_rate    double precision NOT NULL,
+    min_rate          double precision NOT NULL,
+    burst             double precision NOT NULL,
+    recovery_seconds  double precision NOT NULL DEFAULT 60,
+    tokens            double precision NOT NULL,
+    updated_at        timestamp with time zone NOT NULL DEFAULT clock_timestamp(),
+    closed_until      timestamp with time zone NOT NULL DEFAULT '-infinity'::timestamp with time zone,
+    last_decrease_at  timestamp with time zone NOT NULL DEFAULT '-infinity'::timestamp with time zone,
+    granted_total     bigint NOT NULL DEFAULT 0,
+    throttled_total   bigint NOT NULL DEFAULT 0,
+    configured_rate   double precision,
+    auto_rate         boolean NOT NULL DEFAULT false,
+    learned_rate      double precision,
+    learned_until     timestamp with time zone,
+    header_problem    text,
+    header_problem_at timestamp with time zone,
     CONSTRAINT rate_limiters_pkey PRIMARY KEY (scope),
     CONSTRAINT rate_limiters_burst_check CHECK (burst >= 1::double precision),
+    CONSTRAINT rate_limiters_configured_rate_check CHECK (configured_rate > 0::double precision),
     CONSTRAINT rate_limiters_effective_rate_check CHECK (effective_rate > 0::double precision),
+    CONSTRAINT rate_limiters_learned_rate_check CHECK (learned_rate > 0::double precision),
     CONSTRAINT rate_limiters_min_rate_check CHECK (min_rate > 0::double precision),
     CONSTRAINT rate_limiters_rate_ceiling_check CHECK (rate_ceiling > 0::double precision)
 );
@@ -397,6 +406,18 @@ CREATE VIEW retention.dead_operations AS
     operations.parent_key
    FROM retention.operations
   WHERE operations.state = 'dead'::text;
+
+CREATE OR REPLACE FUNCTION retention.limiter_ceiling(p_configured double precision, p_auto boolean, p_learned_rate double precision, p_learned_until timestamp with time zone, p_starting double precision)
+ RETURNS double precision
+ LANGUAGE sql
+AS $function$
+    SELECT CASE
+        WHEN p_learned_until > clock_timestamp() AND p_learned_rate IS NOT NULL
+            THEN least(p_configured, p_learned_rate)
+        WHEN p_auto THEN least(p_configured, coalesce(p_learned_rate, p_starting))
+        ELSE p_configured
+    END
+$function$;
 
 CREATE OR REPLACE FUNCTION retention.take_token(p_scope text, OUT granted boolean, OUT wait_seconds double precision, OUT effective_rate double precision)
  RETURNS record

@@ -702,6 +702,7 @@ def _runs(args: argparse.Namespace) -> int:
             + f"  windows: {windows or 'none'}"
             + ("  [holds the run lease]" if row["lease_holder"] == row["run_id"] else "")
             + (f"  ({row['covered_note']})" if row["covered_note"] else "")
+            + (f"  ({row['rate_limit_headers_note']})" if row["rate_limit_headers_note"] else "")
         )
     return 0
 

@@ -11,7 +11,8 @@ their order and the optional blocks (``rows_deleted_by_table`` and ``orphans`` o
 for a policy with ``children``, with ``orphans_not_counted`` when a count timed out,
 ``remote``, ``max_lag_hours`` and ``drain`` only for a policy with remote deletions,
 ``events`` only with ``notify``, ``covered_by`` only for a run that found its rows
-already deleted by another).
+already deleted by another, ``rate_limit_headers_note`` only when the API's
+rate-limit headers were ignored).
 A summary written by ``run_record_stopped.sql`` for a run that stopped before
 reconcile (``partial``) has only some of the figures; every field therefore has
 a default, and the partial-only keys are fields too.
@@ -155,6 +156,14 @@ def covered_note(cutoff: dt.datetime, run_id: str, logical_date: dt.datetime | N
     return f"nothing older than {day(cutoff)} was left: run {run} deleted it"
 
 
+RATE_LIMIT_HEADERS_IGNORED = "malformed or contradictory rate-limit headers ignored"
+
+
+def rate_limit_headers_note(problem: str | None) -> str | None:
+    """The summary's one line for headers the limiter ignored (None: none were)."""
+    return None if problem is None else f"{RATE_LIMIT_HEADERS_IGNORED}: {problem}"
+
+
 def day(value: dt.datetime) -> str:
     """A moment as people write it: the UTC date, with the time only when it is not midnight."""
     utc = value.astimezone(dt.UTC)
@@ -229,6 +238,9 @@ class RunSummary:
     events: EventEvidence | None = None
     # Only for a clean run that deleted nothing because another run had already:
     covered_by: CoveredBy | None = None
+    # Only for a remote policy whose API sent malformed or contradictory rate-limit
+    # headers while the run worked (the limiter kept its own rate): said once, in words.
+    rate_limit_headers_note: str | None = None
     # Only in a partial summary (run_record_stopped.sql), never written by reconcile:
     partial: bool = False
     reason: str | None = None
@@ -280,4 +292,6 @@ class RunSummary:
             data["events"] = dataclasses.asdict(self.events)
         if self.covered_by is not None:
             data["covered_by"] = dataclasses.asdict(self.covered_by)
+        if self.rate_limit_headers_note is not None:
+            data["rate_limit_headers_note"] = self.rate_limit_headers_note
         return data

@@ -136,6 +136,7 @@ REMOTE_SETTINGS: dict[str, Any] = {
     "object_id_column": "blob_key",
     "version_column": "etag",
     "rate_per_second": 7.5,
+    "max_rate_per_second": 40.0,
     "burst": 3,
     "limiter_scope": "partner_scope",
     "recovery_seconds": 17.0,
@@ -154,6 +155,10 @@ REMOTE_SETTINGS: dict[str, Any] = {
         DerivativeSpec(name="posters", endpoint="/v1/posters/{object_id}", method="POST"),
     ),
     "held_statuses": [423],
+}
+# A setting read only with another is changed from a policy that sets both.
+REMOTE_BASELINES: dict[str, dict[str, Any]] = {
+    "max_rate_per_second": {"rate_per_second": "auto", "max_rate_per_second": 60.0},
 }
 # The notify settings the docs show, and those they leave to docs/remote.md.
 NOTIFY_SETTINGS: dict[str, Any] = {
@@ -203,7 +208,7 @@ def policy_model_fields(section: str) -> set[str]:
 
 @pytest.mark.parametrize("setting", sorted(REMOTE_SETTINGS))
 def test_the_docs_follow_each_remote_setting_not_the_shipped_default(setting: str) -> None:
-    policy = shipped("media_assets")
+    policy = changed_remote(shipped("media_assets"), **REMOTE_BASELINES.get(setting, {}))
     changed = changed_remote(policy, **{setting: REMOTE_SETTINGS[setting]})
     assert docs_table(changed) != docs_table(policy), f"remote.{setting} changed, the docs did not"
 
@@ -223,6 +228,13 @@ def test_the_docs_follow_each_notify_setting(setting: str) -> None:
 def test_the_docs_follow_each_policy_setting(name: str, update: dict[str, Any]) -> None:
     policy = shipped(name)
     assert docs_table(policy.model_copy(update=update)) != docs_table(policy), update
+
+
+def test_an_auto_rate_says_where_its_rate_comes_from_and_its_ceiling() -> None:
+    auto = changed_remote(shipped("media_assets"), rate_per_second="auto", max_rate_per_second=40.0)
+    assert docs_table(auto)["rate limit"].startswith(
+        "auto: from the API's rate-limit headers, at most 40/s, burst "
+    )
 
 
 def test_a_remote_policys_pool_row_names_remote_pool_not_the_policys_pool() -> None:

@@ -41,6 +41,7 @@ from retention.db.migrate import migrate
 from retention.db.table_check import TableMismatch
 from retention.events.outbox import NotifyConfigError
 from retention.evidence.explain import explain
+from retention.evidence.reconcile import reconcile_run
 from retention.objects.deleter import work_operations
 from retention.objects.keys import operation_key
 from retention.objects.kind import EndpointSuspect, OperationsKind
@@ -632,6 +633,25 @@ def api_redirects(row: Row, bench: Bench) -> list[str]:
     enqueue_all(bench.db, policy)
     work_pass(bench.dsn, policy, bench.sandbox)
     return [ledger_of(bench, policy, "obj-1")["failure_class"]]
+
+
+@INTEGRATION.of(
+    "rate-limit headers that contradict themselves (`X-RateLimit-Remaining: 50` with "
+    "`X-RateLimit-Limit: 40`)"
+)
+def api_contradicts_its_rate_headers(row: Row, bench: Bench) -> list[str]:
+    """The summary's key and its one line; the scope's rate is test_rate_headers'."""
+    create_media_table(bench.db, bench.name, 3)
+    bench.sandbox.state.configure(
+        extra_headers={"X-RateLimit-Remaining": "50", "X-RateLimit-Limit": "40"}
+    )
+    policy = remote_policy(bench.name)
+    enqueue_all(bench.db, policy)
+    work_pass(bench.dsn, policy, bench.sandbox)
+    summary = reconcile_run(bench.db, policy, "run-1")
+    return [key for key in summary if key.startswith("rate_limit")] + [
+        summary["rate_limit_headers_note"]
+    ]
 
 
 # --- event delivery --------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from psycopg import sql
 from retention.airflow.access import REPLAY_DAG_ID, FutureRun
 from retention.db.connection import Connection, connect_dsn
 from retention.db.table_check import table_fit
+from retention.summary import rate_limit_headers_note
 from retention.ui.app import create_app
 from tests.support.policies import make_policy, policy_fields
 from tests.support.tables import create_table, old
@@ -731,3 +732,23 @@ def test_a_run_airflow_will_not_start_before_its_future_date_is_named_with_the_f
     assert "Mark run manual__typo failed" in text
     assert "later runs go on" in text
     assert "manual__elsewhere" not in section
+
+
+def test_the_limiter_tile_says_when_the_last_run_ignored_rate_limit_headers(
+    pages: Pages, db: Connection
+) -> None:
+    name = pages.seeded.policy.name
+
+    def tile() -> list[str]:
+        page = pages.as_user("viewer-token").get("/retention/ui/")
+        section = page.text[page.text.index(f'data-policy="{name}"') :]
+        return re.findall(r'data-figure="rate_limit_headers">([^<]*)<', section)
+
+    assert tile() == []
+    note = rate_limit_headers_note("X-RateLimit-Remaining 50 is more than X-RateLimit-Limit 40")
+    db.execute(
+        "UPDATE retention.runs SET summary = summary || jsonb_build_object("
+        "'rate_limit_headers_note', %s::text) WHERE policy = %s AND run_id = %s",
+        (note, name, pages.seeded.run_id),
+    )
+    assert tile() == [note]

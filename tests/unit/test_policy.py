@@ -10,7 +10,7 @@ import yaml
 from pydantic import BaseModel
 
 from retention.policy import load_policies, parse_policy
-from retention.policy.model import COLUMN_FIELDS, Policy
+from retention.policy.model import AUTO_STARTING_RATE, COLUMN_FIELDS, Policy
 from tests.support.policies import REQUIRED_REMOTE as REMOTE
 from tests.support.policies import nested_children, policy_fields
 
@@ -251,6 +251,46 @@ def test_policies_sharing_a_limiter_scope_must_agree(tmp_path: Path) -> None:
     (problem,) = loaded.problems
     assert (problem.policy, problem.field) == ("b", "remote.limiter_scope")
     assert "rate_per_second 10.0 (policy 'a' has 5.0)" in problem.message
+
+
+def test_auto_rate_starts_low_under_its_ceiling_and_a_number_is_unchanged() -> None:
+    auto, problems = parse_policy(
+        "a",
+        policy_fields("a", remote={**REMOTE, "rate_per_second": "auto", "max_rate_per_second": 40}),
+    )
+    assert problems == []
+    assert auto is not None
+    assert auto.remote is not None
+    assert auto.remote.auto_rate
+    assert (auto.remote.rate_ceiling, auto.remote.starting_rate) == (40, AUTO_STARTING_RATE)
+    slow, _ = parse_policy(
+        "s",
+        policy_fields(
+            "s", remote={**REMOTE, "rate_per_second": "auto", "max_rate_per_second": 0.2}
+        ),
+    )
+    assert slow is not None
+    assert slow.remote is not None
+    assert slow.remote.starting_rate == 0.2, "never above the ceiling"
+    fixed, _ = parse_policy("f", policy_fields("f", remote={**REMOTE, "rate_per_second": 7.5}))
+    assert fixed is not None
+    assert fixed.remote is not None
+    assert not fixed.remote.auto_rate
+    assert (fixed.remote.rate_ceiling, fixed.remote.starting_rate) == (7.5, 7.5)
+
+
+def test_policies_sharing_a_scope_must_agree_on_an_auto_rates_ceiling(tmp_path: Path) -> None:
+    def remote(ceiling: float) -> dict:
+        auto = {"rate_per_second": "auto", "max_rate_per_second": ceiling}
+        return {**REMOTE, "limiter_scope": "shared_api", **auto}
+
+    path = write_policies(
+        tmp_path,
+        {"a": policy_fields("a", remote=remote(50)), "b": policy_fields("b", remote=remote(20))},
+    )
+    (problem,) = load_policies(path).problems
+    assert (problem.policy, problem.field) == ("b", "remote.limiter_scope")
+    assert "max_rate_per_second 20.0 (policy 'a' has 50.0)" in problem.message
 
 
 def test_policies_sharing_a_scope_must_agree_on_recovery_and_database(tmp_path: Path) -> None:

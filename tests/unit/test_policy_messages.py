@@ -76,7 +76,24 @@ IDENTIFIER = "is not a plain SQL identifier (letters, digits, underscores; at mo
         (
             {"remote": {**REMOTE, "rate_per_second": "5"}},
             "remote.rate_per_second",
-            "must be a number, got '5'",
+            "must be a number or 'auto', got '5'",
+        ),
+        (
+            {"remote": {**REMOTE, "rate_per_second": "auto"}},
+            "remote.max_rate_per_second",
+            "rate_per_second: auto needs max_rate_per_second, the most calls per second the "
+            "API's headers may set (for example the rate its documentation promises)",
+        ),
+        (
+            {"remote": {**REMOTE, "rate_per_second": 5, "max_rate_per_second": 50}},
+            "remote.max_rate_per_second",
+            "max_rate_per_second is read only with rate_per_second: auto; this policy's rate "
+            "is 5/s: remove max_rate_per_second, or set rate_per_second: auto",
+        ),
+        (
+            {"remote": {**REMOTE, "rate_per_second": "auto", "max_rate_per_second": 0}},
+            "remote.max_rate_per_second",
+            "must be greater than 0.0, got 0",
         ),
         (
             {"remote": {**REMOTE, "endpoint": "v1/{object_id}"}},
@@ -175,11 +192,11 @@ IDENTIFIER = "is not a plain SQL identifier (letters, digits, underscores; at mo
             {"remote": {**REMOTE, "colour": 1}},
             "remote.colour",
             "unknown field; known fields are http_conn_id, endpoint, object_id_column, "
-            "rate_per_second, burst, pool, method, version_column, idempotency_header, "
-            "limiter_scope, max_attempts, request_timeout_seconds, claim_batch, "
-            "task_budget_seconds, lease_seconds, recovery_seconds, auth_failure_limit, "
-            "backoff_base_seconds, backoff_max_seconds, not_found_is_deleted, held_statuses, "
-            "not_found_breaker, derivatives",
+            "rate_per_second, max_rate_per_second, burst, pool, method, version_column, "
+            "idempotency_header, limiter_scope, max_attempts, request_timeout_seconds, "
+            "claim_batch, task_budget_seconds, lease_seconds, recovery_seconds, "
+            "auth_failure_limit, backoff_base_seconds, backoff_max_seconds, "
+            "not_found_is_deleted, held_statuses, not_found_breaker, derivatives",
         ),
         (
             {"batch_rows": 2000, "window_rows": 1000},

@@ -7,7 +7,7 @@ import datetime as dt
 import pytest
 
 from retention.events.outbox import Event, decide_event
-from retention.objects.decide import OperationClassification, decide_operation
+from retention.objects.decide import OperationClassification, decide_operation, known
 from retention.objects.keys import Operation
 from retention.queue.classify import (
     EVENT_ANSWERS,
@@ -18,6 +18,7 @@ from retention.queue.classify import (
     jitter_fraction,
     parse_retry_after,
 )
+from retention.queue.rate_headers import X_RATELIMIT, QuotaProblem, QuotaReading
 from tests.support.policies import remote_policy
 
 NOW = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.UTC)
@@ -375,3 +376,16 @@ def test_no_finish_is_built_from_a_bare_string() -> None:
                 if kw.arg in {"state", "outcome"} and isinstance(kw.value, ast.Constant):
                     bare.append(f"{path.name}:{node.lineno} {kw.arg}={kw.value.value!r}")
     assert bare == []
+
+
+def test_every_answer_carries_what_its_rate_limit_headers_said() -> None:
+    headers = {"X-RateLimit-Limit": "60", "X-RateLimit-Remaining": "12", "X-RateLimit-Reset": "3"}
+    heard = QuotaReading(X_RATELIMIT, 12, 3.0, 60)
+    assert classify(204, headers, None, NOW).quota == heard
+    assert classify(503, headers, None, NOW).quota == heard
+    assert classify(429, {**headers, "Retry-After": "3"}, None, NOW).quota == heard
+    assert classify(204, {}, None, NOW).quota is None
+    assert classify(None, None, "timeout", NOW).quota is None
+    bad = classify(204, {**headers, "X-RateLimit-Remaining": "61"}, None, NOW).quota
+    assert isinstance(bad, QuotaProblem)
+    assert known(classify(204, headers, None, NOW)).quota == heard, "kept for the worker"

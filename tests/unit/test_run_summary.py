@@ -15,6 +15,7 @@ from retention.summary import (
     RemoteEvidence,
     RunSummary,
     covered_note,
+    rate_limit_headers_note,
 )
 
 LOCAL_KEYS = [
@@ -210,3 +211,23 @@ def test_a_covered_run_names_the_run_that_deleted_its_rows() -> None:
     assert "covered_by" not in RunSummary.of(stored(other_runs=[])).to_json()
     no_date = covered_note(dt.datetime(2026, 10, 26, 6, 30, tzinfo=dt.UTC), "manual__x", None)
     assert no_date == "nothing older than 2026-10-26 06:30Z was left: run manual__x deleted it"
+
+
+def test_ignored_rate_limit_headers_are_one_line_only_when_there_were_some() -> None:
+    note = rate_limit_headers_note("X-RateLimit-Remaining 50 is more than X-RateLimit-Limit 40")
+    assert note == (
+        "malformed or contradictory rate-limit headers ignored: "
+        "X-RateLimit-Remaining 50 is more than X-RateLimit-Limit 40"
+    )
+    assert rate_limit_headers_note(None) is None
+    data = {**stored(**REMOTE, other_runs=[]), "rate_limit_headers_note": note}
+    summary = RunSummary.of(data)
+    assert summary.rate_limit_headers_note == note
+    assert summary.to_json() == data
+    assert list(summary.to_json()) == [
+        *LOCAL_KEYS,
+        *REMOTE,
+        "other_runs",
+        "rate_limit_headers_note",
+    ]
+    assert "rate_limit_headers_note" not in RunSummary.of(stored(**REMOTE)).to_json()

@@ -218,7 +218,9 @@ STEPS: tuple[Step, ...] = (
             "listed child's, by the windows and the drain) and `orphans` (per listed child "
             "without a foreign key constraint, its rows whose parent is gone: they make the "
             "run dirty), and `orphans_not_counted` when such a count timed out (named, not "
-            "dirty by itself).",
+            "dirty by itself). With `remote:`, `rate_limit_headers_note` when the API's "
+            "rate-limit headers were malformed or contradictory and the limiter ignored them "
+            "(said once, not dirty by itself).",
         ),
         note="(runs even when windows failed)",
     ),
@@ -409,10 +411,17 @@ def remote_rows(policy: Policy) -> list[str]:
         "`delete_window` and `drain_operations` |",
         f"| remote | `{remote.method} {remote.endpoint}` on connection "
         f"`{remote.http_conn_id}`, object id `{remote.object_id_column}`, version {version} |",
-        f"| rate limit | {remote.rate_per_second:g}/s, burst {remote.burst}, "
+        f"| rate limit | {rate_words(remote)}, burst {remote.burst}, "
         f"scope `{remote.scope}` (back to full rate {remote.recovery_seconds:g} s "
         "after a 429) |",
     ]
+
+
+def rate_words(remote: RemoteSpec) -> str:
+    """``20/s``, or ``auto: from the API's headers, at most 50/s``."""
+    if remote.auto_rate:
+        return f"auto: from the API's rate-limit headers, at most {remote.rate_ceiling:g}/s"
+    return f"{remote.rate_ceiling:g}/s"
 
 
 def remote_call_rows(policy: Policy) -> list[str]:

@@ -31,7 +31,14 @@ from retention.rows.target import TargetTable
 from retention.rows.windows import Window
 from retention.runs.lease import holds_run_lease
 from retention.runs.status import RemoteFacts, RunFacts, RunStatus, run_status
-from retention.summary import CoveredBy, DirtyWindow, EventEvidence, RemoteEvidence, RunSummary
+from retention.summary import (
+    CoveredBy,
+    DirtyWindow,
+    EventEvidence,
+    RemoteEvidence,
+    RunSummary,
+    rate_limit_headers_note,
+)
 
 MAX_LISTED_WINDOWS = 10
 
@@ -106,6 +113,7 @@ class _Gathered:
     orphans: dict[str, int] | None  # None: the policy lists no children
     covering_run: dict[str, Any] | None  # a clean run that deleted this cutoff's rows first
     orphans_not_counted: list[str]  # listed children whose orphan count timed out
+    rate_header_problem: str | None  # rate-limit headers a worker ignored during the run
 
     @property
     def dry_run(self) -> bool:
@@ -194,6 +202,7 @@ class _Gathered:
             orphans=self.orphans,
             orphans_not_counted=self.orphans_not_counted or None,
             covered_by=self.covered_by(status, deleted_by_windows + deleted_by_drain),
+            rate_limit_headers_note=rate_limit_headers_note(self.rate_header_problem),
         )
 
     def covered_by(self, status: RunStatus, rows_deleted: int) -> CoveredBy | None:
@@ -257,6 +266,7 @@ def _gather(
         other_runs=other_runs(conn, policy.name, run_id, run["planned_at"]),
         orphans=count_orphans_bounded(conn, policy, not_counted) if policy.children else None,
         orphans_not_counted=not_counted,
+        rate_header_problem=rate_header_problem(conn, policy, run["planned_at"]),
         covering_run=conn.execute(
             query("run_covering"),
             {
@@ -267,6 +277,17 @@ def _gather(
             },
         ).fetchone(),
     )
+
+
+def rate_header_problem(conn: Connection, policy: Policy, since: dt.datetime) -> str | None:
+    """The malformed or contradictory rate-limit headers the policy's limiter scope
+    ignored since the run began (the last ones, if several), or None."""
+    if policy.remote is None:
+        return None
+    row = conn.execute(
+        query("limiter_header_problem_since"), {"scope": policy.remote.scope, "since": since}
+    ).fetchone()
+    return row["header_problem"] if row else None
 
 
 def count_orphans_bounded(

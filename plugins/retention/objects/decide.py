@@ -11,7 +11,7 @@ passed in.
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 from retention.objects.keys import Operation
 from retention.policy.model import RemoteSpec
@@ -35,9 +35,8 @@ def known(c: Classification) -> OperationClassification:
     """``c`` as an operation's classification (nothing proven, nothing held back yet)."""
     if isinstance(c, OperationClassification):
         return c
-    return OperationClassification(
-        c.outcome, c.status, c.failure_class, c.retry_after_seconds, c.reason, c.answered
-    )
+    shared = {f.name: getattr(c, f.name) for f in fields(Classification)}
+    return OperationClassification(**shared)
 
 
 def not_called(failure_class: str, reason: str) -> Finish:

@@ -40,6 +40,7 @@ from retention.queue.classify import (
 )
 from retention.queue.http import HttpResult, HttpSender
 from retention.queue.leased import OPERATIONS, Finish, LeasedQueue, Priority, State
+from retention.queue.rate_headers import read_quota
 from retention.queue.worker import Attempt, Recorded, Stop
 from retention.rows.cutoff import latest_cutoff
 from retention.rows.target import TargetTable
@@ -276,6 +277,7 @@ class OperationsKind(ObjectKind):
     def attempt(self, conn: Connection, job: Operation) -> OperationClassification:
         """Call the endpoint and classify the answer with the policy's table."""
         result = self.send(job)
+        now = dt.datetime.now(dt.UTC)
         if result.status is not None and result.status in self.remote.held_statuses:
             return OperationClassification(
                 Outcome.HELD,
@@ -284,8 +286,8 @@ class OperationsKind(ObjectKind):
                 None,
                 f"the API answered {result.status}, which remote.held_statuses reads as "
                 "the remote side holding the object; re-checked on the next run",
+                quota=read_quota(result.headers, now.timestamp()),  # the pace holds all the same
             )
-        now = dt.datetime.now(dt.UTC)
         c = classify(result.status, result.headers, result.error, now, self.calls[job.resource][2])
         return self._refine(conn, known(c), job.resource)
 

@@ -265,8 +265,8 @@ def limiter_scope_conflicts(policies: list[Policy]) -> list[PolicyProblem]:
                     "remote.limiter_scope",
                     f"scope {scope!r} is defined by policy {owner.name!r}; this policy "
                     f"disagrees on {'; '.join(differences)}. Policies sharing a scope must "
-                    "use the same rate_per_second, burst, recovery_seconds and "
-                    "postgres_conn_id, or name different scopes",
+                    "use the same rate_per_second (and max_rate_per_second), burst, "
+                    "recovery_seconds and postgres_conn_id, or name different scopes",
                 )
             )
     return problems
@@ -278,6 +278,7 @@ def _bucket_shape(policy: Policy, owner: Policy) -> list[tuple[str, Any, Any]]:
     assert theirs is not None
     return [
         ("rate_per_second", mine.rate_per_second, theirs.rate_per_second),
+        ("max_rate_per_second", mine.max_rate_per_second, theirs.max_rate_per_second),
         ("burst", mine.burst, theirs.burst),
         ("recovery_seconds", mine.recovery_seconds, theirs.recovery_seconds),
         ("postgres_conn_id", policy.postgres_conn_id, owner.postgres_conn_id),

@@ -28,7 +28,9 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    TypeAdapter,
     WithJsonSchema,
+    WrapValidator,
     model_validator,
 )
 
@@ -204,6 +206,39 @@ class Section(BaseModel):
 
 
 MAIN_RESOURCE = "object"  # the resource name of the object itself (remote.endpoint)
+MAX_RATE_PER_SECOND = 100_000
+AUTO_RATE = "auto"
+# ``rate_per_second: auto`` starts at one call per second: the first answer's headers
+# set the pace, so only the calls before it go at this rate, and one a second is within
+# the smallest limits APIs commonly publish (60 a minute), so those first calls cannot
+# overrun a quota the scope knows nothing of yet.
+AUTO_STARTING_RATE = 1.0
+_RATE_NUMBER = TypeAdapter(
+    Annotated[float, Field(gt=0, le=MAX_RATE_PER_SECOND, strict=True, allow_inf_nan=False)]
+)
+
+
+def _rate_per_second(value: Any, handler: Any) -> float | str:
+    """A number of calls per second (the usual bounds and messages), or ``auto``."""
+    if value == AUTO_RATE:
+        return AUTO_RATE
+    if isinstance(value, str):
+        raise ValueError(f"must be a number or {AUTO_RATE!r}, got {value!r}")
+    return _RATE_NUMBER.validate_python(value)
+
+
+RatePerSecond = Annotated[
+    float | Literal["auto"],
+    WrapValidator(_rate_per_second),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_RATE_PER_SECOND},
+                {"const": AUTO_RATE},
+            ]
+        }
+    ),
+]
 HttpMethod = Annotated[
     Literal["DELETE", "POST", "PUT", "PATCH"],
     WithJsonSchema({"enum": ["DELETE", "POST", "PUT", "PATCH", "delete", "post", "put", "patch"]}),
@@ -255,8 +290,17 @@ class RemoteSpec(Section):
         description="Path template; {object_id} and {tenant_id} are filled, URL-encoded."
     )
     object_id_column: Identifier = Field(description="Column holding the remote object's id.")
-    rate_per_second: float = Field(
-        gt=0, le=100_000, description="Calls per second, shared by every worker of the scope."
+    rate_per_second: RatePerSecond = Field(
+        description="Calls per second, shared by every worker of the scope; the API's "
+        "rate-limit headers can only lower it. `auto`: start low and take the rate from "
+        "the headers, up to max_rate_per_second."
+    )
+    max_rate_per_second: float | None = Field(
+        None,
+        gt=0,
+        le=MAX_RATE_PER_SECOND,
+        description="With rate_per_second: auto (and only then; required there): the most "
+        "calls per second the headers may set.",
     )
     burst: int = Field(gt=0, le=100_000, description="Calls the bucket may allow at once.")
     pool: NonEmpty = Field(
@@ -361,6 +405,23 @@ class RemoteSpec(Section):
         return self
 
     @model_validator(mode="after")
+    def _auto_rate_has_a_ceiling(self) -> RemoteSpec:
+        if self.auto_rate and self.max_rate_per_second is None:
+            raise PolicyRuleError(
+                "max_rate_per_second",
+                "rate_per_second: auto needs max_rate_per_second, the most calls per second "
+                "the API's headers may set (for example the rate its documentation promises)",
+            )
+        if not self.auto_rate and self.max_rate_per_second is not None:
+            raise PolicyRuleError(
+                "max_rate_per_second",
+                f"max_rate_per_second is read only with rate_per_second: auto; this "
+                f"policy's rate is {self.rate_per_second:g}/s: remove max_rate_per_second, "
+                "or set rate_per_second: auto",
+            )
+        return self
+
+    @model_validator(mode="after")
     def _lease_outlasts_a_call(self) -> RemoteSpec:
         if self.lease_seconds is not None and self.lease_seconds <= self.request_timeout_seconds:
             raise PolicyRuleError("lease_seconds", "must be longer than request_timeout_seconds")
@@ -370,6 +431,26 @@ class RemoteSpec(Section):
     def lease(self) -> float:
         """Leases outlast a request timeout several times over."""
         return self.lease_seconds or max(60.0, 3 * self.request_timeout_seconds)
+
+    @property
+    def auto_rate(self) -> bool:
+        """``rate_per_second: auto``: the API's rate-limit headers set the rate."""
+        return self.rate_per_second == AUTO_RATE
+
+    @property
+    def rate_ceiling(self) -> float:
+        """The most calls per second the scope makes: ``rate_per_second``, or with
+        ``auto`` its ``max_rate_per_second``."""
+        if isinstance(self.rate_per_second, float):
+            return self.rate_per_second
+        assert self.max_rate_per_second is not None  # _auto_rate_has_a_ceiling
+        return self.max_rate_per_second
+
+    @property
+    def starting_rate(self) -> float:
+        """The rate before the API's headers said anything: the ceiling, or with ``auto``
+        :data:`AUTO_STARTING_RATE` (never above the ceiling)."""
+        return min(self.rate_ceiling, AUTO_STARTING_RATE) if self.auto_rate else self.rate_ceiling
 
     @property
     def scope(self) -> str:

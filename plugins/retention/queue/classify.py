@@ -21,6 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
+from retention.queue.rate_headers import Quota, read_quota
+
 DEFAULT_RETRY_AFTER_SECONDS = 1.0
 MAX_RETRY_AFTER_SECONDS = 3600.0
 
@@ -55,6 +57,8 @@ class Classification:
 
     ``answered`` is False when nothing answered at all (a timeout, a refused
     connection): the worker's outage detector needs only that, not the transport.
+    ``quota`` is what the answer's rate-limit headers said of the API's quota (a
+    reading, a problem with them, or None): the worker's limiter paces by it.
     A kind that knows more (the operations' 404 breaker, proven credentials)
     returns a subclass with its own fields.
     """
@@ -65,6 +69,7 @@ class Classification:
     retry_after_seconds: float | None = None
     reason: str = ""
     answered: bool = True
+    quota: Quota = None
 
     @property
     def answer(self) -> str:
@@ -152,6 +157,7 @@ def classify(
         )
     lowered = {k.lower(): v for k, v in (headers or {}).items()}
     retry_after = parse_retry_after(lowered.get("retry-after"), now)
+    quota = read_quota(lowered, now.timestamp())
     if status == 429 or (status == 503 and retry_after is not None):
         wait = DEFAULT_RETRY_AFTER_SECONDS if retry_after is None else retry_after
         return Classification(
@@ -160,6 +166,7 @@ def classify(
             "rate_limited",
             wait,
             f"HTTP {status}, retry after {wait:g}s",
+            quota=quota,
         )
     outcome = table.outcome_for(status)
     failure = None if outcome is Outcome.CONFIRMED else f"http_{status}"
@@ -167,7 +174,7 @@ def classify(
     if 300 <= status < 400:
         location = lowered.get("location")
         reason = f"HTTP {status} redirect (not followed)" + (f" to {location}" if location else "")
-    return Classification(outcome, status, failure, reason=reason)
+    return Classification(outcome, status, failure, reason=reason, quota=quota)
 
 
 def jitter_fraction(key: str, step: int) -> float:

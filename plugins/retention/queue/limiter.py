@@ -18,6 +18,15 @@ never handed on. So in any interval of ``t`` seconds a scope's calls stay
 within ``rate × (t + HOLD_SECONDS) + burst``, and a Retry-After closes the
 scope to new grants at once; calls on tokens granted before it can still go
 out within ``HOLD_SECONDS``, as a call already in flight would.
+
+An API that says its limits in headers (``retention.queue.rate_headers``) sets
+the pace itself (:meth:`TokenBucket.follow`): with calls left and seconds to the
+reset known, the scope's ceiling is ``remaining ÷ seconds`` (never above the
+configured rate) until the reset, written to the scope's row so every worker
+paces by it; none left closes the scope until the reset. After the reset, with
+no newer headers, the ceiling falls back to the configured rate (an ``auto``
+scope keeps the last pace it learned). Headers that were malformed or
+contradictory are ignored and remembered once per pass for the run summary.
 """
 
 from __future__ import annotations
@@ -30,6 +39,8 @@ from dataclasses import dataclass
 from retention.db.connection import Connection
 from retention.db.sqlfiles import query
 from retention.policy.model import RemoteSpec
+from retention.queue.classify import MAX_RETRY_AFTER_SECONDS
+from retention.queue.rate_headers import Quota, QuotaProblem
 from retention.stopping import stop_requested, stoppable_sleep
 
 log = logging.getLogger(__name__)
@@ -37,6 +48,13 @@ log = logging.getLogger(__name__)
 MAX_SINGLE_WAIT_SECONDS = 1.0
 HOLD_SECONDS = 0.05  # longest a worker keeps tokens it took ahead of its calls
 PACE_SMOOTHING = 0.3  # weight of the newest gap between calls in the measured pace
+# A pace from the headers within this share of the scope's rate is not written again…
+FOLLOW_TOLERANCE = 0.05
+# …unless this long has passed since this worker last wrote one (so the reset moment on
+# the scope's row stays current for workers that start later).
+FOLLOW_REFRESH_SECONDS = 1.0
+# A reset of 0 s: headers count whole seconds, so the quota resets within the next one.
+ZERO_RESET_SECONDS = 1.0
 
 
 def tokens_to_take(upcoming: int, rate: float, pace_seconds: float | None) -> int:
@@ -72,21 +90,32 @@ class TokenBucket:
     tokens_taken: int = 0
     largest_take: int = 0
     tokens_dropped: int = 0  # taken ahead but never used (expired, or told to slow down)
+    configured_rate: float | None = None  # the policy's ceiling (None: not known here)
+    learned_until: float | None = None  # clock() when the headers' quota resets
+    followed_at: float | None = None  # clock() when this worker last wrote a pace
+    paces_followed: int = 0  # statements that wrote the headers' pace to the scope
+    header_problem: str | None = None  # the first ignored headers of this pass
 
     @classmethod
     def for_remote(cls, conn: Connection, remote: RemoteSpec) -> TokenBucket:
         """Create or update the scope from the policy, then return a client for it."""
-        conn.execute(
+        row = conn.execute(
             query("limiter_ensure"),
             {
                 "scope": remote.scope,
-                "rate": remote.rate_per_second,
-                "min_rate": max(0.01, remote.rate_per_second / 100),
+                "rate": remote.starting_rate,
+                "configured_rate": remote.rate_ceiling,
+                "auto_rate": remote.auto_rate,
+                "min_rate": max(0.01, remote.rate_ceiling / 100),
                 "burst": remote.burst,
                 "recovery_seconds": remote.recovery_seconds,
             },
-        )
-        return cls(conn, remote.scope)
+        ).fetchone()
+        bucket = cls(conn, remote.scope, configured_rate=remote.rate_ceiling)
+        left = row["learned_seconds_left"] if row else None
+        if left is not None and left > 0:  # headers another worker followed: fall back too
+            bucket.learned_until = bucket.clock() + float(left)
+        return bucket
 
     def try_take(self, wanted: int = 1) -> tuple[int, float]:
         """One attempt at up to ``wanted`` tokens: (tokens granted, seconds to wait if none)."""
@@ -171,3 +200,71 @@ class TokenBucket:
             self.effective_rate,
         )
         return self.effective_rate
+
+    def follow(self, quota: Quota) -> None:
+        """Pace the scope by what an answer's rate-limit headers said of the API's quota.
+
+        A reading sets the scope's ceiling to its pace (``remaining ÷ seconds to the
+        reset``, never above the configured rate) until the reset, or closes the scope
+        until then when nothing is left; it is written only when it changes the pace
+        by more than ``FOLLOW_TOLERANCE``, or ``FOLLOW_REFRESH_SECONDS`` after this
+        worker last wrote one, so an API whose every answer carries headers costs a
+        few statements a second, not one per call. No headers after the reset: the
+        ceiling falls back (see the module's docstring). A problem is logged and
+        remembered on the scope once per pass, and the configured rate stays.
+        """
+        if isinstance(quota, QuotaProblem):
+            self._ignore(quota)
+            return
+        now = self.clock()
+        if quota is None:
+            if self.learned_until is not None and now >= self.learned_until:
+                self.learned_until = None
+                self.conn.execute(query("limiter_headers_expired"), {"scope": self.scope})
+            return
+        reset = quota.reset_seconds or ZERO_RESET_SECONDS
+        pace = quota.remaining / reset
+        if self.configured_rate is not None:
+            pace = min(pace, self.configured_rate)
+        changed = abs(pace - self.effective_rate) > FOLLOW_TOLERANCE * pace
+        stale = self.followed_at is None or now - self.followed_at >= FOLLOW_REFRESH_SECONDS
+        if quota.remaining and not changed and not stale:
+            return
+        row = self.conn.execute(
+            query("limiter_follow_headers"),
+            {
+                "scope": self.scope,
+                "remaining": quota.remaining,
+                "reset_seconds": reset,
+                "close_seconds": min(reset, MAX_RETRY_AFTER_SECONDS),
+            },
+        ).fetchone()
+        if row is None:
+            return
+        if not self.paces_followed:
+            log.info(
+                "limiter %s: the API's rate-limit headers set the pace: %s; rate now %.2f/s",
+                self.scope,
+                quota.described,
+                float(row["effective_rate"]),
+            )
+        self.paces_followed += 1
+        self.followed_at = now
+        self.effective_rate = float(row["effective_rate"])
+        self.learned_until = now + max(0.0, float(row["learned_seconds_left"]))
+        if not quota.remaining:  # closed until the reset: what this worker holds is not used
+            self.drop_held()
+
+    def _ignore(self, problem: QuotaProblem) -> None:
+        """Headers that say nothing trustworthy: the pace stays; said once per pass."""
+        if self.header_problem is not None:
+            return
+        self.header_problem = str(problem)
+        log.warning(
+            "limiter %s: malformed or contradictory rate-limit headers ignored: %s",
+            self.scope,
+            problem,
+        )
+        self.conn.execute(
+            query("limiter_header_problem"), {"scope": self.scope, "problem": str(problem)}
+        )

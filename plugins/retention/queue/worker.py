@@ -5,7 +5,9 @@ for a token of the shared bucket (kinds with a limiter), asks the kind to
 ``attempt`` it (the kind sends it by its own transport and says what the answer
 means, a :class:`Classification`) and asks the kind's pure ``decide`` what the
 ledger should say. The worker knows no transport: no HTTP status, no SQL
-delete, no file. Outcomes of a claimed batch are recorded together by the
+delete, no file; what an answer's rate-limit headers said of the API's quota
+reaches it as the classification's ``quota``, which paces the shared bucket
+(``TokenBucket.follow``). Outcomes of a claimed batch are recorded together by the
 kind's ``record`` (a batch completer, as in River), which returns the
 :class:`Recorded` batch: the final :class:`Finish` of each key and the
 transactions that wrote them. A worker that dies before that leaves its jobs
@@ -381,6 +383,8 @@ class Worker:
             if c.outcome is Outcome.RATE_LIMITED and self.limiter is not None:
                 rate = self.limiter.throttle(c.retry_after_seconds or 1.0)
                 metrics.limiter_rate(self.kind.queue.policy, self.limiter.scope, rate)
+            if self.limiter is not None and c.outcome is not Outcome.RATE_LIMITED:
+                self.limiter.follow(c.quota)  # the API's own word on its quota sets the pace
             outage, earlier = self.outages.observe(len(attempts), c)
             if earlier is not None:
                 self._into_outage(attempts, earlier)

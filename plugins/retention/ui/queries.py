@@ -48,6 +48,8 @@ class LastRun:
     dag_id: str = ""  # the Airflow DAG that ran it (its run's page in the Airflow UI)
     logical_date: dt.datetime | None = None
     covered_note: str | None = None  # why it deleted nothing: another run had already deleted
+    # rate-limit headers the limiter ignored during the run (the summary's note)
+    rate_limit_headers_note: str | None = None
 
 
 @dataclass(frozen=True)
@@ -217,6 +219,7 @@ def _last_run(row: dict[str, Any] | None) -> LastRun | None:
         dag_id=row["dag_id"],
         logical_date=row["logical_date"],
         covered_note=row["covered_note"],
+        rate_limit_headers_note=row["rate_limit_headers_note"],
     )
 
 

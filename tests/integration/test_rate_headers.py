@@ -1,0 +1,217 @@
+"""An API's own rate-limit headers set the shared pace: counted by the sandbox API on loopback.
+
+The sandbox limits calls in fixed windows (``REAL_RATE × WINDOW_SECONDS`` calls per
+window) well below the policy's configured rate, and says so in one family of headers
+computed from that window. Once the first answers have been read, the scope follows
+what the headers say (calls left ÷ seconds to the reset): no 429 at all, and not merely
+slow either (the achieved rate stays near the API's real limit).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+
+import pytest
+
+from retention.evidence.reconcile import reconcile_run
+from retention.evidence.report import format_summary
+from retention.queue import limiter
+from retention.queue.limiter import TokenBucket
+from retention.queue.rate_headers import X_RATELIMIT, QuotaProblem, QuotaReading
+from retention.summary import RATE_LIMIT_HEADERS_IGNORED
+from retention.ui.queries import policy_figures
+from tests.integration.test_cli import cli
+from tests.integration.test_remote_limits import FakeClock, prepare, run_workers
+from tests.support.policies import remote_policy
+from tests.support.remote import enqueue_all, work
+from tests.support.tables import create_media_table
+
+REAL_RATE = 20.0  # calls per second the API really allows, in fixed windows…
+WINDOW_SECONDS = 2.0  # …of this length: 40 calls a window
+CONFIGURED_RATE = 100  # the policy's rate_per_second: five times what the API takes
+OBJECTS = 100  # two and a half windows' worth
+FAMILIES = ("ietf", "ratelimit", "x-ratelimit", "x-ratelimit-epoch")
+# Following remaining ÷ reset in whole seconds (rounded up) spends less than a window
+# holds (the pace errs slow near each reset), but never as slowly as half the limit.
+SLOWEST_SHARE = 0.5
+
+
+def limiter_row(db, scope: str) -> dict:
+    row = db.execute(
+        "SELECT rate_ceiling, effective_rate, configured_rate, learned_rate, learned_until, "
+        "header_problem FROM retention.rate_limiters WHERE scope = %s",
+        (scope,),
+    ).fetchone()
+    assert row is not None
+    return row
+
+
+def achieved_rate(times: list[float]) -> float:
+    """Calls per second from the first call to the last."""
+    return (len(times) - 1) / (max(times) - min(times))
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_each_family_of_headers_steers_the_shared_rate_with_no_429(
+    family, db, unique_name, sandbox, test_dsn
+) -> None:
+    sandbox.state.reset(rate=REAL_RATE, window_seconds=WINDOW_SECONDS, headers=family)
+    policy = prepare(
+        db, unique_name, OBJECTS, rate_per_second=CONFIGURED_RATE, burst=2, claim_batch=10
+    )
+    run_workers(test_dsn, policy, sandbox, workers=2, limit_seconds=60)
+    stats = sandbox.state.stats()
+    assert len(stats["effects"]) == OBJECTS
+    answers = [r["status"] for r in stats["requests"]]
+    assert answers.count(429) == 0, f"{answers.count(429)} of {len(answers)} calls got 429"
+    rate = achieved_rate([r["t"] for r in stats["requests"]])
+    assert rate <= REAL_RATE * 1.25, f"{rate:.1f}/s: the headers' pace, not the configured rate"
+    assert rate >= REAL_RATE * SLOWEST_SHARE, f"{rate:.1f}/s: too slow for the API's limit"
+    row = limiter_row(db, policy.remote.scope)
+    assert row["learned_rate"] is not None, "the headers' pace was written to the shared row"
+    assert row["configured_rate"] == CONFIGURED_RATE
+
+
+def test_an_auto_rate_starts_low_and_takes_the_rate_from_the_headers(
+    db, unique_name, sandbox, test_dsn
+) -> None:
+    sandbox.state.reset(rate=REAL_RATE, window_seconds=WINDOW_SECONDS, headers="ratelimit")
+    policy = prepare(
+        db,
+        unique_name,
+        OBJECTS,
+        rate_per_second="auto",
+        max_rate_per_second=CONFIGURED_RATE,
+        burst=1,
+        claim_batch=10,
+    )
+    assert policy.remote.starting_rate < REAL_RATE / 10, "a low start"
+    run_workers(test_dsn, policy, sandbox, workers=2, limit_seconds=60)
+    stats = sandbox.state.stats()
+    assert len(stats["effects"]) == OBJECTS
+    assert stats["throttled"] == 0
+    rate = achieved_rate([r["t"] for r in stats["requests"]])
+    assert REAL_RATE * SLOWEST_SHARE <= rate <= REAL_RATE * 1.25, f"{rate:.1f}/s"
+
+
+def reading(remaining: int, reset_seconds: float) -> QuotaReading:
+    return QuotaReading(X_RATELIMIT, remaining, reset_seconds)
+
+
+def bucket(db, name: str, **remote) -> TokenBucket:
+    return TokenBucket.for_remote(db, remote_policy(name, burst=5, **remote).remote)
+
+
+def test_the_headers_pace_holds_until_the_reset_then_the_configured_rate_returns(
+    db, unique_name
+) -> None:
+    first = bucket(db, unique_name, rate_per_second=50)
+    first.follow(reading(2, 0.4))
+    row = limiter_row(db, first.scope)
+    assert row["rate_ceiling"] == pytest.approx(2 / 0.4)
+    assert row["effective_rate"] == pytest.approx(2 / 0.4)
+    later = bucket(db, unique_name, rate_per_second=50)
+    assert limiter_row(db, first.scope)["rate_ceiling"] == pytest.approx(5), (
+        "a worker starting while the headers' quota holds keeps their pace"
+    )
+    first.follow(None)
+    assert limiter_row(db, first.scope)["rate_ceiling"] == pytest.approx(5), "not reset yet"
+    time.sleep(0.5)
+    later.follow(None)  # a later worker knows the reset from the row, and falls back
+    assert limiter_row(db, first.scope)["rate_ceiling"] == 50
+    assert bucket(db, unique_name, rate_per_second=50).learned_until is None
+
+
+def test_an_auto_rate_keeps_the_last_pace_it_learned_after_the_reset(db, unique_name) -> None:
+    auto = {"rate_per_second": "auto", "max_rate_per_second": 50}
+    scope = bucket(db, unique_name, **auto)
+    assert limiter_row(db, scope.scope)["rate_ceiling"] == 1, "the low start"
+    scope.follow(reading(10, 0.4))
+    assert limiter_row(db, scope.scope)["rate_ceiling"] == pytest.approx(25)
+    time.sleep(0.5)
+    scope.follow(None)
+    assert limiter_row(db, scope.scope)["rate_ceiling"] == pytest.approx(25)
+    bucket(db, unique_name, **auto)
+    assert limiter_row(db, scope.scope)["rate_ceiling"] == pytest.approx(25), "not the start"
+    scope.follow(reading(1000, 1))
+    assert limiter_row(db, scope.scope)["rate_ceiling"] == 50, "never above max_rate_per_second"
+
+
+def test_nothing_left_closes_the_scope_until_the_reset(db, unique_name) -> None:
+    scope = bucket(db, unique_name, rate_per_second=50)
+    before = limiter_row(db, scope.scope)["effective_rate"]
+    scope.follow(reading(0, 3))
+    granted, wait = scope.try_take(1)
+    assert granted == 0
+    assert 2.5 < wait <= 3, "closed until the reset"
+    assert limiter_row(db, scope.scope)["effective_rate"] == before, "its rate unchanged"
+
+
+def test_ignored_headers_are_remembered_once_and_change_no_rate(db, unique_name) -> None:
+    scope = bucket(db, unique_name, rate_per_second=50)
+    scope.follow(QuotaProblem(X_RATELIMIT, "the first problem"))
+    scope.follow(QuotaProblem(X_RATELIMIT, "a second problem"))
+    row = limiter_row(db, scope.scope)
+    assert row["header_problem"] == "the first problem", "once per pass"
+    assert (row["rate_ceiling"], row["learned_until"]) == (50, None)
+
+
+CONTRADICTION = {"X-RateLimit-Limit": "40", "X-RateLimit-Remaining": "50", "X-RateLimit-Reset": "5"}
+
+
+def test_malformed_headers_are_ignored_and_the_summary_says_so_once(
+    db, unique_name, sandbox, test_dsn
+) -> None:
+    create_media_table(db, unique_name, 12)
+    policy = remote_policy(unique_name, rate_per_second=200, burst=20, claim_batch=4)
+    sandbox.state.configure(extra_headers=CONTRADICTION)
+    enqueue_all(db, policy)  # run-1
+    for _ in range(2):  # two passes, each meeting the same headers on every answer
+        work(test_dsn, policy, sandbox)
+    summary = reconcile_run(db, policy, "run-1")
+    note = (
+        f"{RATE_LIMIT_HEADERS_IGNORED}: X-RateLimit-Remaining 50 is more than X-RateLimit-Limit 40"
+    )
+    assert summary["rate_limit_headers_note"] == note
+    assert format_summary(summary).count(RATE_LIMIT_HEADERS_IGNORED) == 1
+    shown = cli("--dsn", test_dsn, "runs", "--policy", policy.name)
+    assert shown.stdout.count(note) == 1, shown.stdout + shown.stderr
+    figures = policy_figures(db, policy, dt.datetime.now(dt.UTC))
+    assert figures.last_run is not None
+    assert figures.last_run.rate_limit_headers_note == note
+    row = limiter_row(db, policy.remote.scope)
+    assert (row["rate_ceiling"], row["learned_rate"]) == (200, None), "the configured rate"
+    assert sandbox.state.stats()["throttled"] == 0
+
+
+def test_after_a_429_the_headers_only_lower_the_rate_until_it_has_recovered(
+    db, unique_name
+) -> None:
+    scope = bucket(db, unique_name, rate_per_second=50)
+    halved = scope.throttle(0.01)  # an API may enforce a limit its headers do not say
+    scope.follow(reading(400, 10))  # a pace of 40/s: above the halved rate
+    row = limiter_row(db, scope.scope)
+    assert row["rate_ceiling"] == pytest.approx(40)
+    assert row["effective_rate"] == pytest.approx(halved), "it climbs back, as after a 429"
+    scope.follow(reading(10, 10))
+    assert limiter_row(db, scope.scope)["effective_rate"] == pytest.approx(1), "but it lowers"
+
+
+def test_a_worker_writes_the_pace_when_it_changes_or_once_a_second_not_per_call(
+    db, unique_name
+) -> None:
+    scope = bucket(db, unique_name, rate_per_second=50)
+    clock = FakeClock()
+    scope.clock = clock
+    for remaining in range(100, 96, -1):  # answers a few ms apart: 10/s to 9.7/s, within 5%
+        scope.follow(reading(remaining, 10))
+        clock.now += 0.005
+    assert scope.paces_followed == 1
+    scope.follow(reading(80, 10))  # 8/s: 20% slower
+    assert scope.paces_followed == 2
+    clock.now += limiter.FOLLOW_REFRESH_SECONDS
+    scope.follow(reading(80, 10))
+    assert scope.paces_followed == 3, "once a second all the same: the reset moment moves on"
+    scope.follow(reading(0, 10))
+    assert scope.paces_followed == 4, "nothing left always closes the scope"
