@@ -48,6 +48,9 @@ class LastRun:
     dag_id: str = ""  # the Airflow DAG that ran it (its run's page in the Airflow UI)
     logical_date: dt.datetime | None = None
     covered_note: str | None = None  # why it deleted nothing: another run had already deleted
+    # What bounded its drain (remote runs, once reconciled): the verdict and its sentence.
+    bound_by: str | None = None
+    bound_says: str | None = None
 
 
 @dataclass(frozen=True)
@@ -217,6 +220,8 @@ def _last_run(row: dict[str, Any] | None) -> LastRun | None:
         dag_id=row["dag_id"],
         logical_date=row["logical_date"],
         covered_note=row["covered_note"],
+        bound_by=row["bound_by"],
+        bound_says=row["bound_says"],
     )
 
 
