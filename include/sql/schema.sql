@@ -27,6 +27,7 @@
 --   0021_discards_once
 --   0022_erasure_passes
 --   0023_learned_rates
+--   0024_window_drain_time
 
 CREATE TABLE retention.alerts (
     policy      text NOT NULL,
@@ -365,6 +366,7 @@ CREATE TABLE retention.windows (
     paused_seconds        double precision NOT NULL DEFAULT 0,
     pause_reasons         jsonb,
     rows_deleted_by_table jsonb NOT NULL DEFAULT '{}'::jsonb,
+    drain_time            jsonb NOT NULL DEFAULT '{}'::jsonb,
     CONSTRAINT windows_pkey PRIMARY KEY (window_key),
     CONSTRAINT windows_policy_plan_id_window_no_key UNIQUE (policy, plan_id, window_no),
     CONSTRAINT windows_check CHECK (first_id <= last_id),

@@ -1,5 +1,7 @@
--- Close a window attempt (done, counted for a dry run, or failed) with its timings
--- and the pauses it waited (added to earlier attempts', per reason).
+-- Close a window attempt (done, counted for a dry run, or failed) with its timings,
+-- the pauses it waited (added to earlier attempts', per reason) and, for a remote
+-- window, where its worker pass spent its time (drain_time: numbers added to earlier
+-- attempts', a text such as pool_unread replaced by this attempt's).
 -- Touches one row of retention.windows.
 UPDATE retention.windows
 SET state = %(state)s,
@@ -20,6 +22,17 @@ SET state = %(state)s,
             ) AS e
             GROUP BY e.key
         ) AS merged
+    ),
+    drain_time = (
+        SELECT coalesce(jsonb_object_agg(
+                   key,
+                   CASE WHEN jsonb_typeof(earlier.value) = 'number'
+                             AND jsonb_typeof(this.value) = 'number'
+                        THEN to_jsonb(earlier.value::numeric + this.value::numeric)
+                        ELSE coalesce(this.value, earlier.value) END
+               ), jsonb_build_object())
+        FROM jsonb_each(drain_time) AS earlier
+        FULL JOIN jsonb_each(%(drain_time)s::jsonb) AS this USING (key)
     ),
     finished_at = now()
 WHERE window_key = %(window_key)s

@@ -44,7 +44,7 @@ from retention.db.connection import Connection, bounded
 from retention.db.oldest import oldest_eligible
 from retention.db.sqlfiles import query
 from retention.policy.model import Policy
-from retention.summary import RunSummary
+from retention.summary import BoundEvidence, RunSummary
 
 log = logging.getLogger(__name__)
 
@@ -197,7 +197,8 @@ METRICS: dict[str, Metric] = {
         _metric(
             "dead_letters",
             "gauge",
-            "Dead operations or events awaiting review or replay, by `kind`, at reconcile.",
+            "Dead operations or events awaiting review or replay (the dead-letter queue's "
+            "depth), by `kind`: at every worker pass of the kind, and at reconcile.",
             "kind",
         ),
         _metric(
@@ -205,8 +206,86 @@ METRICS: dict[str, Metric] = {
             "gauge",
             "`retention.deleted` events not delivered yet (pending or in flight), at reconcile.",
         ),
+        _metric(
+            "bound_by",
+            "gauge",
+            "What bounded the drain, as a number: 0 nothing (the work ran out), 1 the "
+            "upstream API (the limiter), 2 the pool's slots (capacity), 3 the database "
+            "(pauses, pacing); the `verdict` tag says it in words. At the end of each "
+            "remote pass (a window's, or drain_operations'), then at reconcile for the run.",
+            "verdict",
+            in_name=False,
+        ),
+        _metric(
+            "bound.share",
+            "gauge",
+            "The shares (0 to 1) the verdict of `bound_by` read, by `part`: `limiter` (no "
+            "token, or the scope closed), `waiting_for_work` (nothing to call), "
+            "`database` (paused or paced), `pool_busy` (the pool had no free slot; not sent "
+            "when the pool's stats were not read). With `bound_by`.",
+            "part",
+        ),
+        _metric(
+            "remote.call_ms",
+            "gauge",
+            "Mean milliseconds of one call of the pass, from sending to the answer, by `kind`: "
+            "the latency Little's law multiplies by the rate. At the end of each pass.",
+            "kind",
+        ),
+        _metric(
+            "queue.oldest_pending_age_seconds",
+            "gauge",
+            "Age of the policy's oldest pending job (since enqueued), by `kind`; 0 when none. "
+            "At every worker pass (and every 30 s of a long one).",
+            "kind",
+        ),
+        _metric(
+            "queue.oldest_leased_age_seconds",
+            "gauge",
+            "Age of the policy's oldest leased (in flight) job (since enqueued), by `kind`; "
+            "0 when none. At every worker pass (and every 30 s of a long one).",
+            "kind",
+        ),
+        _metric(
+            "queue.claimed",
+            "counter",
+            "Jobs claimed by workers, by `kind`, after each claim: its rate is the claim rate.",
+            "kind",
+        ),
+        _metric(
+            "queue.admitted",
+            "counter",
+            "Calls the limiter admitted (tokens granted; every call of a kind without a "
+            "limiter), by `kind`, after each batch: its rate is the admitted request rate.",
+            "kind",
+        ),
+        _metric(
+            "queue.completed",
+            "counter",
+            "Jobs completed (operations done, events delivered), by `kind`, after each "
+            "batch: its rate is the completion rate.",
+            "kind",
+        ),
+        _metric(
+            "queue.lease_expiries",
+            "counter",
+            "Jobs claimed again after their lease expired (the worker holding them was lost "
+            "or too slow), by `kind`, after each claim.",
+            "kind",
+        ),
+        _metric(
+            "events.ack_lag_ms",
+            "timer",
+            "Milliseconds from an event's creation (its row's deletion) to the receiver's "
+            "2xx, for each event delivered.",
+        ),
     )
 }
+# The numbers of ``bound_by``, by verdict (``retention.queue.bound.Bound``); ``unknown``
+# (nothing measured) has none and is not sent.
+BOUND_CODES = {"unbound": 0, "upstream": 1, "capacity": 2, "database": 3}
+# The parts of ``bound.share``, in the order they are sent.
+BOUND_PARTS = ("limiter", "waiting_for_work", "database", "pool_busy")
 
 
 def segment(value: str) -> str:
@@ -341,6 +420,72 @@ def limiter_rate(policy: str, scope: str, rate: float) -> None:
         send("limiter.effective_rate", policy, round(rate, 4), scope=scope)
 
 
+def bound(policy: str, evidence: BoundEvidence) -> None:
+    """A verdict on what bounded a drain (a pass's or a run's) and the shares it read;
+    an ``unknown`` one (nothing measured) sends nothing."""
+    code = BOUND_CODES.get(evidence.verdict)
+    if code is None:
+        return
+    send("bound_by", policy, code, verdict=evidence.verdict)
+    shares = {
+        "limiter": evidence.limiter_share,
+        "waiting_for_work": evidence.waiting_for_work_share,
+        "database": evidence.database_share,
+        "pool_busy": evidence.pool_busy_share,
+    }
+    for part in BOUND_PARTS:
+        if (value := shares[part]) is not None:
+            send("bound.share", policy, value, part=part)
+
+
+def call_ms(policy: str, kind: str, calls: int, calling_seconds: float) -> None:
+    """A pass's mean call latency (nothing when it made no call)."""
+    if calls:
+        send("remote.call_ms", policy, round(calling_seconds * 1000 / calls, 1), kind=kind)
+
+
+def queue_figures(
+    policy: str,
+    kind: str,
+    *,
+    oldest_pending_seconds: float | None,
+    oldest_leased_seconds: float | None,
+    dead: int,
+) -> None:
+    """A queue's figures read during a pass: the oldest jobs' ages and its dead letters."""
+    send(
+        "queue.oldest_pending_age_seconds", policy, round(oldest_pending_seconds or 0, 3), kind=kind
+    )
+    send("queue.oldest_leased_age_seconds", policy, round(oldest_leased_seconds or 0, 3), kind=kind)
+    send("dead_letters", policy, dead, kind=kind)
+
+
+def queue_counts(
+    policy: str,
+    kind: str,
+    *,
+    claimed: int = 0,
+    reclaimed: int = 0,
+    admitted: int = 0,
+    completed: int = 0,
+) -> None:
+    """What a worker did since it last said: jobs claimed (and of those, taken over
+    after their lease expired), calls admitted, jobs completed. Zeros are not sent."""
+    for name, value in (
+        ("queue.claimed", claimed),
+        ("queue.lease_expiries", reclaimed),
+        ("queue.admitted", admitted),
+        ("queue.completed", completed),
+    ):
+        if value:
+            send(name, policy, value, kind=kind)
+
+
+def event_ack_lag(policy: str, milliseconds: float) -> None:
+    """One event delivered: from its creation to the receiver's 2xx."""
+    send("events.ack_lag_ms", policy, round(max(0.0, milliseconds), 1))
+
+
 def emit_run_gauges(
     conn: Connection, policy: Policy, summary: RunSummary | Mapping[str, Any]
 ) -> None:
@@ -360,6 +505,8 @@ def emit_run_gauges(
         send("held", policy.name, int(run.rows_held), kind="rows")
         if run.objects_held is not None:
             send("held", policy.name, int(run.objects_held), kind="objects")
+        if run.bound is not None:
+            bound(policy.name, run.bound)
         cutoff = dt.datetime.fromisoformat(run.cutoff)
         send("oldest_eligible_age_seconds", policy.name, _oldest_eligible_age(conn, policy, cutoff))
         if policy.remote is None and policy.notify is None:

@@ -10,9 +10,9 @@ The JSON keeps the shape it always had (external readers parse it): the keys,
 their order and the optional blocks (``rows_deleted_by_table`` and ``orphans`` only
 for a policy with ``children``, with ``orphans_not_counted`` when a count timed out,
 ``remote``, ``max_lag_hours`` and ``drain`` only for a policy with remote deletions,
-``events`` only with ``notify``, ``covered_by`` only for a run that found its rows
-already deleted by another, ``rate_limit_headers_note`` only when the API's
-rate-limit headers were ignored).
+with ``bound`` when its drain's time was measured, ``events`` only with ``notify``,
+``covered_by`` only for a run that found its rows already deleted by another,
+``rate_limit_headers_note`` only when the API's rate-limit headers were ignored).
 A summary written by ``run_record_stopped.sql`` for a run that stopped before
 reconcile (``partial``) has only some of the figures; every field therefore has
 a default, and the partial-only keys are fields too.
@@ -101,6 +101,37 @@ class RemoteEvidence:
     dead_total: int = 0
     ledger_backlog: dict[str, Any] = field(default_factory=dict)
     effective_rate: Any = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class BoundEvidence:
+    """What bounded the drain (remote policies): the verdict of ``retention.queue.bound``
+    on the time its passes measured, the shares it read, and what to tune, in ``says``.
+
+    Shares are of the workers' time in passes: ``limiter_share`` without a token (or
+    with the scope closed), ``waiting_for_work_share`` with nothing to call,
+    ``database_share`` paused or paced, ``working_share`` the rest (calls, claims,
+    records); ``pool_busy_share`` is the share of the sampled time the pool had no free
+    slot (None: not read, and ``pool_unread`` says why). ``slots_needed`` is Little's
+    law's number, given for a capacity-bound drain only.
+    """
+
+    verdict: str  # unbound, upstream, capacity, database, unknown
+    says: str
+    limiter_share: float = 0.0
+    waiting_for_work_share: float = 0.0
+    pool_busy_share: float | None = None
+    database_share: float = 0.0
+    working_share: float = 0.0
+    mean_call_ms: float | None = None
+    effective_rate: float | None = None  # the limiter's, averaged over the passes' time
+    rate_per_second: float | None = None
+    pool: str | None = None
+    pool_slots: int | None = None  # as sampled (None: not read)
+    slots_needed: int | None = None
+    pool_unread: str | None = None
+    worker_seconds: float = 0.0
+    calls: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -233,6 +264,7 @@ class RunSummary:
     remote: RemoteEvidence | None = None
     max_lag_hours: float | None = None
     drain: dict[str, Any] | None = None
+    bound: BoundEvidence | None = None  # what bounded the drain (none for a dry run)
     other_runs: list[dict[str, Any]] = field(default_factory=list)
     # Only for a policy with notify:
     events: EventEvidence | None = None
@@ -267,6 +299,8 @@ class RunSummary:
             values["events"] = EventEvidence(**_known(EventEvidence, values["events"]))
         if values.get("covered_by") is not None:
             values["covered_by"] = CoveredBy(**_known(CoveredBy, values["covered_by"]))
+        if values.get("bound") is not None:
+            values["bound"] = BoundEvidence(**_known(BoundEvidence, values["bound"]))
         return cls(**values)
 
     def to_json(self) -> dict[str, Any]:
@@ -287,6 +321,8 @@ class RunSummary:
             data["remote"] = dataclasses.asdict(self.remote)
             data["max_lag_hours"] = self.max_lag_hours
             data["drain"] = self.drain
+            if self.bound is not None:
+                data["bound"] = dataclasses.asdict(self.bound)
         data["other_runs"] = self.other_runs
         if self.events is not None:
             data["events"] = dataclasses.asdict(self.events)

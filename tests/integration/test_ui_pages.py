@@ -8,7 +8,9 @@ in ``tests/e2e/test_retention_ui.py``.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import json
 import os
 import re
 from collections.abc import Iterator
@@ -26,6 +28,7 @@ from retention.airflow.access import REPLAY_DAG_ID, FutureRun
 from retention.db.connection import Connection, connect_dsn
 from retention.db.table_check import table_fit
 from retention.summary import rate_limit_headers_note
+from retention.queue.bound import DrainSetting, PassTime, judge
 from retention.ui.app import create_app
 from tests.support.policies import make_policy, policy_fields
 from tests.support.tables import create_table, old
@@ -336,6 +339,35 @@ def test_values_are_escaped(pages: Pages, db: Connection) -> None:
     page = pages.as_user("viewer-token").get("/retention/ui/dead-letters")
     assert "<script>alert(1)</script>" not in page.text
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page.text
+
+
+def test_the_overview_says_what_bounded_the_last_runs_drain(pages: Pages, db: Connection) -> None:
+    """The card shows the verdict reconcile recorded in the run's summary, with what to tune."""
+    name = pages.seeded.policy.name
+    shown = pages.as_user("viewer-token").get("/retention/ui/").text
+    assert 'data-figure="bound_by"' not in shown, "nothing measured yet: no verdict shown"
+    capacity = PassTime(
+        seconds=10.0,
+        calling=9.0,
+        calls=50,
+        pool_sampled=10.0,
+        pool_busy=9.7,
+        pool_slot_seconds=20.0,
+        rate_seconds=200.0,
+    )
+    bound = judge(capacity, DrainSetting("media_api", 1, 20))
+    db.execute(
+        "UPDATE retention.runs SET summary = summary || jsonb_build_object('bound', %s::jsonb) "
+        "WHERE policy = %s AND run_id = %s",
+        (json.dumps(dataclasses.asdict(bound)), name, pages.seeded.run_id),
+    )
+    page = pages.as_user("viewer-token").get("/retention/ui/")
+    section = unescape(page.text[page.text.index(f'data-policy="{name}"') :])
+    assert 'data-figure="bound_by">capacity<' in section
+    assert (
+        'data-figure="bound_says">capacity-bound: pool `media_api` has 2 slots, busy 97% of the '
+        "time; at 180 ms per call, 20/s needs 5<"
+    ) in section
 
 
 def test_a_run_airflow_refuses_is_reported(pages: Pages) -> None:

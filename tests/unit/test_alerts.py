@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import re
 from typing import Any
@@ -20,6 +21,7 @@ from retention.alerts.messages import (
 )
 from retention.policy import parse_policy
 from retention.policy.model import AlertsSpec
+from retention.queue.bound import DrainSetting, PassTime, judge
 from tests.support.docs import docs_page
 from tests.support.policies import policy_fields
 
@@ -206,6 +208,44 @@ def test_lag_fires_past_lag_minutes_only() -> None:
     [alert] = decide_alerts(SPEC, late, remote=True)
     assert "became eligible 1.5 hours ago, more than lag_minutes (60)" in alert.text
     assert alert.runbook.heading == "An API outage"
+
+
+@pytest.mark.parametrize(
+    ("figures", "verdict", "heading"),
+    [
+        (
+            PassTime(
+                seconds=10,
+                calling=9,
+                calls=50,
+                pool_sampled=10,
+                pool_busy=9.7,
+                pool_slot_seconds=20,
+                rate_seconds=200,
+            ),
+            "capacity",
+            "Changing batch size and pool slots mid-flight",
+        ),
+        (
+            PassTime(seconds=10, calling=3, calls=15, limiter=6.5, rate_seconds=42),
+            "upstream",
+            "An API outage",
+        ),
+    ],
+    ids=["capacity", "upstream"],
+)
+def test_the_lag_alert_says_what_bounded_the_drain(
+    figures: PassTime, verdict: str, heading: str
+) -> None:
+    """A lagging remote run names what held its drain back, and the runbook that tunes it:
+    the pool's slots when the pool was short of them, the API's section otherwise."""
+    bound = judge(figures, DrainSetting("media_api", 1, 20))
+    recorded = summary(status="backlog", rows_remaining=7, bound=dataclasses.asdict(bound))
+    [alert] = decide_alerts(SPEC, facts(summary=recorded, lag_hours=1.5), remote=True)
+    assert alert.text.endswith(f" The drain was {bound.says}.")
+    assert alert.figures["bound_by"] == verdict
+    assert alert.figures["slots_needed"] == (5 if verdict == "capacity" else None)
+    assert alert.runbook.heading == heading
 
 
 def test_dead_letters_fire_only_for_new_ones() -> None:

@@ -19,6 +19,7 @@ import retention
 from retention import metrics
 from retention.db.gate import PACED, PAUSE_VARIABLE
 from retention.policy.model import POLICY_NAME
+from retention.queue.bound import Bound, DrainSetting, PassTime, judge
 from retention.queue.classify import Outcome
 from retention.queue.leased import EVENTS, OPERATIONS
 from retention.queue.worker import LIMITER
@@ -42,6 +43,8 @@ TAG_VALUES: dict[str, tuple[str, ...]] = {
     "outcome": tuple(o.value for o in Outcome),
     "scope": ("media_api", "a scope: with spaces, dots. and ü"),
     "table": ("public.media_assets", "public.media_renditions"),
+    "verdict": tuple(b.value for b in Bound),
+    "part": metrics.BOUND_PARTS,
 }
 
 
@@ -178,6 +181,35 @@ def test_zero_throttling_and_an_unknown_rate_send_nothing(sink: RecordingSink) -
     metrics.throttled("media", PACED, 0.0)
     metrics.limiter_rate("media", "media_api", 0.0)  # no token taken in the pass
     assert sink.sent == []
+
+
+def test_a_verdict_goes_out_as_its_number_with_the_shares_it_read(sink: RecordingSink) -> None:
+    capacity = PassTime(seconds=10, calling=9, calls=50, pool_sampled=10, pool_busy=9.7)
+    metrics.bound("media", judge(capacity, DrainSetting("media_api", 1, 20)))
+    assert [(stat, value, tags) for _, stat, value, tags in sink.sent] == [
+        ("retention.bound_by", 2, {"policy": "media", "verdict": "capacity"}),
+        ("retention.media.bound_by", 2, None),
+        ("retention.bound.share", 0.0, {"policy": "media", "part": "limiter"}),
+        ("retention.media.bound.share.limiter", 0.0, None),
+        ("retention.bound.share", 0.0, {"policy": "media", "part": "waiting_for_work"}),
+        ("retention.media.bound.share.waiting_for_work", 0.0, None),
+        ("retention.bound.share", 0.0, {"policy": "media", "part": "database"}),
+        ("retention.media.bound.share.database", 0.0, None),
+        ("retention.bound.share", 0.97, {"policy": "media", "part": "pool_busy"}),
+        ("retention.media.bound.share.pool_busy", 0.97, None),
+    ]
+    sink.sent.clear()
+    metrics.bound("media", judge(PassTime(), DrainSetting("media_api", 1, 20)))
+    assert sink.sent == [], "nothing measured: no verdict to send"
+
+
+def test_the_queue_counts_send_what_happened_and_skip_the_zeros(sink: RecordingSink) -> None:
+    metrics.queue_counts("media", "operations", claimed=4, reclaimed=1, admitted=0, completed=3)
+    assert [stat for _, stat, _, _ in sink.sent if stat.startswith("retention.media.")] == [
+        "retention.media.queue.claimed.operations",
+        "retention.media.queue.lease_expiries.operations",
+        "retention.media.queue.completed.operations",
+    ]
 
 
 @given(st.from_regex(POLICY_NAME, fullmatch=True))

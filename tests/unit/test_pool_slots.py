@@ -133,3 +133,51 @@ def test_the_connection_names_the_api_server_and_its_user(
     )
     assert pools.read_pool_slots("media_api") == 5
     assert asked == [(base_url, "planner", "secret", "media_api")]
+
+
+def test_a_pass_reads_the_pools_occupied_slots_with_one_token() -> None:
+    from retention.airflow.pools import PoolStats
+    from retention.queue.bound import PoolReading
+
+    pool = {"name": "media_api", "slots": 2, "occupied_slots": 2, "open_slots": 0}
+    session = Answers((201, {"access_token": "jwt"}), (200, pool), (200, pool))
+    read = PoolStats("http://api:8080", "planner", "secret", session)  # type: ignore[arg-type]
+    assert [read("media_api"), read("media_api")] == [PoolReading(slots=2, occupied=2)] * 2
+    assert [call[:2] for call in session.calls] == [
+        ("POST", "http://api:8080/auth/token"),
+        ("GET", "http://api:8080/api/v2/pools/media_api"),
+        ("GET", "http://api:8080/api/v2/pools/media_api"),
+    ]
+
+
+def test_an_expired_token_is_asked_for_again_once() -> None:
+    from retention.airflow.pools import PoolStats
+
+    pool = {"slots": 4, "occupied_slots": 1}
+    session = Answers(
+        (201, {"access_token": "old"}),
+        (401, "expired"),
+        (201, {"access_token": "new"}),
+        (200, pool),
+    )
+    read = PoolStats("http://api", "planner", "secret", session)  # type: ignore[arg-type]
+    assert read("p").occupied == 1
+    assert session.calls[-1][2]["headers"] == {"Authorization": "Bearer new"}
+    refused = Answers((201, {"access_token": "a"}), (401, "no"), (201, {"access_token": "b"}))
+    refused.answers.append((401, "still no"))
+    with pytest.raises(PoolUnreadable, match="GET /api/v2/pools/p answered 401"):
+        PoolStats("http://api", "planner", "secret", refused)("p")  # type: ignore[arg-type]
+
+
+def test_a_pass_without_the_connection_says_why_the_pool_is_unread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from retention.airflow.pools import pool_watch
+
+    monkeypatch.delenv("AIRFLOW_CONN_RETENTION_AIRFLOW_API", raising=False)
+    watch = pool_watch("media_api", 1)
+    watch.sample(0.0)
+    assert watch.close(1.0)["pool_unread"] == (
+        "no connection 'retention_airflow_api' (the api-server's URL, and a user who may read "
+        "pools)"
+    )

@@ -9,6 +9,7 @@ import datetime as dt
 from typing import Any
 
 from retention.summary import (
+    BoundEvidence,
     CoveredBy,
     DirtyWindow,
     EventEvidence,
@@ -146,6 +147,37 @@ def test_remote_and_event_blocks_round_trip_typed() -> None:
     assert list(summary.to_json()) == [*LOCAL_KEYS, *REMOTE, "other_runs", "events"]
     # max_lag_hours is written with the remote block even when the policy sets none
     assert summary.to_json()["max_lag_hours"] is None
+
+
+def test_what_bounded_the_drain_is_a_typed_block_after_the_drain() -> None:
+    """A remote run's verdict on its drain is written after ``drain`` when it was judged;
+    a summary stored before it (no ``bound``) reads and writes back without one."""
+    bound = {
+        "verdict": "capacity",
+        "says": "capacity-bound: pool `media_api` has 2 slots, busy 97% of the time; at 180 ms "
+        "per call, 20/s needs 5",
+        "limiter_share": 0.0,
+        "waiting_for_work_share": 0.01,
+        "pool_busy_share": 0.97,
+        "database_share": 0.0,
+        "working_share": 0.99,
+        "mean_call_ms": 180.0,
+        "effective_rate": 20.0,
+        "rate_per_second": 20.0,
+        "pool": "media_api",
+        "pool_slots": 2,
+        "slots_needed": 5,
+        "pool_unread": None,
+        "worker_seconds": 10.0,
+        "calls": 50,
+    }
+    data = stored(**REMOTE, bound=bound, other_runs=[])
+    summary = RunSummary.of(data)
+    assert isinstance(summary.bound, BoundEvidence)
+    assert (summary.bound.verdict, summary.bound.slots_needed) == ("capacity", 5)
+    assert summary.to_json() == data
+    assert list(summary.to_json()) == [*LOCAL_KEYS, *REMOTE, "bound", "other_runs"]
+    assert "bound" not in RunSummary.of(stored(**REMOTE, other_runs=[])).to_json()
 
 
 def test_a_partial_summary_of_a_stopped_run_reads_typed() -> None:

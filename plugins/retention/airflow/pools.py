@@ -9,6 +9,11 @@ connection ``retention_airflow_api``. When that fails, the slots that
 ``airflow_settings.yaml`` declared when the DAG was parsed stand in, and without
 those the plan follows the rows alone. The run never fails for it: the slots only
 size the plan, and the scheduler enforces the pool whatever the plan.
+
+A remote pass reads the same pool's stats while it works (:func:`pool_watch`: the
+slots and those its tasks occupy), through the same connection, for the verdict on
+what bounds the drain (``retention.queue.bound``). Without the connection, or when a
+read fails, the pass goes on and its verdict says the pool's share is unknown, and why.
 """
 
 from __future__ import annotations
@@ -19,8 +24,12 @@ from urllib.parse import quote
 
 import requests
 
+from retention.queue.bound import PoolReading, PoolWatch
+
 AIRFLOW_API_CONN_ID = "retention_airflow_api"
 TIMEOUT_SECONDS = (3.0, 10.0)  # to connect, to answer: an api-server that is down costs 3 s
+# A pass's samples wait less: the first that fails ends the sampling, never the pass.
+SAMPLE_TIMEOUT_SECONDS = (1.0, 2.0)
 SETTINGS_FILE = "airflow_settings.yaml"
 
 
@@ -63,6 +72,12 @@ def pool_slots_now(
 
 def read_pool_slots(pool: str) -> int:
     """The pool's slots, through the REST API the connection ``retention_airflow_api`` names."""
+    base, login, password = api_settings()
+    return api_pool_slots(base, login, password, pool)
+
+
+def api_settings() -> tuple[str, str, str]:
+    """The api-server's base URL, and the user and password, of ``retention_airflow_api``."""
     from airflow.sdk import BaseHook
     from airflow.sdk.exceptions import AirflowNotFoundException
 
@@ -77,7 +92,7 @@ def read_pool_slots(pool: str) -> int:
         raise PoolUnreadable(f"connection {AIRFLOW_API_CONN_ID!r} has no host")
     host = conn.host if "://" in conn.host else f"{conn.schema or 'http'}://{conn.host}"
     base = f"{host}:{conn.port}" if conn.port else host
-    return api_pool_slots(base.rstrip("/"), conn.login or "", conn.password or "", pool)
+    return base.rstrip("/"), conn.login or "", conn.password or ""
 
 
 def api_pool_slots(
@@ -85,17 +100,7 @@ def api_pool_slots(
 ) -> int:
     """``slots`` of ``GET /api/v2/pools/{pool}``, with a token for ``login`` (-1: unlimited)."""
     http = session or requests.Session()
-    token = _answer(
-        http.post(
-            f"{base_url}/auth/token",
-            json={"username": login, "password": password},
-            timeout=TIMEOUT_SECONDS,
-            allow_redirects=False,
-        ),
-        f"POST /auth/token as {login!r}",
-    ).get("access_token")
-    if not isinstance(token, str):
-        raise PoolUnreadable("POST /auth/token answered without an access_token")
+    token = _token(http, base_url, login, password, TIMEOUT_SECONDS)
     path = f"/api/v2/pools/{quote(pool, safe='')}"
     slots = _answer(
         http.get(
@@ -111,6 +116,75 @@ def api_pool_slots(
     if slots < 0:  # Airflow's -1: unlimited, which says nothing about how many windows
         raise PoolUnreadable(f"GET {path} answered slots={slots}: the pool is unlimited")
     return slots
+
+
+def _token(
+    http: requests.Session, base_url: str, login: str, password: str, timeout: tuple[float, float]
+) -> str:
+    token = _answer(
+        http.post(
+            f"{base_url}/auth/token",
+            json={"username": login, "password": password},
+            timeout=timeout,
+            allow_redirects=False,
+        ),
+        f"POST /auth/token as {login!r}",
+    ).get("access_token")
+    if not isinstance(token, str):
+        raise PoolUnreadable("POST /auth/token answered without an access_token")
+    return token
+
+
+class PoolStats:
+    """Reads a pool's stats (``GET /api/v2/pools/{pool}``) for a pass: one token, then one
+    GET per sample, on one session; a refused token is asked for again once."""
+
+    def __init__(
+        self, base_url: str, login: str, password: str, session: requests.Session | None = None
+    ) -> None:
+        self.base_url, self.login, self.password = base_url, login, password
+        self.http = session or requests.Session()
+        self.token: str | None = None
+
+    def __call__(self, pool: str) -> PoolReading:
+        try:
+            return self._read(pool)
+        except requests.RequestException as failed:
+            raise PoolUnreadable(f"{type(failed).__name__}: {failed}") from None
+
+    def _read(self, pool: str) -> PoolReading:
+        path = f"/api/v2/pools/{quote(pool, safe='')}"
+        for fresh in (False, True):
+            if self.token is None or fresh:
+                self.token = _token(
+                    self.http, self.base_url, self.login, self.password, SAMPLE_TIMEOUT_SECONDS
+                )
+            response = self.http.get(
+                f"{self.base_url}{path}",
+                headers={"Authorization": f"Bearer {self.token}"},
+                timeout=SAMPLE_TIMEOUT_SECONDS,
+                allow_redirects=False,
+            )
+            if response.status_code != 401:
+                break
+        body = _answer(response, f"GET {path}")
+        slots, occupied = body.get("slots"), body.get("occupied_slots")
+        if type(slots) is not int or type(occupied) is not int:
+            raise PoolUnreadable(
+                f"GET {path} answered slots={slots!r}, occupied_slots={occupied!r}: "
+                "not whole numbers"
+            )
+        return PoolReading(slots=slots, occupied=occupied)
+
+
+def pool_watch(pool: str, task_slots: int) -> PoolWatch:
+    """A watch of ``pool`` for one remote pass, reading Airflow's pools through
+    ``retention_airflow_api``; without that connection, a watch that says so."""
+    try:
+        base, login, password = api_settings()
+    except PoolUnreadable as missing:
+        return PoolWatch(pool, task_slots, None, unread=str(missing))
+    return PoolWatch(pool, task_slots, PoolStats(base, login, password))
 
 
 def _answer(response: requests.Response, what: str) -> dict:

@@ -22,6 +22,7 @@ from airflow.sdk.observability import stats
 from retention import metrics
 from retention.airflow.alerts import deliver
 from retention.airflow.connections import http_sender, postgres, signing_secret
+from retention.airflow.pools import pool_watch
 from retention.alerts.messages import erasure_late_alert
 from retention.db.gate import PAUSE_VARIABLE, Gate
 from retention.db.migrate import migrate
@@ -103,6 +104,7 @@ def deleter_for(policy: Policy) -> WindowDeleter:
         policy=policy,
         open_kind=partial(open_kind, policy),
         switch=read_pause_switch,
+        open_pool=partial(pool_watch, policy.remote.pool, policy.pool_slots),
     )
 
 
@@ -392,7 +394,9 @@ def drain_operations_step(policy: Policy, run_id: str) -> dict[str, Any]:
             # before their call
             rechecked = release_held_operations(conn, policy.name)
             with graceful_stop(conn):
-                stats = work_operations(conn, kind, gate=gate)
+                stats = work_operations(
+                    conn, kind, gate=gate, pool=pool_watch(policy.remote.pool, policy.pool_slots)
+                )
             outcome = {**stats.as_dict(), "pause": gate.totals(), "held_rechecked": rechecked}
             return outcome
         except BaseException as failed:  # a task timeout too: the pass is recorded either way

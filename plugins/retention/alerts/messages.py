@@ -249,12 +249,14 @@ def _lag(
 ) -> Alert:
     assert facts.lag_hours is not None
     backlog = summary.remote.eligible_rows_by_state if summary.remote else {}
+    bound = summary.bound if summary.bound and summary.bound.verdict != "unknown" else None
     text = (
         f"{_who(facts)} left rows behind: the oldest row older than cutoff "
         f"{summary.cutoff} in {summary.table} became eligible "
         f"{facts.lag_hours:.1f} hours ago, more than lag_minutes ({limit_minutes:g}); "
         f"{int(summary.rows_remaining or 0):,} rows are waiting"
         + (f" (by operation state: {backlog})." if backlog else ".")
+        + (f" The drain was {bound.says}." if bound is not None else "")
     )
     figures = {
         "lag_hours": round(facts.lag_hours, 2),
@@ -263,7 +265,13 @@ def _lag(
         "status": summary.status,
         "eligible_rows_by_state": backlog,
     }
-    runbook = RUNBOOK["outage"] if remote else RUNBOOK["dirty"]
+    if bound is not None:  # what bounded the drain, and the pool's slots it needs
+        figures |= {"bound_by": bound.verdict, "slots_needed": bound.slots_needed}
+    # a drain short of slots: the pool's section; any other remote lag starts at the API
+    if bound is not None and bound.verdict == "capacity":
+        runbook = RUNBOOK["slow"]
+    else:
+        runbook = RUNBOOK["outage"] if remote else RUNBOOK["dirty"]
     return Alert("lag", conn_id, f"Retention {facts.policy}: lagging", text, figures, runbook)
 
 

@@ -27,6 +27,7 @@ from typing import Any
 
 from standardwebhooks.webhooks import Webhook
 
+from retention import metrics
 from retention.db.connection import Connection
 from retention.db.sqlfiles import query
 from retention.policy.model import NotifySpec
@@ -55,6 +56,7 @@ class Event:
     event_id: str
     payload: str
     attempts: int
+    created_at: dt.datetime | None = None  # when its deletion wrote it: the ack lag's start
 
     @property
     def key(self) -> str:
@@ -122,7 +124,7 @@ class EventsKind:
         self.call_timeout_seconds = notify.timeout_seconds
 
     def job(self, row: dict[str, Any]) -> Event:
-        return Event(row["event_id"], row["payload"], row["attempts"])
+        return Event(row["event_id"], row["payload"], row["attempts"], row.get("created_at"))
 
     def screen(self, conn: Connection, jobs: list[Event]) -> dict[str, Finish]:
         return {}
@@ -167,8 +169,13 @@ class EventsKind:
         attempts: list[Attempt],
         scope: str | None,
     ) -> Recorded:
-        """The generic completion, as decided (an event deletes no rows)."""
+        """The generic completion, as decided (an event deletes no rows); each event
+        delivered tells the metrics its acknowledgement lag (created → 2xx)."""
         recorded = self.queue.complete(conn, owner, [(a.job.key, a.finish) for a in attempts])
+        for a in attempts:
+            if a.job.key in recorded and a.finish.state == State.DELIVERED and a.job.created_at:
+                lag = a.finished - a.job.created_at.timestamp()
+                metrics.event_ack_lag(self.policy, lag * 1000)
         return Recorded(finishes={a.job.key: a.finish for a in attempts if a.job.key in recorded})
 
 

@@ -8,6 +8,7 @@ green run must mean the work was done.  Old rows can also sit outside the
 table: a partition the fast path detached to drop and could not (or gave up,
 while that table exists), and a partition whose ``DETACH … CONCURRENTLY`` is
 pending; each keeps every run dirty until it is gone (:func:`partition_evidence`).
+A remote policy's summary also says what bounded its drain (:func:`drain_bound`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from retention.db.connection import Connection, bounded
 from retention.db.oldest import as_aware
 from retention.db.sqlfiles import query
 from retention.policy.model import Policy, TableSpec
+from retention.queue.bound import DrainSetting, PassTime, judge
 from retention.rows.children import count_orphans
 from retention.rows.lifecycle import count_window
 from retention.rows.partitions import rows_figure
@@ -32,6 +34,7 @@ from retention.rows.windows import Window
 from retention.runs.lease import holds_run_lease
 from retention.runs.status import RemoteFacts, RunFacts, RunStatus, run_status
 from retention.summary import (
+    BoundEvidence,
     CoveredBy,
     DirtyWindow,
     EventEvidence,
@@ -194,6 +197,9 @@ class _Gathered:
             remote=None if self.remote is None else RemoteEvidence(**self.remote),
             max_lag_hours=policy.max_lag_hours if self.remote is not None else None,
             drain=None if self.remote is None else drain_summary(self.drain_passes),
+            bound=None
+            if self.remote is None or dry_run
+            else drain_bound(policy, ledger.values(), self.drain_passes),
             other_runs=self.other_runs,
             events=None if self.events is None else EventEvidence(**self.events),
             rows_deleted_by_table=None
@@ -342,6 +348,19 @@ def _record(conn: Connection, summary: RunSummary) -> None:
             "summary": json.dumps(summary.to_json()),
         },
     )
+
+
+def drain_bound(
+    policy: Policy, windows: Iterable[Mapping[str, Any]], drain_passes: Iterable[Mapping[str, Any]]
+) -> BoundEvidence:
+    """What bounded the run's drain: the verdict on the time its windows' passes and its
+    drain passes measured, summed (each share weighted by the time of its pass)."""
+    total = PassTime()
+    for window in windows:
+        total += PassTime.of(window.get("drain_time"))
+    for drained in drain_passes:
+        total += PassTime.of(drained.get("time"))
+    return judge(total, DrainSetting.of(policy))
 
 
 def drain_summary(passes: list[dict[str, Any]]) -> dict[str, Any]:

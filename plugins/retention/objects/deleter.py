@@ -12,6 +12,11 @@ transactions' (``WorkerStats.transactions``, from the kind's ``record``).
 
 The deleter knows no transport: it opens the policy's kind of remote object
 (``open_kind``; over HTTP that is ``OperationsKind``) and closes it after the pass.
+
+Every pass ends with a verdict on what bounded it (``retention.queue.bound``: the API,
+the pool's slots, or the database), logged and sent as the ``bound_by`` gauge; a
+window records the time its passes measured in the window ledger (``drain_time``),
+from which reconcile gives the run's verdict.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from collections.abc import Callable
 from contextlib import closing
 from dataclasses import dataclass
 
+from retention import metrics
 from retention.db.connection import Connection, bounded
 from retention.db.gate import Gate, PauseSwitch
 from retention.db.sqlfiles import query
@@ -28,8 +34,9 @@ from retention.objects.enqueue import enqueue_missing_derivatives, enqueue_windo
 from retention.objects.kind import ObjectKind
 from retention.policy.model import Policy
 from retention.progress import Progress
+from retention.queue.bound import DrainSetting, PoolWatch, judge, log_verdict
 from retention.queue.limiter import TokenBucket
-from retention.queue.worker import RATE_LIMIT, STOPPING, Worker, WorkerStats
+from retention.queue.worker import RATE_LIMIT, STOPPING, Worker, WorkerStats, stats_of
 from retention.rows.lifecycle import WindowDeleter, WindowResult
 from retention.rows.windows import Window
 from retention.stopping import StopRequested
@@ -45,6 +52,7 @@ def work_operations(
     budget_seconds: float | None = None,
     gate: Gate | None = None,
     progress: Progress | None = None,
+    pool: PoolWatch | None = None,
 ) -> WorkerStats:
     """One bounded pass over a policy's due operations (of one window, if ``scope``).
 
@@ -52,7 +60,9 @@ def work_operations(
     enqueued (an object enqueued before its derivatives were added), and the finish
     resolves the policy's children against the catalog (a foreign key nobody accounts
     for fails the pass before the API deletes what could not be recorded).
-    Without a ``gate`` the policy's own health limits apply (no pause switch).
+    Without a ``gate`` the policy's own health limits apply (no pause switch). ``pool``
+    samples the pool's stats during the pass, for the verdict on what bounded it
+    (without one, the verdict says the pool's share is unknown).
     """
     remote = kind.remote
     policy = kind.policy
@@ -67,8 +77,19 @@ def work_operations(
         limiter=TokenBucket.for_remote(conn, remote),
         gate=gate or Gate(policy.name, policy.health, policy.table_spec),
         progress=progress,
+        pool=pool,
     )
-    return worker.run(scope)
+    try:
+        return worker.run(scope)
+    finally:  # a pass that failed is judged on what it measured too
+        tell_bound(policy, worker.stats, worker.progress.label)
+
+
+def tell_bound(policy: Policy, stats: WorkerStats, label: str) -> None:
+    """The verdict on what bounded one pass, in ``stats.bound``, the log and the metrics."""
+    stats.bound = judge(stats.time, DrainSetting.of(policy))
+    log_verdict(label, stats.bound)
+    metrics.bound(policy.name, stats.bound)
 
 
 @dataclass
@@ -78,6 +99,8 @@ class ObjectDeleter(WindowDeleter):
     policy: Policy
     open_kind: Callable[[], ObjectKind]
     switch: PauseSwitch | None = None
+    # A watch of the pool's stats for one pass (the Airflow layer reads Airflow's pools).
+    open_pool: Callable[[], PoolWatch] | None = None
 
     def gate_for(self, window: Window) -> Gate:
         return Gate(window.policy, self.policy.health, self.table, self.switch, label=window.label)
@@ -94,10 +117,17 @@ class ObjectDeleter(WindowDeleter):
             estimate=False,
             logger=log,
         )
-        with closing(self.open_kind()) as kind:
-            stats = work_operations(
-                conn, kind, scope=window.window_key, gate=gate, progress=progress
-            )
+        pool = self.open_pool() if self.open_pool is not None else None
+        try:
+            with closing(self.open_kind()) as kind:
+                stats = work_operations(
+                    conn, kind, scope=window.window_key, gate=gate, progress=progress, pool=pool
+                )
+        except BaseException as failed:  # what the pass measured before it failed counts
+            if (done := stats_of(failed)) is not None:
+                result.drain_time = done.time.to_json()
+            raise
+        result.drain_time = stats.time.to_json()
         for rows, elapsed_ms in stats.transactions:
             result.add_batch(rows, elapsed_ms)
         if stats.waited_for_tokens_seconds:  # the window's last line shows the worker's wait

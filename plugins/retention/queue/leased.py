@@ -14,7 +14,9 @@ through :mod:`psycopg.sql` identifiers:
 - **complete**: record outcomes (done, retry, snooze, dead), guarded by the
   lease owner, so a stale worker's result never overwrites a newer claim;
   **snooze** and **dead_letter** are completions of one job;
-- **replay**: dead jobs back to pending, with an audit row.
+- **replay**: dead jobs back to pending, with an audit row;
+- **figures**: the oldest pending and leased jobs' ages and the dead count, for the
+  metrics every worker pass sends.
 
 Every function is one statement or one short transaction.
 """
@@ -23,16 +25,20 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import cache
 from typing import Any
 
+import psycopg
 from psycopg import sql
 
-from retention.db.connection import Connection
+from retention.db.connection import Connection, set_local
 from retention.db.sqlfiles import query
 from retention.queue.classify import Outcome
+
+log = logging.getLogger(__name__)
 
 
 class State(StrEnum):
@@ -133,6 +139,19 @@ class Finish:
     auth_failure: bool = False
 
 
+@dataclass(frozen=True)
+class QueueFigures:
+    """A policy's queue of one kind at one moment (ages in seconds since enqueued; None:
+    no job in that state)."""
+
+    oldest_pending_seconds: float | None
+    oldest_leased_seconds: float | None
+    dead: int
+
+
+FIGURES_STATEMENT_MS = 2000  # the figures are worth a short read, never a long one
+
+
 @cache
 def _claim_statement(
     table: QueueTable, state: State, scoped: bool, urgent_only: bool = False
@@ -177,6 +196,8 @@ class LeasedQueue:
         # An erasure's pass claims urgent jobs only: it ends when its own work is done,
         # never drifting into the routine backlog that the scheduled runs drain.
         self.urgent_only = urgent_only
+        # Jobs claimed after their lease had expired (a worker lost them), by this client.
+        self.reclaimed = 0
 
     def urgent(self) -> LeasedQueue:
         """The same queue, claiming urgent jobs only (an erasure's pass)."""
@@ -199,10 +220,44 @@ class LeasedQueue:
                     statement = _claim_statement(
                         self.table, state, scope is not None, self.urgent_only
                     )
-                    rows += conn.execute(
+                    claimed = conn.execute(
                         statement, {**params, "state": state, "n": n - len(rows)}, prepare=True
                     ).fetchall()
+                    if state == State.IN_FLIGHT:  # each one a lease that expired
+                        self.reclaimed += len(claimed)
+                    rows += claimed
         return rows
+
+    def figures(self, conn: Connection) -> QueueFigures | None:
+        """The oldest pending and leased jobs' ages and the dead count (one short read,
+        bounded by :data:`FIGURES_STATEMENT_MS`); None, logged, when the read failed: the
+        figures are for a dashboard, never a reason to fail a pass."""
+        try:
+            with conn.transaction():
+                set_local(
+                    conn,
+                    statement_ms=FIGURES_STATEMENT_MS,
+                    lock_ms=FIGURES_STATEMENT_MS,
+                    synchronous_commit=False,
+                )
+                row = conn.execute(
+                    self.table.statement("queue_figures"), {"policy": self.policy}
+                ).fetchone()
+        except psycopg.Error as failed:
+            log.warning(
+                "policy %s: the %s queue's figures were not read (%s: %s); the pass goes on",
+                self.policy,
+                self.table.kind,
+                type(failed).__name__,
+                next(iter(str(failed).splitlines()), ""),
+            )
+            return None
+        assert row is not None
+        return QueueFigures(
+            oldest_pending_seconds=row["oldest_pending_seconds"],
+            oldest_leased_seconds=row["oldest_leased_seconds"],
+            dead=int(row["dead"]),
+        )
 
     def renew(self, conn: Connection, owner: str, ids: list[str]) -> set[str]:
         """Extend the leases of ``ids``; returns the ids this owner still holds."""

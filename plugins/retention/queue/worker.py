@@ -21,6 +21,14 @@ gone), unstarted jobs are released (pending again, no attempt spent).
 
 The worker's ledger writes commit asynchronously (``relaxed_durability``, see
 ``retention.db.connection``): each is re-driven idempotently if a crash undoes it.
+
+Each pass measures where its time went (``WorkerStats.time``: calls, waits for tokens,
+the gate's pauses, claims that found nothing, and the pool's stats when it is given a
+:class:`~retention.queue.bound.PoolWatch`), for the verdict on what bounds the drain
+(``retention.queue.bound``). It also tells the metrics what operators watch while it
+runs: jobs claimed, admitted and completed after each claim and batch, and the queue's
+oldest ages and dead letters after its first batch, every
+:data:`QUEUE_FIGURES_SECONDS` and at its end.
 """
 
 from __future__ import annotations
@@ -31,18 +39,20 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from retention import metrics
 from retention.db.connection import Connection, relaxed_durability
 from retention.db.gate import Gate
 from retention.progress import Progress
+from retention.queue.bound import PassTime, PoolWatch
 from retention.queue.classify import Classification, Outcome
 from retention.queue.leased import Finish, LeasedQueue, State
 from retention.queue.limiter import TokenBucket
 from retention.queue.outage import OutageDetector, outage_finish
 from retention.stopping import disarm, stop_requested
+from retention.summary import BoundEvidence
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +111,8 @@ class Stop:
 STOPPING = "stopping"  # WorkerStats.stopped after a SIGTERM: unstarted jobs were handed back
 LIMITER = "limiter"  # the throttled_seconds reason of time spent waiting for tokens
 RATE_LIMIT = "rate_limit"  # the same time, as progress lines name it
+QUEUE_FIGURES_SECONDS = 30.0  # a long pass reads its queue's ages and dead letters this often
+NO_POOL = "no pool was watched in this pass"  # PassTime.pool_unread of a pass without one
 
 
 class JobKind(Protocol[J, C]):
@@ -167,6 +179,9 @@ class WorkerStats:
     batches: list[tuple[int, float]] = field(default_factory=list)
     # Each transaction that recorded outcomes: rows deleted, and its own ms (see Recorded).
     transactions: list[tuple[int, float]] = field(default_factory=list)
+    # Where the pass's time went, and the verdict on it (set by a kind with a rate to keep).
+    time: PassTime = field(default_factory=PassTime)
+    bound: BoundEvidence | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -193,6 +208,8 @@ class WorkerStats:
             "outage_pauses": self.outage_pauses,
             "failure_classes": dict(self.failure_classes),
             **({"rows_by_table": dict(self.rows_by_table)} if self.rows_by_table else {}),
+            "time": self.time.to_json(),
+            **({"bound": asdict(self.bound)} if self.bound is not None else {}),
         }
 
 
@@ -218,6 +235,7 @@ class Worker:
         clock: Callable[[], float] = time.monotonic,
         now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
         progress: Progress | None = None,
+        pool: PoolWatch | None = None,
     ) -> None:
         self.conn = conn
         self.kind = kind
@@ -237,31 +255,24 @@ class Worker:
             logger=log,
         )
         self.outages = OutageDetector()
+        self.pool = pool
+        # What the pass measures as it goes (see _measure) and has told the metrics so far.
+        self._calling = 0.0
+        self._calls = 0
+        self._idle = 0.0
+        self._told = Counter[str]()
+        self._figures_at: float | None = None
 
     def run(self, scope: str | None = None) -> WorkerStats:
         """One bounded pass: work every job that is due now (of one scope, if given)."""
-        error: Exception | None = None
-        with relaxed_durability(self.conn):
-            while self.clock() < self.deadline:
-                if stop_requested():  # SIGTERM: claim nothing more
-                    disarm()
-                    self.stats.stopped = STOPPING
-                    break
-                if self.gate is not None and not self.gate.wait(self.conn, until=self.deadline):
-                    self.stats.stopped = "paused"  # still paused at the budget: all stays pending
-                    break
-                rows = self.kind.queue.claim(self.conn, self.owner, self.kind.claim_batch, scope)
-                if not rows:
-                    break
-                self.stats.claimed += len(rows)
-                stop = self._work([self.kind.job(row) for row in rows], scope)
-                self.progress.update(self.stats.done, self._throttled(), self._outcome_words())
-                if stop is not None:
-                    self.stats.stopped = stop.reason
-                    error = stop.error
-                    break
-                if self.stats.out_of_time:
-                    break
+        began, paused_before = self.clock(), self._gate_seconds()
+        waited_before = self.limiter.waited_seconds if self.limiter is not None else 0.0
+        self._sample_pool()
+        try:
+            error = self._claim_and_work(scope)
+        finally:  # a pass that failed measured its time too
+            self._measure(began, paused_before, waited_before)
+        self._tell_batch(final=True)
         if self.limiter is not None:
             self.limiter.drop_held()  # the pass is over: what it took ahead is not used
             self.stats.waited_for_tokens_seconds = self.limiter.waited_seconds
@@ -279,6 +290,100 @@ class Worker:
             error.worker_stats = self.stats  # type: ignore[attr-defined]  # see stats_of
             raise error
         return self.stats
+
+    def _claim_and_work(self, scope: str | None) -> Exception | None:
+        """Claim and work batches until none is due, time runs out or the kind stops the
+        pass; returns the error a kind's stop asked to raise once all is recorded."""
+        error: Exception | None = None
+        with relaxed_durability(self.conn):
+            while self.clock() < self.deadline:
+                if stop_requested():  # SIGTERM: claim nothing more
+                    disarm()
+                    self.stats.stopped = STOPPING
+                    break
+                if self.gate is not None and not self.gate.wait(self.conn, until=self.deadline):
+                    self.stats.stopped = "paused"  # still paused at the budget: all stays pending
+                    break
+                claiming = self.clock()
+                rows = self.kind.queue.claim(self.conn, self.owner, self.kind.claim_batch, scope)
+                self._tell_claims(len(rows))
+                if not rows:  # nothing it could call: the pass ends
+                    self._idle += self.clock() - claiming
+                    break
+                self.stats.claimed += len(rows)
+                stop = self._work([self.kind.job(row) for row in rows], scope)
+                self.progress.update(self.stats.done, self._throttled(), self._outcome_words())
+                self._sample_pool()
+                self._tell_batch(final=False)
+                if stop is not None:
+                    self.stats.stopped = stop.reason
+                    error = stop.error
+                    break
+                if self.stats.out_of_time:
+                    break
+        return error
+
+    def _gate_seconds(self) -> float:
+        """Seconds the gate has paused or paced so far (its pauses and pacing: the database)."""
+        return sum(self.gate.throttled().values()) if self.gate is not None else 0.0
+
+    def _sample_pool(self) -> None:
+        """Read the pool's stats if a read is due (the watch decides how often)."""
+        if self.pool is not None:
+            self.pool.sample(self.clock())
+
+    def _measure(self, began: float, paused_before: float, waited_before: float) -> None:
+        """Where the pass's time went (``WorkerStats.time``), for the verdict on its bound."""
+        ended = self.clock()
+        seconds = max(0.0, ended - began)
+        limiter = self.limiter
+        pool = self.pool.close(ended) if self.pool is not None else {"pool_unread": NO_POOL}
+        self.stats.time = PassTime(
+            seconds=seconds,
+            calling=self._calling,
+            calls=self._calls,
+            limiter=(limiter.waited_seconds - waited_before) if limiter is not None else 0.0,
+            database=max(0.0, self._gate_seconds() - paused_before),
+            idle=self._idle,
+            rate_seconds=limiter.effective_rate * seconds if limiter is not None else 0.0,
+            **pool,
+        )
+
+    def _tell_claims(self, claimed: int) -> None:
+        """A claim's jobs, and those of them whose lease had expired, to the metrics."""
+        reclaimed = self.kind.queue.reclaimed - self._told["reclaimed"]
+        self._told["reclaimed"] += reclaimed
+        metrics.queue_counts(
+            self.kind.queue.policy, self.stats.kind, claimed=claimed, reclaimed=reclaimed
+        )
+
+    def _tell_batch(self, *, final: bool) -> None:
+        """Calls admitted and jobs completed since the last batch; the queue's ages and dead
+        letters after the first batch, every QUEUE_FIGURES_SECONDS and at the end."""
+        admitted = self.limiter.tokens_taken if self.limiter is not None else self._calls
+        counts = {"admitted": admitted, "completed": self.stats.done}
+        new = {what: n - self._told[what] for what, n in counts.items()}
+        self._told.update(new)
+        policy, kind = self.kind.queue.policy, self.stats.kind
+        metrics.queue_counts(policy, kind, **new)
+        now = self.clock()
+        recent = self._figures_at is not None and now - self._figures_at < QUEUE_FIGURES_SECONDS
+        if recent and not final:
+            return
+        self._figures_at = now
+        if self.conn.closed or self.conn.broken:
+            return
+        figures = self.kind.queue.figures(self.conn)
+        if figures is not None:
+            metrics.queue_figures(
+                policy,
+                kind,
+                oldest_pending_seconds=figures.oldest_pending_seconds,
+                oldest_leased_seconds=figures.oldest_leased_seconds,
+                dead=figures.dead,
+            )
+        if final:
+            metrics.call_ms(policy, kind, self._calls, self._calling)
 
     def _throttled(self) -> dict[str, float]:
         """Time this pass waited, by reason: the gate's pauses and the API's rate limit."""
@@ -348,6 +453,7 @@ class Worker:
         renewed = [self.clock()]
 
         def keep_leases() -> None:
+            self._sample_pool()  # before the token: a slow read never delays a granted call
             if self.clock() - renewed[0] >= self._renew_every():
                 still = self.kind.queue.renew(self.conn, self.owner, sorted(held))
                 self.stats.lost_leases += len(held - still)
@@ -374,9 +480,11 @@ class Worker:
             if job.key not in held:  # renewed while waiting for the token, and lost
                 continue
             sent.add(job.key)
-            started = time.time()
+            started, calling = time.time(), self.clock()
             c = self.kind.attempt(self.conn, job)
             finished = time.time()
+            self._calling += self.clock() - calling
+            self._calls += 1
             self.stats.outcomes[c.outcome.value] += 1
             metrics.remote_request(self.kind.queue.policy, self.stats.kind, c.outcome.value)
             self.stats.statuses[c.answer] += 1

@@ -59,6 +59,9 @@ class WindowResult:
     # Rows deleted by table: the policy's and each listed child's (rows_deleted counts the
     # policy's table only, as the window ledger does).
     rows_by_table: dict[str, int] = field(default_factory=dict)
+    # Where a remote window's pass spent its time (``retention.queue.bound.PassTime``'s
+    # figures), summed into the ledger's drain_time for the run's verdict on its bound.
+    drain_time: dict[str, Any] = field(default_factory=dict)
 
     @property
     def longest_batch_ms(self) -> float:
@@ -192,6 +195,7 @@ def close_window(
                 "pauses": result.pause.get("pauses", 0),
                 "paused_seconds": result.pause.get("paused_seconds", 0.0),
                 "pause_reasons": Jsonb(result.pause.get("pause_reasons") or {}),
+                "drain_time": Jsonb(result.drain_time),
             },
         )
 

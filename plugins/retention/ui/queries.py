@@ -50,6 +50,9 @@ class LastRun:
     covered_note: str | None = None  # why it deleted nothing: another run had already deleted
     # rate-limit headers the limiter ignored during the run (the summary's note)
     rate_limit_headers_note: str | None = None
+    # What bounded its drain (remote runs, once reconciled): the verdict and its sentence.
+    bound_by: str | None = None
+    bound_says: str | None = None
 
 
 @dataclass(frozen=True)
@@ -220,6 +223,8 @@ def _last_run(row: dict[str, Any] | None) -> LastRun | None:
         logical_date=row["logical_date"],
         covered_note=row["covered_note"],
         rate_limit_headers_note=row["rate_limit_headers_note"],
+        bound_by=row["bound_by"],
+        bound_says=row["bound_says"],
     )
 
 
