@@ -27,8 +27,8 @@ from psycopg import sql
 from retention.airflow.access import REPLAY_DAG_ID, FutureRun
 from retention.db.connection import Connection, connect_dsn
 from retention.db.table_check import table_fit
-from retention.summary import rate_limit_headers_note
 from retention.queue.bound import DrainSetting, PassTime, judge
+from retention.summary import rate_limit_headers_note
 from retention.ui.app import create_app
 from tests.support.policies import make_policy, policy_fields
 from tests.support.tables import create_table, old
