@@ -239,3 +239,16 @@ def test_every_verdict_but_unknown_has_its_number_on_the_gauge() -> None:
         "unknown": None,
     }
     assert set(metrics.BOUND_CODES) == {b.value for b in Bound} - {"unknown"}
+
+
+def test_an_auto_rate_policy_is_judged_against_its_ceiling() -> None:
+    """``rate_per_second: auto`` is not a number: the pool must keep up with the most the
+    scope may make, its ``max_rate_per_second``."""
+    from retention.policy import parse_policy
+    from tests.support.policies import REQUIRED_REMOTE, policy_fields
+
+    remote = {**REQUIRED_REMOTE, "rate_per_second": "auto", "max_rate_per_second": 40}
+    policy, problems = parse_policy("a", policy_fields("a", remote=remote))
+    assert problems == []
+    assert policy is not None
+    assert DrainSetting.of(policy).rate_per_second == 40

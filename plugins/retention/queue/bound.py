@@ -127,12 +127,14 @@ class DrainSetting:
 
     pool: str
     task_slots: int  # slots one window (or drain) task takes: pool_slots
-    rate_per_second: float  # the policy's rate: the pace the pool should keep up with
+    # the policy's rate (with ``auto``, its max_rate_per_second): the pace the pool should
+    # keep up with
+    rate_per_second: float
 
     @classmethod
     def of(cls, policy: Policy) -> DrainSetting:
         assert policy.remote is not None
-        return cls(policy.remote.pool, policy.pool_slots, policy.remote.rate_per_second)
+        return cls(policy.remote.pool, policy.pool_slots, policy.remote.rate_ceiling)
 
 
 def slots_for(rate_per_second: float, latency_seconds: float, task_slots: int = 1) -> int:
