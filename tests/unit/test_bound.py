@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from retention import metrics
+from retention.policy import parse_policy
 from retention.queue.bound import (
     HEADROOM,
     POOL_BUSY_SHARE,
@@ -20,6 +21,7 @@ from retention.queue.bound import (
     judge,
     slots_for,
 )
+from tests.support.policies import REQUIRED_REMOTE, policy_fields
 
 MEDIA = DrainSetting(pool="media_api", task_slots=1, rate_per_second=20)
 UNREAD = (
@@ -244,9 +246,6 @@ def test_every_verdict_but_unknown_has_its_number_on_the_gauge() -> None:
 def test_an_auto_rate_policy_is_judged_against_its_ceiling() -> None:
     """``rate_per_second: auto`` is not a number: the pool must keep up with the most the
     scope may make, its ``max_rate_per_second``."""
-    from retention.policy import parse_policy
-    from tests.support.policies import REQUIRED_REMOTE, policy_fields
-
     remote = {**REQUIRED_REMOTE, "rate_per_second": "auto", "max_rate_per_second": 40}
     policy, problems = parse_policy("a", policy_fields("a", remote=remote))
     assert problems == []
