@@ -18,7 +18,7 @@ from retention.evidence.reconcile import reconcile_run
 from retention.evidence.report import format_summary
 from retention.queue import limiter
 from retention.queue.limiter import TokenBucket
-from retention.queue.rate_headers import X_RATELIMIT, QuotaProblem, QuotaReading
+from retention.queue.rate_headers import X_RATELIMIT, QuotaProblem, QuotaReading, read_quota
 from retention.summary import RATE_LIMIT_HEADERS_IGNORED
 from retention.ui.queries import policy_figures
 from tests.integration.test_cli import cli
@@ -215,3 +215,59 @@ def test_a_worker_writes_the_pace_when_it_changes_or_once_a_second_not_per_call(
     assert scope.paces_followed == 3, "once a second all the same: the reset moment moves on"
     scope.follow(reading(0, 10))
     assert scope.paces_followed == 4, "nothing left always closes the scope"
+
+
+HOSTILE_HEADERS = {
+    "remaining beyond a 32-bit integer": {
+        "X-RateLimit-Remaining": "3000000000",
+        "X-RateLimit-Reset": "60",
+    },
+    "an epoch reset in the far future": {
+        "X-RateLimit-Remaining": "5",
+        "X-RateLimit-Reset": "999999999999999",
+    },
+    "a structured reset in the far future": {"RateLimit": '"d";r=5;t=999999999999999'},
+    "one call left of a year": {"X-RateLimit-Remaining": "1", "X-RateLimit-Reset": "31536000"},
+    "none left for a year": {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "31536000"},
+}
+
+
+@pytest.mark.parametrize("headers", HOSTILE_HEADERS.values(), ids=HOSTILE_HEADERS.keys())
+@pytest.mark.parametrize("rate", [50, "auto"])
+def test_no_answer_fails_the_pass_or_slows_the_scope_beyond_the_retry_after_cap(
+    db, unique_name, headers, rate
+) -> None:
+    """Whatever numbers an API writes in its headers, following them is one statement that
+    succeeds, and no single answer holds the scope below one call per MAX_HEADER_SECONDS,
+    or steers or closes it for longer than that (as a Retry-After is capped)."""
+    extra = {"max_rate_per_second": 50} if rate == "auto" else {}
+    scope = bucket(db, unique_name, rate_per_second=rate, **extra)
+    scope.follow(read_quota(headers, time.time()))
+    row = db.execute(
+        "SELECT rate_ceiling, effective_rate, "
+        "extract(epoch FROM learned_until - clock_timestamp())::float8 AS steered, "
+        "extract(epoch FROM greatest(closed_until, clock_timestamp()) - clock_timestamp())"
+        "::float8 AS closed FROM retention.rate_limiters WHERE scope = %s",
+        (scope.scope,),
+    ).fetchone()
+    assert row is not None
+    longest = limiter.MAX_HEADER_SECONDS
+    assert row["rate_ceiling"] >= 1 / longest, "at least one call per MAX_HEADER_SECONDS"
+    assert row["effective_rate"] >= 1 / longest
+    assert row["steered"] <= longest, "steered at most that long"
+    assert row["closed"] <= longest, "closed at most that long"
+
+
+def test_a_worker_recovering_from_a_429_writes_the_same_pace_once_not_per_call(
+    db, unique_name
+) -> None:
+    """After a 429 the effective rate climbs back below the headers' pace: an unchanged
+    pace is still written only when it changes or once a second, not on every answer."""
+    scope = bucket(db, unique_name, rate_per_second=50)
+    clock = FakeClock()
+    scope.clock = clock
+    scope.throttle(0.01)
+    for _ in range(5):  # the same 40/s, a few ms apart: above the halved rate
+        scope.follow(reading(400, 10))
+        clock.now += 0.005
+    assert scope.paces_followed == 1

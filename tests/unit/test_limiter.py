@@ -1,10 +1,19 @@
-"""How many tokens a worker takes in one statement (the take-ahead rule, no database)."""
+"""How many tokens a worker takes in one statement (the take-ahead rule), and the pace an
+API's rate-limit headers set (no database)."""
 
 from __future__ import annotations
 
 import pytest
 
-from retention.queue.limiter import HOLD_SECONDS, tokens_to_take
+from retention.queue.limiter import (
+    HOLD_SECONDS,
+    MAX_HEADER_SECONDS,
+    SLOWEST_HEADER_PACE,
+    ZERO_RESET_SECONDS,
+    HeaderPace,
+    header_pace,
+    tokens_to_take,
+)
 
 
 @pytest.mark.parametrize(
@@ -28,3 +37,26 @@ def test_a_take_never_outlasts_the_hold_at_the_scope_rate() -> None:
     for rate in (1, 20, 40, 100, 1000, 50_000):
         taken = tokens_to_take(1000, rate, 1e-6)
         assert taken <= max(1, rate * HOLD_SECONDS)
+
+
+YEAR = 365 * 86_400.0
+
+
+@pytest.mark.parametrize(
+    ("remaining", "reset", "ceiling", "expected", "why"),
+    [
+        (40, 10.0, 50.0, HeaderPace(4.0, 10.0), "what is left, spent by the reset"),
+        (4000, 10.0, 50.0, HeaderPace(50.0, 10.0), "never above the configured rate"),
+        (40, 10.0, None, HeaderPace(4.0, 10.0), "no ceiling known"),
+        (0, 10.0, 50.0, HeaderPace(None, 10.0), "none left: closed until the reset"),
+        (5, 0.0, 50.0, HeaderPace(5 / ZERO_RESET_SECONDS, ZERO_RESET_SECONDS), "reset now"),
+        (1, YEAR, 50.0, HeaderPace(SLOWEST_HEADER_PACE, MAX_HEADER_SECONDS), "a year away"),
+        (0, YEAR, 50.0, HeaderPace(None, MAX_HEADER_SECONDS), "closed a year: capped"),
+        (86_400, 86_400.0, 50.0, HeaderPace(1.0, MAX_HEADER_SECONDS), "a daily quota's pace"),
+        (3_000_000_000, 60.0, 50.0, HeaderPace(50.0, 60.0), "beyond a 32-bit integer"),
+        (5, 1e15, 50.0, HeaderPace(SLOWEST_HEADER_PACE, MAX_HEADER_SECONDS), "far epoch"),
+        (1, YEAR, 1e-5, HeaderPace(1e-5, MAX_HEADER_SECONDS), "a ceiling below the floor"),
+    ],
+)
+def test_header_pace(remaining, reset, ceiling, expected, why) -> None:
+    assert header_pace(remaining, reset, ceiling) == expected, why

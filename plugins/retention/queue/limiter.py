@@ -27,6 +27,10 @@ paces by it; none left closes the scope until the reset. After the reset, with
 no newer headers, the ceiling falls back to the configured rate (an ``auto``
 scope keeps the last pace it learned). Headers that were malformed or
 contradictory are ignored and remembered once per pass for the run summary.
+No single answer steers or closes the scope for longer than a Retry-After may
+(``MAX_HEADER_SECONDS``), nor paces it below one call in that time
+(:func:`header_pace`): an API whose reset is a year away, or whose numbers
+overflow, costs at most an hour, and the next answer says more.
 """
 
 from __future__ import annotations
@@ -55,6 +59,34 @@ FOLLOW_TOLERANCE = 0.05
 FOLLOW_REFRESH_SECONDS = 1.0
 # A reset of 0 s: headers count whole seconds, so the quota resets within the next one.
 ZERO_RESET_SECONDS = 1.0
+# The longest one answer's headers steer the scope, or close it when nothing is left: a
+# Retry-After's cap. A reset further away (a daily quota, a far epoch) still sets the pace,
+# but the scope hears again within this time, or falls back.
+MAX_HEADER_SECONDS = MAX_RETRY_AFTER_SECONDS
+# The slowest pace headers set: one call per MAX_HEADER_SECONDS, so a scope told "one call
+# left, reset in a year" still asks again within the hour, never stays shut for the year.
+SLOWEST_HEADER_PACE = 1 / MAX_HEADER_SECONDS
+
+
+@dataclass(frozen=True)
+class HeaderPace:
+    """What one reading of the headers does to the scope (see :func:`header_pace`)."""
+
+    pace: float | None  # calls per second until ``steer_seconds`` pass (None: none left)
+    steer_seconds: float  # how long the pace holds, or the scope stays closed
+
+
+def header_pace(remaining: int, reset_seconds: float, ceiling: float | None) -> HeaderPace:
+    """The pace an API's quota sets: what is left spent by the reset (``remaining ÷
+    reset_seconds``), never above ``ceiling`` (the configured rate) nor below
+    :data:`SLOWEST_HEADER_PACE`, held (or, none left, the scope closed) until the reset or
+    for :data:`MAX_HEADER_SECONDS`, whichever comes first. A reset of 0 is a second away."""
+    reset = reset_seconds if reset_seconds > 0 else ZERO_RESET_SECONDS
+    steer = min(reset, MAX_HEADER_SECONDS)
+    if remaining <= 0:
+        return HeaderPace(None, steer)
+    pace = max(remaining / reset, SLOWEST_HEADER_PACE)
+    return HeaderPace(pace if ceiling is None else min(pace, ceiling), steer)
 
 
 def tokens_to_take(upcoming: int, rate: float, pace_seconds: float | None) -> int:
@@ -93,6 +125,7 @@ class TokenBucket:
     configured_rate: float | None = None  # the policy's ceiling (None: not known here)
     learned_until: float | None = None  # clock() when the headers' quota resets
     followed_at: float | None = None  # clock() when this worker last wrote a pace
+    followed_pace: float | None = None  # the pace it wrote then (None: a close, or none)
     paces_followed: int = 0  # statements that wrote the headers' pace to the scope
     header_problem: str | None = None  # the first ignored headers of this pass
 
@@ -204,12 +237,13 @@ class TokenBucket:
     def follow(self, quota: Quota) -> None:
         """Pace the scope by what an answer's rate-limit headers said of the API's quota.
 
-        A reading sets the scope's ceiling to its pace (``remaining ÷ seconds to the
-        reset``, never above the configured rate) until the reset, or closes the scope
-        until then when nothing is left; it is written only when it changes the pace
-        by more than ``FOLLOW_TOLERANCE``, or ``FOLLOW_REFRESH_SECONDS`` after this
-        worker last wrote one, so an API whose every answer carries headers costs a
-        few statements a second, not one per call. No headers after the reset: the
+        A reading sets the scope's ceiling to its pace (:func:`header_pace`: ``remaining ÷
+        seconds to the reset``, within bounds) until the reset (at most
+        ``MAX_HEADER_SECONDS``), or closes the scope until then when nothing is left; it
+        is written only when it changes the pace this worker last wrote by more than
+        ``FOLLOW_TOLERANCE``, or ``FOLLOW_REFRESH_SECONDS`` after it last wrote one, so an
+        API whose every answer carries headers costs a few statements a second, not one
+        per call (nor during a 429's recovery). No headers after the reset: the
         ceiling falls back (see the module's docstring). A problem is logged and
         remembered on the scope once per pass, and the configured rate stays.
         """
@@ -222,21 +256,23 @@ class TokenBucket:
                 self.learned_until = None
                 self.conn.execute(query("limiter_headers_expired"), {"scope": self.scope})
             return
-        reset = quota.reset_seconds or ZERO_RESET_SECONDS
-        pace = quota.remaining / reset
-        if self.configured_rate is not None:
-            pace = min(pace, self.configured_rate)
-        changed = abs(pace - self.effective_rate) > FOLLOW_TOLERANCE * pace
+        heard = header_pace(quota.remaining, quota.reset_seconds, self.configured_rate)
+        # compared with the pace this worker last wrote, not the effective rate: after a
+        # 429 that rate climbs back below the pace, and would make every answer a write
+        last = self.followed_pace
+        changed = (
+            heard.pace is None or last is None or abs(heard.pace - last) > FOLLOW_TOLERANCE * last
+        )
         stale = self.followed_at is None or now - self.followed_at >= FOLLOW_REFRESH_SECONDS
-        if quota.remaining and not changed and not stale:
+        if not changed and not stale:
             return
         row = self.conn.execute(
             query("limiter_follow_headers"),
             {
                 "scope": self.scope,
                 "remaining": quota.remaining,
-                "reset_seconds": reset,
-                "close_seconds": min(reset, MAX_RETRY_AFTER_SECONDS),
+                "pace": heard.pace,
+                "steer_seconds": heard.steer_seconds,
             },
         ).fetchone()
         if row is None:
@@ -249,7 +285,7 @@ class TokenBucket:
                 float(row["effective_rate"]),
             )
         self.paces_followed += 1
-        self.followed_at = now
+        self.followed_at, self.followed_pace = now, heard.pace
         self.effective_rate = float(row["effective_rate"])
         self.learned_until = now + max(0.0, float(row["learned_seconds_left"]))
         if not quota.remaining:  # closed until the reset: what this worker holds is not used
