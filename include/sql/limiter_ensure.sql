@@ -1,14 +1,17 @@
 -- Create a limiter scope, or update its configured rate and burst. The ceiling is
--- retention.limiter_ceiling's (migration 0022): the configured rate, lowered to the
+-- retention.limiter_ceiling's (migration 0023): the configured rate, lowered to the
 -- pace of the API's rate-limit headers while their quota holds; %(rate)s is the
 -- starting ceiling (an auto scope's low start). The effective (AIMD) rate never
--- exceeds the ceiling. Touches one row; returns the seconds until the headers'
--- quota resets (NULL: no headers followed).
+-- exceeds the ceiling. A new auto scope holds no more tokens than its starting rate
+-- earns in a second (not its burst): before the first answer's headers, its calls go
+-- at the low start. Touches one row; returns the seconds until the headers' quota
+-- resets (NULL: no headers followed).
 INSERT INTO retention.rate_limiters AS r (
     scope, rate_ceiling, effective_rate, min_rate, burst, recovery_seconds, tokens,
     configured_rate, auto_rate
 ) VALUES (
-    %(scope)s, %(rate)s, %(rate)s, %(min_rate)s, %(burst)s, %(recovery_seconds)s, %(burst)s,
+    %(scope)s, %(rate)s, %(rate)s, %(min_rate)s, %(burst)s, %(recovery_seconds)s,
+    CASE WHEN %(auto_rate)s THEN least(%(burst)s, %(rate)s) ELSE %(burst)s END,
     %(configured_rate)s, %(auto_rate)s
 )
 ON CONFLICT (scope) DO UPDATE

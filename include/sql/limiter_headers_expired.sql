@@ -1,5 +1,5 @@
 -- The quota the API's headers described has reset, and no answer since said anything
--- new: the scope's ceiling falls back (retention.limiter_ceiling, migration 0022: the
+-- new: the scope's ceiling falls back (retention.limiter_ceiling, migration 0023: the
 -- configured rate, or an auto scope's last learned pace); the effective rate climbs
 -- back to it as after a 429 (over recovery_seconds). Touches the scope's row of
 -- retention.rate_limiters only once that quota has reset; returns the new ceiling.

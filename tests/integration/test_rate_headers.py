@@ -271,3 +271,13 @@ def test_a_worker_recovering_from_a_429_writes_the_same_pace_once_not_per_call(
         scope.follow(reading(400, 10))
         clock.now += 0.005
     assert scope.paces_followed == 1
+
+
+def test_an_auto_scope_starts_low_without_its_burst_of_calls(db, unique_name) -> None:
+    """Before any answer said a limit, an auto scope admits one call a second: not a whole
+    burst at once (20 at once, then one a second, overruns 60 a minute in its first one)."""
+    scope = bucket(db, unique_name, rate_per_second="auto", max_rate_per_second=50)
+    granted, _ = scope.try_take(5)
+    assert granted == 1, "the starting rate's one token, not the burst of five"
+    fixed = bucket(db, f"{unique_name}_fixed", rate_per_second=50)
+    assert fixed.try_take(5)[0] == 5, "a configured rate starts with its burst, as before"
