@@ -11,6 +11,7 @@ from retention.policy import parse_policy
 from retention.queue.bound import (
     HEADROOM,
     POOL_BUSY_SHARE,
+    POOL_SAMPLE_SHARE,
     WAIT_SHARE,
     WORKING_SHARE,
     Bound,
@@ -207,6 +208,29 @@ def test_each_sample_of_the_pool_holds_until_the_next() -> None:
         "pool_slot_seconds": 6.0,
         "pool_unread": None,
     }
+
+
+def test_a_slow_api_server_is_read_less_often_never_slowing_the_drain() -> None:
+    """Each read of the pool blocks the worker's calls: however long the api-server takes
+    to answer, reading takes at most POOL_SAMPLE_SHARE of the pass (plus the first read)."""
+    clock = [0.0]
+    read_seconds = 0.3
+
+    def slow(pool: str) -> PoolReading:
+        clock[0] += read_seconds  # the api-server's answer, in the worker's time
+        return PoolReading(4, 1)
+
+    watch = PoolWatch("media_api", 1, slow, clock=lambda: clock[0])
+    while clock[0] < 60.0:  # a worker that offers a sample after every 0.1 s of calls
+        watch.sample(clock[0])
+        clock[0] += 0.1
+    reading = watch.samples * read_seconds
+    assert reading <= POOL_SAMPLE_SHARE * clock[0] + read_seconds, (
+        f"{watch.samples} reads took {reading:.1f} s of {clock[0]:.0f} s"
+    )
+    assert watch.samples >= 2, "still sampled through the pass"
+    figures = watch.close(clock[0])
+    assert figures["pool_sampled"] == pytest.approx(clock[0]), "each sample held to the next"
 
 
 def test_a_pool_is_busy_without_room_for_one_more_task_and_never_when_unlimited() -> None:

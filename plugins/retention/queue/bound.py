@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -44,6 +45,10 @@ POOL_BUSY_SHARE = 0.8
 WORKING_SHARE = 0.5
 HEADROOM = 1.2  # Little's law's slots, plus a fifth: latency varies, and calls are not all
 POOL_SAMPLE_SECONDS = 1.0  # at most one read of the pool's stats per second and worker
+# …and reads of the pool's stats take at most this share of a worker's time: each read
+# blocks the worker's calls, so a slow api-server spaces them out rather than slowing the
+# drain (a 300 ms read once a second halved a fast drain's rate).
+POOL_SAMPLE_SHARE = 0.05
 
 
 class Bound(StrEnum):
@@ -290,8 +295,10 @@ class PoolWatch:
     """Samples one pool's stats during a pass and holds each sample until the next.
 
     ``read`` (the Airflow layer's reader of ``GET /api/v2/pools/{pool}``) is called at
-    most every ``every_seconds``; the pool is busy while it has no free slot for another
-    task of ``task_slots`` slots. The first failed read stops the sampling for the pass
+    most every ``every_seconds``, and less often when a read is slow, so that reading
+    takes at most :data:`POOL_SAMPLE_SHARE` of the worker's time (``clock`` times each
+    read); the pool is busy while it has no free slot for another task of ``task_slots``
+    slots. The first failed read stops the sampling for the pass
     and says why (``unread``); so does a watch built without a reader.
     """
 
@@ -303,6 +310,7 @@ class PoolWatch:
         *,
         unread: str | None = None,
         every_seconds: float = POOL_SAMPLE_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.pool = pool
         self.task_slots = task_slots
@@ -311,6 +319,8 @@ class PoolWatch:
         if read is None and unread is None:
             self.unread = "no reader of Airflow's pools"
         self.every_seconds = every_seconds
+        self.clock = clock
+        self.interval = every_seconds  # grows with the time a read takes
         self.samples = 0
         self.sampled = 0.0
         self.busy = 0.0
@@ -318,11 +328,12 @@ class PoolWatch:
         self._last: tuple[float, bool, int] | None = None  # (when, busy, slots)
 
     def sample(self, now: float) -> None:
-        """Read the pool if the last read is ``every_seconds`` old (or there is none)."""
+        """Read the pool if the last read is ``interval`` old (or there is none)."""
         if self.read is None or self.unread is not None:
             return
-        if self._last is not None and now - self._last[0] < self.every_seconds:
+        if self._last is not None and now - self._last[0] < self.interval:
             return
+        began = self.clock()
         try:
             reading = self.read(self.pool)
         except Exception as failed:  # the verdict falls back; the pass goes on
@@ -330,6 +341,8 @@ class PoolWatch:
             self._hold(now)
             self._last = None
             return
+        took = max(0.0, self.clock() - began)
+        self.interval = max(self.every_seconds, took / POOL_SAMPLE_SHARE)
         self._hold(now)
         self.samples += 1
         busy = reading.slots >= 0 and reading.slots - reading.occupied < self.task_slots
