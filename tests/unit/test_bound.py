@@ -104,9 +104,24 @@ def pass_of(
             "not bound: workers waited for work 60% of the time and the limiter was open: "
             "the drain kept up with its work",
         ),
+        (
+            pass_of(latency=0.048, slots=2),
+            Bound.UNBOUND,
+            "not bound: pool `media_api` has 2 slots, busy 97% of the time, and at 48 ms per "
+            "call, 20/s needs 2: enough for the rate",
+        ),
         (PassTime(), Bound.UNKNOWN, "unknown: no pass of the drain was measured"),
     ],
-    ids=["capacity", "upstream", "database", "capacity-pool-unread", "free-slots", "idle", "none"],
+    ids=[
+        "capacity",
+        "upstream",
+        "database",
+        "capacity-pool-unread",
+        "free-slots",
+        "idle",
+        "full-with-enough-slots",
+        "none",
+    ],
 )
 def test_the_verdict_names_what_bounds_the_drain_and_what_to_tune(
     figures: PassTime, verdict: Bound, says: str

@@ -263,3 +263,30 @@ def test_structured_field_items_keep_their_parameters() -> None:
         ("b", {"k": b"YWJj"}),
     ]
     assert parse_sf_list("F", "") == []
+
+
+def test_a_few_seconds_of_clock_skew_is_not_a_contradiction() -> None:
+    """The API's clock runs behind or ahead of ours: an epoch reset a few seconds in the
+    past is "now", and an epoch reset beside a delta agrees within the skew; two deltas
+    still have to agree to the second."""
+    behind = {"X-RateLimit-Remaining": "5", "X-RateLimit-Reset": str(int(NOW) - 10)}
+    reading = read_quota(behind, NOW)
+    assert isinstance(reading, QuotaReading)
+    assert reading.reset_seconds == 0.0
+    both = {
+        "RateLimit": '"default";r=40;t=12',
+        "X-RateLimit-Remaining": "40",
+        "X-RateLimit-Reset": str(int(NOW) + 12 + 8),  # our clock 8 s behind the API's
+    }
+    assert read_quota(both, NOW) == QuotaReading(IETF, 40, 12.0)
+    deltas = {**both, "X-RateLimit-Reset": "20"}
+    assert isinstance(read_quota(deltas, NOW), QuotaProblem)
+
+
+def test_a_problem_quotes_at_most_a_bounded_piece_of_the_header() -> None:
+    """The problem is stored and shown in the run summary, the view and the CLI: a
+    megabyte header must not travel with it."""
+    problem = read_quota({"RateLimit-Remaining": "x" * 100_000, "RateLimit-Reset": "1"}, NOW)
+    assert isinstance(problem, QuotaProblem)
+    assert len(str(problem)) < 200
+    assert "xxxx…'" in str(problem)

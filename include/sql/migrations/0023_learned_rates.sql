@@ -1,4 +1,4 @@
--- Migration 0022: a limiter scope follows the API's own rate-limit headers.
+-- Migration 0023: a limiter scope follows the API's own rate-limit headers.
 --
 -- rate_ceiling stays the ceiling retention.take_tokens applies (its arithmetic is
 -- unchanged); what sets it is now written down beside it:

@@ -1,4 +1,4 @@
--- Migration 0022: a remote window records where its worker passes spent their time, so
+-- Migration 0024: a remote window records where its worker passes spent their time, so
 -- that reconcile can say what bounded the run's drain (the API, the pool's slots, or the
 -- database) and what to tune.
 --

@@ -253,6 +253,13 @@ def _verdict(
     if latency is not None and needed is not None and working >= WORKING_SHARE:
         pace = f"at {latency * 1000:.0f} ms per call, {_rate(setting.rate_per_second)}/s needs"
         if pool_busy is not None and pool_busy >= POOL_BUSY_SHARE:
+            if slots is not None and slots >= needed:
+                # Full, but with the slots the rate needs: the calls keep up with the rate
+                # (a drain at its rate fills its pool); more slots would not go faster.
+                return Bound.UNBOUND, (
+                    f"not bound: {pool} has {slots} slots, busy {_pct(pool_busy)} of the "
+                    f"time, and {pace} {needed}: enough for the rate"
+                )
             return Bound.CAPACITY, (
                 f"capacity-bound: {pool} has {slots} slots, busy {_pct(pool_busy)} of the "
                 f"time; {pace} {needed}"

@@ -34,15 +34,20 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 IETF = "RateLimit"  # the draft's structured fields (RateLimit and RateLimit-Policy)
 RATELIMIT = "RateLimit-*"  # the draft's older RateLimit-Limit/-Remaining/-Reset
 X_RATELIMIT = "X-RateLimit-*"  # the widespread X-RateLimit-Limit/-Remaining/-Reset
 
 EPOCH_AFTER_SECONDS = 365 * 86_400  # a reset larger than a year of seconds is an epoch
-PAST_TOLERANCE_SECONDS = 1.0  # an epoch reset this far in the past (whole seconds) is "now"
-RESET_AGREEMENT_SECONDS = 1.0  # two families' resets may differ by whole-second rounding
+# The API's clock and ours differ: an epoch reset up to this far in the past reads as "now",
+# and an epoch reset (read on our clock) may differ this much from another family's delta
+# and still agree. Beyond it, the headers contradict the calendar or each other.
+CLOCK_SKEW_SECONDS = 30.0
+PAST_TOLERANCE_SECONDS = CLOCK_SKEW_SECONDS
+RESET_AGREEMENT_SECONDS = 1.0  # two deltas may differ by whole-second rounding
+SHOWN_CHARACTERS = 60  # a problem quotes at most this much of a header's value
 REQUESTS_UNIT = "requests"  # the IETF quota unit that counts calls (the default)
 
 WHOLE = re.compile(r"\d{1,15}")
@@ -58,6 +63,8 @@ class QuotaReading:
     reset_seconds: float
     limit: int | None = None
     window_seconds: float | None = None
+    # the reset was an epoch timestamp, read on our clock (so off by the clocks' skew)
+    from_epoch: bool = field(default=False, compare=False)
 
     @property
     def pace(self) -> float | None:
@@ -89,6 +96,15 @@ Quota = QuotaReading | QuotaProblem | None
 
 class Malformed(ValueError):
     """A header outside the syntax this module reads; its message names the header."""
+
+
+def shown(value: object) -> str:
+    """``value`` quoted for a problem message, cut to ``SHOWN_CHARACTERS``: the message is
+    stored, summarised and shown in the view, and an API's header can be any length."""
+    text = value if isinstance(value, str) else repr(value)
+    if len(text) > SHOWN_CHARACTERS:
+        text = text[: SHOWN_CHARACTERS - 1] + "…"
+    return repr(text) if isinstance(value, str) else text
 
 
 def read_quota(headers: Mapping[str, str] | None, now: float) -> Quota:
@@ -126,7 +142,8 @@ def _disagreement(a: QuotaReading, b: QuotaReading) -> str | None:
         return f"{a.family} says {a.remaining} calls left, {b.family} says {b.remaining}"
     if a.limit is not None and b.limit is not None and a.limit != b.limit:
         return f"{a.family} says a limit of {a.limit}, {b.family} says {b.limit}"
-    if abs(a.reset_seconds - b.reset_seconds) > RESET_AGREEMENT_SECONDS:
+    leeway = CLOCK_SKEW_SECONDS if a.from_epoch != b.from_epoch else RESET_AGREEMENT_SECONDS
+    if abs(a.reset_seconds - b.reset_seconds) > leeway:
         return (
             f"{a.family} says the quota resets in {a.reset_seconds:g} s, "
             f"{b.family} in {b.reset_seconds:g} s"
@@ -160,13 +177,14 @@ def _read_numbers(
         raise Malformed(f"{names['Remaining']} {remaining} is more than {names['Limit']} {limit}")
     if remaining is None or reset is None:
         return None  # a limit alone, or remaining without a reset: nothing to pace by
-    return QuotaReading(family, remaining, reset, limit)
+    epoch = raw["Reset"] is not None and float(raw["Reset"].strip()) > EPOCH_AFTER_SECONDS
+    return QuotaReading(family, remaining, reset, limit, from_epoch=epoch)
 
 
 def _whole(name: str, value: str) -> int:
     text = value.strip()
     if not WHOLE.fullmatch(text):
-        raise Malformed(f"{name} {value!r} is not a whole number of calls (0 or more)")
+        raise Malformed(f"{name} {shown(value)} is not a whole number of calls (0 or more)")
     return int(text)
 
 
@@ -176,7 +194,7 @@ def _first_whole(name: str, value: str) -> int:
     first = value.split(",", 1)[0].split(";", 1)[0]
     limit = _whole(name, first)
     if limit == 0:
-        raise Malformed(f"{name} {value!r} is a limit of no calls at all")
+        raise Malformed(f"{name} {shown(value)} is a limit of no calls at all")
     return limit
 
 
@@ -184,13 +202,13 @@ def _reset(name: str, value: str, now: float) -> float:
     """Seconds until the reset: delta seconds, or an epoch timestamp when larger than a year."""
     text = value.strip()
     if not SECONDS.fullmatch(text):
-        raise Malformed(f"{name} {value!r} is not a number of seconds or an epoch timestamp")
+        raise Malformed(f"{name} {shown(value)} is not a number of seconds or an epoch timestamp")
     seconds = float(text)
     if seconds <= EPOCH_AFTER_SECONDS:
         return seconds
     ago = now - seconds
     if ago > PAST_TOLERANCE_SECONDS:
-        raise Malformed(f"{name} {value} is an epoch timestamp {ago:,.0f} s in the past")
+        raise Malformed(f"{name} {shown(value)} is an epoch timestamp {ago:,.0f} s in the past")
     return max(0.0, seconds - now)
 
 
@@ -216,7 +234,8 @@ def _read_ietf(headers: Mapping[str, str], now: float) -> QuotaReading | None:
             continue  # a quota of bytes or of something else: it does not count calls
         if quota is not None and remaining is not None and remaining > quota:
             raise Malformed(
-                f"RateLimit {name!r} says r={remaining}, more than RateLimit-Policy's q={quota}"
+                f"RateLimit {shown(name)} says r={remaining}, "
+                f"more than RateLimit-Policy's q={quota}"
             )
         if remaining is None or reset is None:
             continue
@@ -240,13 +259,13 @@ def _policies(value: str) -> dict[str, tuple[int | None, float | None, str]]:
     for name, params in parse_sf_list("RateLimit-Policy", value):
         quota = _sf_whole("RateLimit-Policy", name, params, "q")
         if quota == 0:
-            raise Malformed(f"RateLimit-Policy {name!r} says q=0, a quota of no calls at all")
+            raise Malformed(f"RateLimit-Policy {shown(name)} says q=0, a quota of no calls at all")
         window = _sf_whole("RateLimit-Policy", name, params, "w")
         if window == 0:
-            raise Malformed(f"RateLimit-Policy {name!r} says w=0, a window of no time")
+            raise Malformed(f"RateLimit-Policy {shown(name)} says w=0, a window of no time")
         unit = params.get("qu", REQUESTS_UNIT)
         if not isinstance(unit, str):
-            raise Malformed(f"RateLimit-Policy {name!r}: qu={unit!r} is not a quota unit")
+            raise Malformed(f"RateLimit-Policy {shown(name)}: qu={shown(unit)} is not a quota unit")
         found[name] = (quota, None if window is None else float(window), unit)
     return found
 
@@ -256,7 +275,9 @@ def _sf_whole(field: str, name: str, params: Mapping[str, object], key: str) -> 
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise Malformed(f"{field} {name!r}: {key}={value!r} is not a whole number (0 or more)")
+        raise Malformed(
+            f"{field} {shown(name)}: {key}={shown(value)} is not a whole number (0 or more)"
+        )
     return value
 
 
@@ -289,7 +310,7 @@ class _SfParser:
         self.at = 0
 
     def fail(self, why: str) -> Malformed:
-        return Malformed(f"{self.field} {self.text!r} is not a structured field list: {why}")
+        return Malformed(f"{self.field} {shown(self.text)} is not a structured field list: {why}")
 
     def list(self) -> list[SfItem]:
         items: list[SfItem] = []
@@ -350,7 +371,7 @@ class _SfParser:
             return float(number) if "." in number else int(number)
         match = _TOKEN.match(self.text, self.at)
         if match is None:
-            raise self.fail(f"unexpected {char!r} at character {self.at + 1}")
+            raise self.fail(f"unexpected {shown(char)} at character {self.at + 1}")
         self.at = match.end()
         return match.group()
 
