@@ -16,7 +16,6 @@ import yaml
 from airflow.models.dagbag import DagBag
 
 from devtools.plans import request
-from devtools.receiver import Receiver, new_secret
 from retention.evidence.reconcile import RetentionIncomplete, raise_if_dirty, reconcile_run
 from retention.objects.enqueue import enqueue_window
 from retention.rows.planner import plan_windows
@@ -245,7 +244,7 @@ def test_replay_dag_moves_chosen_dead_operations_back(
 
 
 def test_dry_run_of_a_remote_policy_calls_nothing(
-    db, unique_name, sandbox, receiver, tmp_path, monkeypatch
+    db, unique_name, sandbox, events_receiver, tmp_path, monkeypatch
 ) -> None:
     media(db, unique_name, 20)
     policy = remote_policy(unique_name)
@@ -260,21 +259,12 @@ def test_dry_run_of_a_remote_policy_calls_nothing(
     run = dag.test(logical_date=LOGICAL_DATE, run_conf={"dry_run": True})
     assert run.state == "success"
     assert sandbox.state.stats()["requests"] == [], "a dry run deletes nothing, remotely either"
-    assert receiver.received == [], "and delivers nothing"
+    assert events_receiver.received == [], "and delivers nothing"
     result = summary_of(db, unique_name, run.run_id)
     assert result["status"] == "dry_run"
     assert result["summary"]["events"]["delivery"] == {"skipped": "dry run: nothing is delivered"}
     assert result["summary"]["rows_counted"] == 20
     assert count(db, f"SELECT count(*) FROM public.{unique_name}") == 20  # noqa: S608
-
-
-@pytest.fixture
-def receiver(monkeypatch: pytest.MonkeyPatch):
-    server = Receiver(new_secret()).start()
-    monkeypatch.setenv(f"AIRFLOW_CONN_{RECEIVER_CONN.upper()}", server.connection())
-    yield server
-    server.shutdown()
-    server.server_close()
 
 
 NOTIFY = {
@@ -296,12 +286,12 @@ def outbox(db, policy: str) -> dict[tuple[str, int], int]:
 
 
 def test_events_are_delivered_in_the_run_and_leftovers_in_the_next(
-    db, unique_name, sandbox, receiver, tmp_path, monkeypatch
+    db, unique_name, sandbox, events_receiver, tmp_path, monkeypatch
 ) -> None:
     media(db, unique_name, 6)
     dag = remote_dag(unique_name, tmp_path, monkeypatch, notify=NOTIFY)
     assert dag.get_task("deliver_events").upstream_task_ids == {"delete_window"}
-    receiver.statuses = [204, 204, 429]  # the third asks to slow down: the pass stops
+    events_receiver.statuses = [204, 204, 429]  # the third asks to slow down: the pass stops
     first = dag.test(logical_date=LOGICAL_DATE)
     assert first.state == "success"
     assert outbox(db, unique_name) == {("delivered", 1): 2, ("pending", 0): 4}, (
@@ -317,15 +307,15 @@ def test_events_are_delivered_in_the_run_and_leftovers_in_the_next(
     second = dag.test(logical_date=LOGICAL_DATE)
     assert second.state == "success"
     assert outbox(db, unique_name) == {("delivered", 1): 6}, "leftovers of the first run"
-    assert len(receiver.events) == 6
+    assert len(events_receiver.events) == 6
 
 
 def test_a_failed_delivery_fails_the_run(
-    db, unique_name, sandbox, receiver, tmp_path, monkeypatch
+    db, unique_name, sandbox, events_receiver, tmp_path, monkeypatch
 ) -> None:
     media(db, unique_name, 2)
     dag = remote_dag(unique_name, tmp_path, monkeypatch, notify={**NOTIFY, "max_attempts": 1})
-    receiver.statuses = [500, 500]
+    events_receiver.statuses = [500, 500]
     run = dag.test(logical_date=LOGICAL_DATE)
     assert run.state == "failed"
     assert outbox(db, unique_name) == {("dead", 1): 2}

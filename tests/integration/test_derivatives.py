@@ -10,14 +10,12 @@ import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from svix.webhooks import Webhook as SvixWebhook
 
 from devtools.plans import CUTOFF, request
-from devtools.receiver import Receiver, new_secret
 from retention.db.connection import Connection, connect_dsn
 from retention.db.sqlfiles import query
 from retention.events.hints import Hint, apply
@@ -255,17 +253,8 @@ def test_a_crash_between_the_object_and_its_derivative_calls_only_the_derivative
     assert rows_left(db, unique_name) == []
 
 
-@pytest.fixture
-def receiver(monkeypatch: pytest.MonkeyPatch) -> Iterator[Receiver]:
-    server = Receiver(new_secret()).start()
-    monkeypatch.setenv("AIRFLOW_CONN_EVENTS_RECEIVER", server.connection())
-    yield server
-    server.shutdown()
-    server.server_close()
-
-
 def test_the_event_lists_every_remote_resource_once_all_are_confirmed(
-    db, unique_name, sandbox, receiver, test_dsn
+    db, unique_name, sandbox, events_receiver, test_dsn
 ) -> None:
     create_media_table(db, unique_name, 2)
     sandbox.state.configure(fail_5xx={"obj-1/thumbnails": 1})
@@ -293,10 +282,10 @@ def test_the_event_lists_every_remote_resource_once_all_are_confirmed(
     assert [r["object_id"] for r in written] == ["obj-2"], "no event before every resource"
     make_due(db, policy)
     work(test_dsn, policy, sandbox)
-    assert deliver(test_dsn, policy, receiver).done == 2
-    verifier = SvixWebhook(receiver.secret)
+    assert deliver(test_dsn, policy, events_receiver).done == 2
+    verifier = SvixWebhook(events_receiver.secret)
     by_object = {}
-    for sent in receiver.received:
+    for sent in events_receiver.received:
         verifier.verify(sent["body"], sent["headers"])
         data = json.loads(sent["body"])["data"]
         by_object[data["object_id"]] = data
@@ -457,7 +446,7 @@ def test_a_hinted_object_gets_its_derivatives_due_with_it(
 
 
 def test_children_wait_with_their_row_for_every_resource_and_the_event_counts_them(
-    db, unique_name, sandbox, receiver, test_dsn, monkeypatch: pytest.MonkeyPatch
+    db, unique_name, sandbox, events_receiver, test_dsn, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """children: and remote.derivatives: together. The object is confirmed while its
     thumbnails answer 503: its row and the row's children stay (the foreign key would
@@ -496,8 +485,8 @@ def test_children_wait_with_their_row_for_every_resource_and_the_event_counts_th
     assert len(second.transactions) == len(second.batches) == 1, "one finish transaction"
     assert rows_left(db, unique_name) == []
     assert renditions_of(1) == 0
-    assert deliver(test_dsn, policy, receiver).done == 2
-    for sent in receiver.received:
+    assert deliver(test_dsn, policy, events_receiver).done == 2
+    for sent in events_receiver.received:
         data = json.loads(sent["body"])["data"]
         assert data["resources"]["tables"] == {
             f"public.{unique_name}": 1,

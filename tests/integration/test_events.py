@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 import pytest
 from svix.webhooks import Webhook as SvixWebhook
@@ -21,15 +20,6 @@ from tests.support.remote import work
 from tests.support.tables import count, create_media_table, plan
 
 RECEIVER_CONN = "events_receiver"
-
-
-@pytest.fixture
-def receiver(monkeypatch: pytest.MonkeyPatch) -> Iterator[Receiver]:
-    server = Receiver(new_secret()).start()
-    monkeypatch.setenv("AIRFLOW_CONN_EVENTS_RECEIVER", server.connection())
-    yield server
-    server.shutdown()
-    server.server_close()
 
 
 def notifying_policy(name: str, **notify):
@@ -51,8 +41,8 @@ def delete_remotely(db: Connection, test_dsn: str, policy, rows: int, sandbox) -
     work(test_dsn, policy, sandbox)
 
 
-def deliver(test_dsn: str, policy, receiver, **kw):
-    return deliver_pass(test_dsn, policy, receiver, **kw)
+def deliver(test_dsn: str, policy, events_receiver, **kw):
+    return deliver_pass(test_dsn, policy, events_receiver, **kw)
 
 
 def make_due(db: Connection, policy) -> None:
@@ -144,12 +134,12 @@ def test_an_event_is_written_only_in_the_transaction_that_deletes_its_row(
 
 
 def test_events_are_handed_back_when_time_runs_out(
-    db, unique_name, sandbox, receiver, test_dsn
+    db, unique_name, sandbox, events_receiver, test_dsn
 ) -> None:
     policy = notifying_policy(unique_name, claim_batch=10)
     delete_remotely(db, test_dsn, policy, 6, sandbox)
-    receiver.latency_seconds = 0.4
-    stats = deliver(test_dsn, policy, receiver, budget_seconds=1.0)
+    events_receiver.latency_seconds = 0.4
+    stats = deliver(test_dsn, policy, events_receiver, budget_seconds=1.0)
     assert stats.out_of_time
     assert 1 <= stats.done <= 4
     assert stats.released == 6 - stats.done, "every unsent event went back"
@@ -162,16 +152,16 @@ def test_events_are_handed_back_when_time_runs_out(
 
 
 def test_signatures_verify_with_an_independent_implementation(
-    db, unique_name, sandbox, receiver, test_dsn
+    db, unique_name, sandbox, events_receiver, test_dsn
 ) -> None:
     policy = notifying_policy(unique_name)
     delete_remotely(db, test_dsn, policy, 3, sandbox)
-    stats = deliver(test_dsn, policy, receiver)
+    stats = deliver(test_dsn, policy, events_receiver)
     assert stats.done == 3
     assert outbox(db, policy) == {"delivered": 3}
-    assert len(receiver.events) == 3
-    verifier = SvixWebhook(receiver.secret)
-    sent = receiver.received[0]
+    assert len(events_receiver.events) == 3
+    verifier = SvixWebhook(events_receiver.secret)
+    sent = events_receiver.received[0]
     headers, body = sent["headers"], sent["body"]
     verifier.verify(body, headers)
     assert headers["webhook-signature"].startswith("v1,")
@@ -187,30 +177,30 @@ def test_signatures_verify_with_an_independent_implementation(
 
 
 def test_receiver_timeout_leads_to_the_same_event_id_and_bytes(
-    db, unique_name, sandbox, receiver, test_dsn
+    db, unique_name, sandbox, events_receiver, test_dsn
 ) -> None:
     # A backoff of an hour: the retry is never due within the first pass.
     policy = notifying_policy(
         unique_name, timeout_seconds=0.3, backoff_base_seconds=3600, backoff_max_seconds=3600
     )
     delete_remotely(db, test_dsn, policy, 1, sandbox)
-    receiver.delay_first_seconds = 1.0
-    first = deliver(test_dsn, policy, receiver)
+    events_receiver.delay_first_seconds = 1.0
+    first = deliver(test_dsn, policy, events_receiver)
     assert first.snoozed == 1, "no answer at all and nothing else answered: not this event's fault"
     assert outbox(db, policy) == {"pending": 1}
     make_due(db, policy)
-    second = deliver(test_dsn, policy, receiver)
+    second = deliver(test_dsn, policy, events_receiver)
     assert second.done == 1
-    ids = [r["headers"]["webhook-id"] for r in receiver.received]
-    bodies = {r["body"] for r in receiver.received}
+    ids = [r["headers"]["webhook-id"] for r in events_receiver.received]
+    bodies = {r["body"] for r in events_receiver.received}
     assert len(ids) == 2
     assert len(set(ids)) == 1
     assert len(bodies) == 1, "redelivery sends the same bytes"
-    assert len(receiver.events) == 1
+    assert len(events_receiver.events) == 1
 
 
 def test_crash_between_send_and_record_gives_one_logical_event(
-    db, unique_name, sandbox, receiver, test_dsn
+    db, unique_name, sandbox, events_receiver, test_dsn
 ) -> None:
     policy = notifying_policy(unique_name)
     delete_remotely(db, test_dsn, policy, 1, sandbox)
@@ -223,8 +213,8 @@ def test_crash_between_send_and_record_gives_one_logical_event(
     kind = CrashAfterSend(
         policy.name,
         policy.notify,
-        plain_sender(receiver.url, 2),
-        Signer(receiver.secret, RECEIVER_CONN),
+        plain_sender(events_receiver.url, 2),
+        Signer(events_receiver.secret, RECEIVER_CONN),
     )
     from retention.queue.worker import Worker
 
@@ -232,20 +222,20 @@ def test_crash_between_send_and_record_gives_one_logical_event(
         Worker(conn, kind, budget_seconds=30).run()
     assert outbox(db, policy) == {"in_flight": 1}
     expire_event_leases(db, policy)
-    assert deliver(test_dsn, policy, receiver).done == 1
-    assert len(receiver.received) == 2
-    assert len({r["headers"]["webhook-id"] for r in receiver.received}) == 1
-    assert len(receiver.events) == 1, "the receiver deduplicates on webhook-id"
+    assert deliver(test_dsn, policy, events_receiver).done == 1
+    assert len(events_receiver.received) == 2
+    assert len({r["headers"]["webhook-id"] for r in events_receiver.received}) == 1
+    assert len(events_receiver.events) == 1, "the receiver deduplicates on webhook-id"
 
 
 def test_gone_disables_the_receiver_and_exhausted_events_are_replayable(
-    db, unique_name, sandbox, receiver, test_dsn
+    db, unique_name, sandbox, events_receiver, test_dsn
 ) -> None:
     policy = notifying_policy(unique_name, max_attempts=2)
     delete_remotely(db, test_dsn, policy, 2, sandbox)
-    receiver.statuses = [500, 500, 500, 500]
+    events_receiver.statuses = [500, 500, 500, 500]
     for _ in range(3):
-        deliver(test_dsn, policy, receiver)
+        deliver(test_dsn, policy, events_receiver)
         make_due(db, policy)  # past the backoff, so each pass retries
     assert outbox(db, policy) == {"dead": 2}
     dead = [
@@ -259,13 +249,13 @@ def test_gone_disables_the_receiver_and_exhausted_events_are_replayable(
     )
     assert replayed["event_ids"] == dead[:1]
     assert outbox(db, policy) == {"dead": 1, "pending": 1}
-    receiver.statuses = [410]
-    stats = deliver(test_dsn, policy, receiver)
+    events_receiver.statuses = [410]
+    stats = deliver(test_dsn, policy, events_receiver)
     assert stats.stopped == "endpoint_disabled"
     assert outbox(db, policy) == {"dead": 1, "pending": 1}
-    sent = len(receiver.received)
-    assert deliver(test_dsn, policy, receiver).stopped == "endpoint_disabled"
-    assert len(receiver.received) == sent, "a disabled receiver gets nothing"
+    sent = len(events_receiver.received)
+    assert deliver(test_dsn, policy, events_receiver).stopped == "endpoint_disabled"
+    assert len(events_receiver.received) == sent, "a disabled receiver gets nothing"
     assert (
         count(db, "SELECT count(*) FROM retention.notify_endpoints WHERE policy = %s", policy.name)
         == 1
@@ -284,7 +274,9 @@ def explain_key(test_dsn: str, key: str, *extra: str) -> str:
     ).stdout
 
 
-def test_explain_answers_the_six_questions(db, unique_name, sandbox, receiver, test_dsn) -> None:
+def test_explain_answers_the_six_questions(
+    db, unique_name, sandbox, events_receiver, test_dsn
+) -> None:
     from devtools.plans import request
     from retention.evidence.explain import explain
     from retention.evidence.replay import replay_dead
@@ -296,7 +288,7 @@ def test_explain_answers_the_six_questions(db, unique_name, sandbox, receiver, t
     for window in plan_windows(db, request(policy)):
         enqueue_window(db, policy, window, 100)
     work(test_dsn, policy, sandbox)
-    deliver(test_dsn, policy, receiver)
+    deliver(test_dsn, policy, events_receiver)
     keys = {
         r["object_id"]: r["operation_key"]
         for r in db.execute(
@@ -357,18 +349,18 @@ def test_explain_answers_the_six_questions(db, unique_name, sandbox, receiver, t
 
 
 def test_outbox_leases_are_renewed_while_a_slow_receiver_is_worked(
-    db, unique_name, sandbox, receiver, test_dsn
+    db, unique_name, sandbox, events_receiver, test_dsn
 ) -> None:
     from retention.queue.leased import EVENTS
     from tests.integration.test_remote_ledger import Reclaimer
 
     policy = notifying_policy(unique_name, timeout_seconds=1.0, lease_seconds=1.2, claim_batch=5)
     delete_remotely(db, test_dsn, policy, 5, sandbox)
-    receiver.latency_seconds = 0.3  # the batch takes 1.5 s, longer than one lease
+    events_receiver.latency_seconds = 0.3  # the batch takes 1.5 s, longer than one lease
     reclaimer = Reclaimer(test_dsn, policy, EVENTS)
     reclaimer.start()
     try:
-        stats = deliver(test_dsn, policy, receiver)
+        stats = deliver(test_dsn, policy, events_receiver)
     finally:
         reclaimer.stop.set()
         reclaimer.join()
@@ -386,12 +378,15 @@ def test_outbox_leases_are_renewed_while_a_slow_receiver_is_worked(
 
 
 def test_a_lost_outbox_lease_is_not_worked_further(
-    db, unique_name, sandbox, receiver, test_dsn
+    db, unique_name, sandbox, events_receiver, test_dsn
 ) -> None:
     policy = notifying_policy(unique_name, timeout_seconds=1.0, lease_seconds=1.2, claim_batch=5)
     delete_remotely(db, test_dsn, policy, 2, sandbox)
     kind = EventsKind(
-        policy.name, policy.notify, plain_sender(receiver.url, 1), Signer(receiver.secret, "t")
+        policy.name,
+        policy.notify,
+        plain_sender(events_receiver.url, 1),
+        Signer(events_receiver.secret, "t"),
     )
     ours = [kind.job(r) for r in kind.queue.claim(db, "slow", 2)]
     expire_event_leases(db, policy)
@@ -402,15 +397,15 @@ def test_a_lost_outbox_lease_is_not_worked_further(
 
 
 def test_event_redirects_are_failed_attempts_and_never_followed(
-    db, unique_name, sandbox, receiver, test_dsn
+    db, unique_name, sandbox, events_receiver, test_dsn
 ) -> None:
-    elsewhere = Receiver(receiver.secret).start()
+    elsewhere = Receiver(events_receiver.secret).start()
     try:
         policy = notifying_policy(unique_name, backoff_base_seconds=60, backoff_max_seconds=60)
         delete_remotely(db, test_dsn, policy, 1, sandbox)
-        receiver.statuses = [307]
-        receiver.location = elsewhere.url + "/hooks/retention"
-        stats = deliver(test_dsn, policy, receiver)
+        events_receiver.statuses = [307]
+        events_receiver.location = elsewhere.url + "/hooks/retention"
+        stats = deliver(test_dsn, policy, events_receiver)
         assert (stats.done, stats.retried) == (0, 1)
         assert elsewhere.received == [], "the signed body never left for another host"
         row = db.execute(
@@ -430,14 +425,14 @@ def test_event_redirects_are_failed_attempts_and_never_followed(
 
 
 def test_a_receiver_that_asks_to_slow_down_pauses_the_whole_pass(
-    db, unique_name, sandbox, receiver, test_dsn
+    db, unique_name, sandbox, events_receiver, test_dsn
 ) -> None:
     policy = notifying_policy(unique_name)
     delete_remotely(db, test_dsn, policy, 4, sandbox)
-    receiver.statuses = [200, 429]
-    stats = deliver(test_dsn, policy, receiver)
+    events_receiver.statuses = [200, 429]
+    stats = deliver(test_dsn, policy, events_receiver)
     assert stats.stopped == "receiver_rate_limited"
-    assert len(receiver.received) == 2, "no POST after the 429"
+    assert len(events_receiver.received) == 2, "no POST after the 429"
     assert (stats.done, stats.snoozed, stats.released) == (1, 1, 2)
     rows = db.execute(
         "SELECT state, attempts, count(*) AS n FROM retention.outbox WHERE policy = %s "
@@ -451,7 +446,7 @@ def test_a_receiver_that_asks_to_slow_down_pauses_the_whole_pass(
 
 
 def test_the_signing_secret_is_never_sent_to_the_receiver(
-    db, unique_name, sandbox, receiver, test_dsn, monkeypatch
+    db, unique_name, sandbox, events_receiver, test_dsn, monkeypatch
 ) -> None:
     """The secret lives in the connection's extra; the HttpHook would turn extras into
     headers and a password with a login into Basic auth: neither carries the secret."""
@@ -459,7 +454,7 @@ def test_the_signing_secret_is_never_sent_to_the_receiver(
 
     from retention.airflow.connections import http_sender, signing_secret
 
-    port = receiver.server_address[1]
+    port = events_receiver.server_address[1]
     monkeypatch.setenv(
         "AIRFLOW_CONN_SIGNED_RECEIVER",
         json.dumps(
@@ -469,14 +464,14 @@ def test_the_signing_secret_is_never_sent_to_the_receiver(
                 "port": port,
                 "login": "retention",
                 "password": "receiver-basic-auth",
-                "extra": {"signing_secret": receiver.secret, "X-Team": "data-platform"},
+                "extra": {"signing_secret": events_receiver.secret, "X-Team": "data-platform"},
             }
         ),
     )
     policy = notifying_policy(unique_name, http_conn_id="signed_receiver")
     delete_remotely(db, test_dsn, policy, 2, sandbox)
     secret = signing_secret("signed_receiver")
-    assert secret == receiver.secret
+    assert secret == events_receiver.secret
     sender = http_sender("signed_receiver", 2)
     try:
         with connect_dsn(test_dsn) as conn:
@@ -486,8 +481,8 @@ def test_the_signing_secret_is_never_sent_to_the_receiver(
     finally:
         sender.close()
     assert stats.done == 2
-    raw_secret = receiver.secret.removeprefix("whsec_")
-    for request in receiver.received:
+    raw_secret = events_receiver.secret.removeprefix("whsec_")
+    for request in events_receiver.received:
         headers = request["headers"]
         assert "signing_secret" not in headers
         assert headers["x-team"] == "data-platform", "other extras still become headers"
@@ -514,7 +509,7 @@ def test_a_connection_that_would_send_the_secret_as_a_password_is_refused(monkey
 
 
 def test_the_event_lists_every_table_deleted_for_its_key_and_verifies(
-    db, unique_name, sandbox, test_dsn, receiver
+    db, unique_name, sandbox, test_dsn, events_receiver
 ) -> None:
     """A remote policy with a child and a grandchild: the local delete after the API's
     confirmation takes them in the same transaction, and the signed event says so."""
@@ -557,9 +552,9 @@ def test_the_event_lists_every_table_deleted_for_its_key_and_verifies(
     left = count(db, f"SELECT count(*) FROM public.{renditions}")  # noqa: S608
     assert left == 2, "only the young asset's renditions are left"
     assert count(db, f"SELECT count(*) FROM public.{chunks}") == 6  # noqa: S608
-    deliver(test_dsn, policy, receiver)
-    assert len(receiver.events) == 3, "every event verified with svix"
-    for body in receiver.events.values():
+    deliver(test_dsn, policy, events_receiver)
+    assert len(events_receiver.events) == 3, "every event verified with svix"
+    for body in events_receiver.events.values():
         assert body["data"]["resources"]["tables"] == {
             f"public.{unique_name}": 1,
             f"public.{renditions}": 2,

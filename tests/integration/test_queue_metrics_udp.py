@@ -1,6 +1,6 @@
 """The queue figures operators watch arrive over real UDP while a drain runs, not only at
 reconcile: Airflow's own StatsD client, in this process, sends to a socket on loopback
-while a worker pass deletes through a real API and delivers to a real receiver.
+while a worker pass deletes through a real API and delivers to a real events_receiver.
 
 Every figure is checked against what the database and the servers saw: jobs claimed
 (one of them taken over after its lease expired), calls admitted, jobs completed, the
@@ -18,7 +18,7 @@ import pytest
 from airflow.sdk._shared.observability.metrics.statsd_logger import get_statsd_logger
 from statsd import StatsClient
 
-from devtools.receiver import Receiver, new_secret
+from devtools.receiver import Receiver
 from retention import metrics
 from retention.db.connection import Connection
 from retention.queue.worker import WorkerStats
@@ -37,24 +37,15 @@ def statsd(monkeypatch: pytest.MonkeyPatch) -> Iterator[StatsdReceiver]:
     socket on loopback, installed as retention's sink for the test."""
     monkeypatch.delenv(metrics.NAMES_VARIABLE, raising=False)
     before = metrics.installed()
-    with statsd_receiver() as receiver:
+    with statsd_receiver() as events_receiver:
         logger = get_statsd_logger(
-            stats_class=StatsClient, host="127.0.0.1", port=receiver.port, prefix=PREFIX
+            stats_class=StatsClient, host="127.0.0.1", port=events_receiver.port, prefix=PREFIX
         )
         metrics.install(logger)  # type: ignore[arg-type]
         try:
-            yield receiver
+            yield events_receiver
         finally:
             metrics.install(before)
-
-
-@pytest.fixture
-def receiver(monkeypatch: pytest.MonkeyPatch) -> Iterator[Receiver]:
-    server = Receiver(new_secret()).start()
-    monkeypatch.setenv("AIRFLOW_CONN_EVENTS_RECEIVER", server.connection())
-    yield server
-    server.shutdown()
-    server.server_close()
 
 
 def claims(db: Connection, policy: str) -> int:
@@ -66,7 +57,7 @@ def test_a_drain_sends_the_queue_figures_over_udp_while_it_runs(
     test_dsn: str,
     unique_name: str,
     sandbox: Any,
-    receiver: Receiver,
+    events_receiver: Receiver,
     statsd: StatsdReceiver,
 ) -> None:
     notify = {"http_conn_id": "events_receiver", "endpoint": "/hooks/retention"}
@@ -120,8 +111,8 @@ def test_a_drain_sends_the_queue_figures_over_udp_while_it_runs(
     assert statsd.last_gauge(f"{mine}.bound_by") == metrics.BOUND_CODES[stats.bound.verdict]
     assert statsd.last_gauge(f"{mine}.bound.share.limiter") == stats.bound.limiter_share
 
-    delivered = deliver(test_dsn, policy, receiver)
-    assert delivered.done == ops["done"] == len(receiver.events)
+    delivered = deliver(test_dsn, policy, events_receiver)
+    assert delivered.done == ops["done"] == len(events_receiver.events)
     statsd.wait_for(f"{mine}.queue.oldest_pending_age_seconds.events")
     lags = statsd.values(f"{mine}.events.ack_lag_ms", "ms")
     assert len(lags) == delivered.done, "one acknowledgement lag per event delivered"

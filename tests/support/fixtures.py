@@ -20,6 +20,7 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from devtools.receiver import Receiver, new_secret
 from retention.db.connection import Connection, connect_dsn
 from retention.db.migrate import migrate
 from tests.support.env import load_local_env
@@ -134,3 +135,14 @@ def fresh_database(test_dsn: str) -> Iterator[Callable[..., str]]:
     with connect_dsn(test_dsn) as admin:
         for name in made:
             admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@pytest.fixture
+def events_receiver(monkeypatch: pytest.MonkeyPatch) -> Iterator[Receiver]:
+    """A real Standard Webhooks receiver on loopback, with a fresh secret, as the Airflow
+    connection ``events_receiver`` (the one the sample policies' ``notify:`` names)."""
+    server = Receiver(new_secret()).start()
+    monkeypatch.setenv("AIRFLOW_CONN_EVENTS_RECEIVER", server.connection())
+    yield server
+    server.shutdown()
+    server.server_close()
