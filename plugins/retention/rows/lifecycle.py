@@ -59,6 +59,9 @@ class WindowResult:
     # Rows deleted by table: the policy's and each listed child's (rows_deleted counts the
     # policy's table only, as the window ledger does).
     rows_by_table: dict[str, int] = field(default_factory=dict)
+    # Row batches whose delete carried the held-row predicate (a hold could keep a row, or
+    # the policy has a hold_column); the others ran without it, none being possible.
+    hold_checked_batches: int = 0
 
     @property
     def longest_batch_ms(self) -> float:
@@ -93,6 +96,11 @@ class WindowResult:
             "note": self.note,
             **(
                 {"rows_deleted_by_table": self.rows_by_table} if len(self.rows_by_table) > 1 else {}
+            ),
+            **(
+                {"hold_checked_batches": self.hold_checked_batches}
+                if self.hold_checked_batches
+                else {}
             ),
             **(
                 {"pause": self.pause}
