@@ -19,6 +19,14 @@ cutoff, then the parents. Rates count the parent rows (both ways delete the same
 of both tables); target: at least 0.8 of the plain way's rate, no transaction over
 250 ms.
 
+``--with-hold`` adds a third identical table, deleted by the same deleter under a second
+policy that has an active legal hold on a key no row has: nothing is kept, but every
+batch's delete carries the held-row predicate (``include/sql/hold_row_held.sql``), as
+every batch did before the deleter learnt to leave it out when no hold can apply. The
+three deletions rotate their order from round to round; it prints that rate, its ratio
+to the single DELETE, and the deleter's rate without a hold ÷ with one, measured in the
+same round on the same machine load.
+
 "Longest transaction" is, for the deleter, the longest single batch as its
 client saw it: from BEGIN (with its SET LOCAL timeouts) through the key probe,
 the DELETE and the window-ledger update, to the return of COMMIT. For the
@@ -37,28 +45,35 @@ from benchlib import count_older, record, run_windows, seed_identical_tables, sh
 from psycopg import sql
 
 from retention.db.connection import connect_dsn
+from retention.holds.store import lift_hold, place_hold
 from retention.policy import Policy, parse_policy
 
 END = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 CUTOFF = END - dt.timedelta(days=30)
+HELD_POLICY = "bench_rows_held"  # --with-hold: its table's deleter runs under a hold
 
 
-def bench_policy(args: argparse.Namespace, per_tenant: bool) -> Policy:
+def bench_policy(
+    args: argparse.Namespace,
+    per_tenant: bool,
+    name: str = "bench_rows",
+    table: str = "bench_windowed",
+) -> Policy:
     policy, problems = parse_policy(
-        "bench_rows",
+        name,
         {
             "schedule": None,
             "start_date": "2026-01-01",
             "retain_days": 30,
             "postgres_conn_id": "unused",
-            "table": "public.bench_windowed",
+            "table": f"public.{table}",
             "key_column": "id",
             "timestamp_column": "created_at",
             "tenant_column": "tenant_id",
             "window_per_tenant": per_tenant,
             "window_rows": args.window_rows,
             "batch_rows": args.batch_rows,
-            "children": [{"table": child_of("bench_windowed"), "foreign_key": "parent_id"}]
+            "children": [{"table": child_of(table), "foreign_key": "parent_id"}]
             if args.children
             else [],
         },
@@ -72,15 +87,21 @@ def child_of(table: str) -> str:
     return f"{table}_children"
 
 
-def seed_pair(dsn: str, rows: int, children: int) -> int:
-    for table in ("bench_windowed", "bench_plain"):  # a child table blocks the parent's DROP
+def bench_tables(args: argparse.Namespace) -> tuple[str, ...]:
+    """The identical tables a round seeds: the deleter's, the single DELETE's, and with
+    ``--with-hold`` the one its deleter empties under a hold."""
+    return ("bench_windowed", "bench_plain") + (("bench_held",) if args.with_hold else ())
+
+
+def seed_pair(dsn: str, rows: int, children: int, tables: tuple[str, ...]) -> int:
+    for table in tables:  # a child table blocks the parent's DROP
         with connect_dsn(dsn) as conn:
             conn.execute(
                 sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier("public", child_of(table)))
             )
-    seed_identical_tables(dsn, ("bench_windowed", "bench_plain"), rows=rows, end=END, days=60)
+    seed_identical_tables(dsn, tables, rows=rows, end=END, days=60)
     with connect_dsn(dsn) as conn:
-        for table in ("bench_windowed", "bench_plain") if children else ():
+        for table in tables if children else ():
             names = {
                 "child": sql.Identifier("public", child_of(table)),
                 "parent": sql.Identifier("public", table),
@@ -118,12 +139,13 @@ def run_plain(dsn: str, children: int) -> tuple[int, float]:
 
 
 def measure(dsn: str, args: argparse.Namespace, per_tenant: bool) -> dict[str, float]:
-    """One round of one layout: both deletions on freshly seeded identical tables."""
-    eligible = seed_pair(dsn, args.rows, args.children)
+    """One round of one layout: the deletions on freshly seeded identical tables."""
+    tables = bench_tables(args)
+    eligible = seed_pair(dsn, args.rows, args.children, tables)
     policy = bench_policy(args, per_tenant)
     outcome: dict[str, float] = {}
 
-    def windowed() -> None:
+    def deleter_run(policy: Policy, prefix: str = "") -> None:
         run = run_windows(
             dsn,
             policy,
@@ -133,51 +155,92 @@ def measure(dsn: str, args: argparse.Namespace, per_tenant: bool) -> dict[str, f
             batch_rows=args.batch_rows,
             workers=args.workers,
         )
-        windows, results, plan_s, delete_s = (
-            run.windows,
-            run.results,
-            run.plan_seconds,
-            run.delete_seconds,
-        )
-        outcome.update(
-            deleted=sum(r.rows_deleted for r in results),
-            plan_s=plan_s,
-            delete_s=delete_s,
-            windows=len(windows),
-            transactions=sum(r.batches for r in results),
-            longest_ms=max(r.longest_batch_ms for r in results),
-            paced_s=sum(float(r.pause.get("paced_seconds", 0.0)) for r in results),
-        )
+        results = run.results
+        figures = {
+            "deleted": sum(r.rows_deleted for r in results),
+            "plan_s": run.plan_seconds,
+            "delete_s": run.delete_seconds,
+            "windows": len(run.windows),
+            "transactions": sum(r.batches for r in results),
+            "hold_checked": sum(r.hold_checked_batches for r in results),
+            "longest_ms": max(r.longest_batch_ms for r in results),
+            "paced_s": sum(float(r.pause.get("paced_seconds", 0.0)) for r in results),
+        }
+        outcome.update({f"{prefix}{name}": value for name, value in figures.items()})
+
+    def windowed() -> None:
+        deleter_run(policy)
+
+    def held() -> None:
+        """The same deleter under an active hold that keeps nothing (a key no row has)."""
+        with connect_dsn(dsn) as conn:
+            hold = place_hold(
+                conn,
+                policy=HELD_POLICY,
+                match="key",
+                value="0",
+                reason="bench_rows --with-hold: every batch carries the held-row predicate",
+                placed_by="bench_rows",
+            )
+        try:
+            deleter_run(bench_policy(args, per_tenant, HELD_POLICY, "bench_held"), "held_")
+        finally:
+            with connect_dsn(dsn) as conn:
+                lift_hold(conn, hold.hold_id, reason="bench round done", lifted_by="bench_rows")
 
     def plain() -> None:
         outcome["plain_deleted"], outcome["plain_s"] = run_plain(dsn, args.children)
 
-    for step in (windowed, plain) if args.round % 2 == 0 else (plain, windowed):
+    steps = [windowed, plain, held] if args.with_hold else [windowed, plain]
+    turn = args.round % len(steps)  # each deletion goes first in turn
+    for step in steps[turn:] + steps[:turn]:
         step()
     with connect_dsn(dsn) as conn:
         left = conn.execute(
             "SELECT count(*) AS n FROM bench_windowed WHERE created_at < %s", (CUTOFF,)
         ).fetchone()
+        held_left = (
+            conn.execute(
+                "SELECT count(*) AS n FROM bench_held WHERE created_at < %s", (CUTOFF,)
+            ).fetchone()
+            if args.with_hold
+            else None
+        )
         children_left = [
             conn.execute(
                 sql.SQL("SELECT count(*) AS n FROM {}").format(
                     sql.Identifier("public", child_of(table))
                 )
             ).fetchone()["n"]
-            for table in (("bench_windowed", "bench_plain") if args.children else ())
+            for table in (tables if args.children else ())
         ]
-        if args.children:
-            conn.execute("DROP TABLE bench_windowed_children, bench_plain_children")
-        conn.execute("DROP TABLE bench_windowed, bench_plain")
+        for table in tables:
+            if args.children:
+                conn.execute(sql.SQL("DROP TABLE {}").format(sql.Identifier(child_of(table))))
+            conn.execute(sql.SQL("DROP TABLE {}").format(sql.Identifier(table)))
     if not (outcome["deleted"] == outcome["plain_deleted"] == eligible) or (left and left["n"]):
         raise SystemExit(f"mismatch: {outcome}, {eligible=}")
+    if args.with_hold and (outcome["held_deleted"] != eligible or (held_left and held_left["n"])):
+        raise SystemExit(f"mismatch under the hold: {outcome}, {eligible=}")
     if len(set(children_left)) > 1:
         raise SystemExit(f"children left differ (deleter, plain): {children_left}")
     plain_rate = outcome["plain_deleted"] / outcome["plain_s"]
     rate = outcome["deleted"] / outcome["delete_s"]
     total = outcome["deleted"] / (outcome["plan_s"] + outcome["delete_s"])
+    with_hold: dict[str, float] = {}
+    if args.with_hold:
+        held_rate = outcome["held_deleted"] / outcome["held_delete_s"]
+        with_hold = {
+            "held_rate": held_rate,
+            "held_ratio": held_rate / plain_rate,
+            "held_ratio_with_planning": outcome["held_deleted"]
+            / (outcome["held_plan_s"] + outcome["held_delete_s"])
+            / plain_rate,
+            "without_hold_over_with": rate / held_rate,
+        }
     return {
         **outcome,
+        **with_hold,
         "eligible": eligible,
         "rate": rate,
         "plain_rate": plain_rate,
@@ -208,6 +271,12 @@ def main() -> None:
         help="rows per parent in a child table listed in children: (0: no child table)",
     )
     parser.add_argument(
+        "--with-hold",
+        action="store_true",
+        help="also delete a third identical table with an active hold of its policy (on a "
+        "key no row has), so every batch carries the held-row predicate",
+    )
+    parser.add_argument(
         "--layout",
         choices=("both", "key-range", "per-tenant"),
         default="both",
@@ -219,6 +288,7 @@ def main() -> None:
         f"rows={args.rows:,} window_rows={args.window_rows or 'sized by time'} "
         f"batch_rows={args.batch_rows:,} "
         f"workers={args.workers} repeat={args.repeat} children={args.children} per parent"
+        f"{' with-hold' if args.with_hold else ''}"
     )
     figures: dict[str, object] = {}
     layouts = {"both": (False, True), "key-range": (False,), "per-tenant": (True,)}
@@ -233,7 +303,9 @@ def main() -> None:
         print(
             f"eligible rows:        {first['eligible']:,.0f}; windows per round "
             f"{[int(r['windows']) for r in rounds]}, transactions per round "
-            f"{[int(r['transactions']) for r in rounds]} (deleter goes first in even rounds)"
+            f"{[int(r['transactions']) for r in rounds]}, of which with the held-row "
+            f"predicate {[int(r['hold_checked']) for r in rounds]} (the deletions take turns "
+            "going first, the deleter in round 1)"
         )
         print(show("window deleter rows/s", [r["rate"] for r in rounds], digits=0))
         print(show("single DELETE rows/s", [r["plain_rate"] for r in rounds], digits=0))
@@ -243,6 +315,25 @@ def main() -> None:
         print(show("longest deleter transaction", [r["longest_ms"] for r in rounds], " ms", 0))
         print(show("single DELETE transaction", [r["plain_ms"] for r in rounds], " ms", 0))
         print(show("deleter paced (health pacing)", [r["paced_s"] for r in rounds], " s"))
+        if args.with_hold:
+            print(
+                "under a hold: transactions per round "
+                f"{[int(r['held_transactions']) for r in rounds]}, of which with the held-row "
+                f"predicate {[int(r['held_hold_checked']) for r in rounds]}"
+            )
+            print(show("deleter under a hold rows/s", [r["held_rate"] for r in rounds], digits=0))
+            print(show("ratio under a hold/single", [r["held_ratio"] for r in rounds]))
+            print(
+                show(
+                    "ratio under a hold with planning",
+                    [r["held_ratio_with_planning"] for r in rounds],
+                )
+            )
+            print(
+                show(
+                    "deleter: no hold / under a hold", [r["without_hold_over_with"] for r in rounds]
+                )
+            )
         print(
             "targets (default layout): "
             + (
@@ -258,6 +349,16 @@ def main() -> None:
             "ratio": spread([r["ratio"] for r in rounds]),
             "ratio_with_planning": spread([r["ratio_with_planning"] for r in rounds]),
             "longest_transaction_ms": spread([r["longest_ms"] for r in rounds]),
+            **(
+                {
+                    "held_ratio_with_planning": spread(
+                        [r["held_ratio_with_planning"] for r in rounds]
+                    ),
+                    "without_hold_over_with": spread([r["without_hold_over_with"] for r in rounds]),
+                }
+                if args.with_hold
+                else {}
+            ),
         }
     record("bench_rows", vars(args), figures)
 

@@ -367,11 +367,17 @@ def finish_children(links: list[ChildLink]) -> FinishChildren:
 
 
 def family_delete(
-    links: list[ChildLink], target: TargetTable, scope: TenantScope, table: str
+    links: list[ChildLink],
+    target: TargetTable,
+    scope: TenantScope,
+    table: str,
+    *,
+    holds_possible: bool = True,
 ) -> tuple[sql.Composed, list[str]]:
     """One statement deleting a batch's rows of the policy's table and, level by level,
     the rows of every listed child that reference them (``target_delete_family.sql``);
-    with the table each of its result columns counts, the policy's first."""
+    with the table each of its result columns counts, the policy's first.
+    ``holds_possible=False``: without the held-row predicate (see :meth:`TargetTable.query`)."""
 
     def returning(parent: ChildLink | None, own_key: sql.Identifier) -> sql.Composable:
         columns = sorted({link.parent_column for link in links if link.parent is parent})
@@ -402,6 +408,7 @@ def family_delete(
     statement = target.query(
         "target_delete_family",
         scope,
+        holds_possible=holds_possible,
         returning=returning(None, target.key),
         children=sql.Composed(levels),
         counts=counts,

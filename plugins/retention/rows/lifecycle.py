@@ -62,6 +62,9 @@ class WindowResult:
     # Where a remote window's pass spent its time (``retention.queue.bound.PassTime``'s
     # figures), summed into the ledger's drain_time for the run's verdict on its bound.
     drain_time: dict[str, Any] = field(default_factory=dict)
+    # Row batches whose delete carried the held-row predicate (a hold could keep a row, or
+    # the policy has a hold_column); the others ran without it, none being possible.
+    hold_checked_batches: int = 0
 
     @property
     def longest_batch_ms(self) -> float:
@@ -96,6 +99,11 @@ class WindowResult:
             "note": self.note,
             **(
                 {"rows_deleted_by_table": self.rows_by_table} if len(self.rows_by_table) > 1 else {}
+            ),
+            **(
+                {"hold_checked_batches": self.hold_checked_batches}
+                if self.hold_checked_batches
+                else {}
             ),
             **(
                 {"pause": self.pause}

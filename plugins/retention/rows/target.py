@@ -13,7 +13,7 @@ from typing import Literal
 from psycopg import sql
 
 from retention.db.sqlfiles import query
-from retention.holds.predicate import held_row
+from retention.holds.predicate import held_row, hold_matches
 from retention.policy.model import RemoteSpec, TableSpec
 
 TenantScope = Literal["all", "one", "null"]
@@ -74,18 +74,33 @@ class TargetTable:
             self.key, tenant=self.tenant, object_id=self.object_id, hold_column=self.hold_column
         )
 
-    def query(self, name: str, scope: TenantScope = "all", **more: sql.Composable) -> sql.Composed:
+    def hold_matches(self) -> list[str]:
+        """The matches of a hold :meth:`held` can keep a row of this table by."""
+        return hold_matches(tenant=self.tenant is not None, object_id=self.object_id is not None)
+
+    def query(
+        self,
+        name: str,
+        scope: TenantScope = "all",
+        *,
+        holds_possible: bool = True,
+        **more: sql.Composable,
+    ) -> sql.Composed:
         """A SQL file with this table's identifiers, the scope's tenant filter,
         ``{held}``, the held-row predicate (a statement using it binds ``hold_policy``),
         and ``more`` parts a statement needs besides (a child's column, another file's
-        text, an erasure's scope filter)."""
+        text, an erasure's scope filter).
+
+        ``holds_possible=False`` makes ``{held}`` a plain ``FALSE`` (which Postgres folds
+        away): only for a statement run when no hold can keep any row of the table, as
+        the caller has just read in the same transaction (``retention.rows.deleter``)."""
         parts: dict[str, sql.Composable] = {
             **more,
             "table": self.table,
             "key": self.key,
             "ts": self.ts,
             "tenant_filter": self.tenant_filter(scope),
-            "held": self.held(),
+            "held": self.held() if holds_possible else sql.SQL("FALSE"),
         }
         if self.tenant is not None:
             parts["tenant"] = self.tenant
