@@ -1,10 +1,11 @@
-"""How many tokens a worker takes in one statement (the take-ahead rule, no database)."""
+"""How long tokens taken ahead are kept, and how many a worker takes in one statement (no
+database)."""
 
 from __future__ import annotations
 
 import pytest
 
-from retention.queue.limiter import HOLD_SECONDS, tokens_to_take
+from retention.queue.limiter import HOLD_SECONDS, hold_seconds, tokens_to_take
 
 
 @pytest.mark.parametrize(
@@ -28,3 +29,30 @@ def test_a_take_never_outlasts_the_hold_at_the_scope_rate() -> None:
     for rate in (1, 20, 40, 100, 1000, 50_000):
         taken = tokens_to_take(1000, rate, 1e-6)
         assert taken <= max(1, rate * HOLD_SECONDS)
+
+
+@pytest.mark.parametrize(
+    ("rate", "burst", "expected", "why"),
+    [
+        (100, 20, 0.05, "5 tokens in 50 ms: within half the burst"),
+        (400, 20, 0.025, "20 tokens in 50 ms: cut to half the burst, 10"),
+        (100_000, 100_000, 0.05, "the ledger's bench: 5,000 tokens held at most"),
+        (100, 4, 0.02, "two tokens: the smallest reserve worth a take of two"),
+        (100, 3, 0.0, "half a burst of 3 is under two tokens: no take-ahead"),
+        (39, 100, 0.0, "under 40/s the scope earns less than two tokens in 50 ms"),
+    ],
+)
+def test_hold_seconds(rate, burst, expected, why) -> None:
+    assert hold_seconds(rate, burst) == pytest.approx(expected), why
+
+
+def test_the_reserve_leaves_half_the_burst_and_allows_takes_of_two() -> None:
+    """The bucket holds ``burst − rate × hold``: never under half the burst (so at least one
+    token), and a hold is only kept where it earns two tokens or more."""
+    for rate in (0.5, 1, 20, 39, 40, 100, 400, 1000, 50_000, 100_000):
+        for burst in (1, 2, 3, 4, 5, 20, 100, 100_000):
+            hold = hold_seconds(rate, burst)
+            assert 0 <= hold <= HOLD_SECONDS
+            assert rate * hold <= burst / 2 + 1e-9, (rate, burst)
+            assert hold == 0 or rate * hold >= 2 - 1e-9, (rate, burst)
+            assert tokens_to_take(1000, rate, 1e-6, hold) <= max(1, rate * hold + 1e-9)
