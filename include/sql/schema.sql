@@ -490,6 +490,7 @@ DECLARE
     reopen timestamptz := clock_timestamp() + make_interval(secs => p_retry_after_seconds);
     r retention.rate_limiters%ROWTYPE;
     busy double precision;
+    beyond double precision;
     admitted double precision;
     rate double precision;
     decrease boolean;
@@ -502,13 +503,14 @@ BEGIN
     decrease := r.last_decrease_at < t - interval '1 second';
     IF decrease THEN
         busy := extract(epoch FROM t - r.busy_since);
-        IF busy >= 1 THEN
-            admitted := (r.granted_total - r.granted_before_busy - r.burst - 1) / busy;
+        beyond := r.granted_total - r.granted_before_busy - r.burst - 1;
+        IF busy > 0 AND beyond >= r.burst / 2 THEN
+            admitted := least(r.rate_ceiling, beyond / busy);
         END IF;
-        IF admitted IS NOT NULL AND admitted >= r.effective_rate / 2 THEN
+        IF admitted >= r.effective_rate / 2 THEN
             rate := greatest(r.min_rate, least(r.effective_rate, admitted));
         ELSE
-            admitted := NULL;  -- too short, or too idle, to measure: halve
+            admitted := NULL;  -- too few calls, or too idle a spell, to tell: halve
             rate := greatest(r.min_rate, r.effective_rate / 2);
         END IF;
     END IF;

@@ -258,6 +258,85 @@ def test_a_slow_scope_takes_one_token_at_a_time(db, unique_name):
     assert (bucket.takes, bucket.largest_take) == (10, 1), "20/s earns one token in 50 ms"
 
 
+def busy_for(db, scope: str, seconds: float, grants: int) -> None:
+    """The scope has been busy ``seconds``, and granted ``grants`` tokens meanwhile."""
+    db.execute(
+        "UPDATE retention.rate_limiters SET busy_since = clock_timestamp() - %s * interval "
+        "'1 second', granted_total = granted_total + %s, granted_before_busy = granted_total "
+        "WHERE scope = %s",
+        (seconds, grants, scope),
+    )
+
+
+def limiter_row(db, scope: str) -> dict:
+    return db.execute(
+        "SELECT effective_rate, admitted_rate, tokens FROM retention.rate_limiters "
+        "WHERE scope = %s",
+        (scope,),
+    ).fetchone()
+
+
+@pytest.mark.parametrize(
+    ("seconds", "grants", "expected", "admitted", "why"),
+    [
+        (10, 20 + 1 + 600, 60.0, 60.0, "the API admitted 60/s beyond its burst: 60/s"),
+        (10, 20 + 1 + 990, 99.0, 99.0, "a 429 at the API's own limit costs 1%, not half"),
+        (10, 20 + 1 + 3000, 100.0, 100.0, "it admitted more than was sent: no decrease"),
+        (10, 20 + 1 + 300, 50.0, None, "30/s is under half the rate: halve, learn nothing"),
+        (0.1, 20 + 1 + 9, 50.0, None, "under half a burst beyond the burst: halve"),
+    ],
+)
+def test_a_429_lowers_the_rate_to_what_the_api_admitted_or_halves_it(
+    db, unique_name, seconds, grants, expected, admitted, why
+):
+    bucket, _ = bucket_for(db, unique_name, rate=100, burst=20)
+    busy_for(db, bucket.scope, seconds, grants)
+    assert bucket.throttle(1.0) == pytest.approx(expected, rel=0.02), why
+    row = limiter_row(db, bucket.scope)
+    if admitted is None:
+        assert row["admitted_rate"] is None, why
+    else:
+        assert row["admitted_rate"] == pytest.approx(admitted, rel=0.02), why
+    busy_for(db, bucket.scope, seconds, grants)
+    assert bucket.throttle(1.0) == pytest.approx(expected, rel=0.02), "a second 429 at once: one"
+
+
+@pytest.mark.parametrize(
+    ("admitted", "expected", "why"),
+    [
+        (None, 30 + 25, "nothing learned: back at rate / recovery_seconds a second"),
+        (70, 30 + 25, "below what the API admitted: the same"),
+        (50, 50 + 5 / 4, "above it: four times more slowly"),
+        (20, 30 + 25 / 4, "already above it: four times more slowly throughout"),
+    ],
+)
+def test_the_rate_climbs_back_to_what_the_api_admitted_then_slower(
+    db, unique_name, admitted, expected, why
+):
+    """100/s, recovery over 60 s: 15 s after a decrease to 30/s the rate has climbed 25/s."""
+    bucket, _ = bucket_for(db, unique_name, rate=100, burst=20)
+    db.execute(
+        "UPDATE retention.rate_limiters SET effective_rate = 30, admitted_rate = %s, "
+        "updated_at = clock_timestamp() - interval '15 seconds' WHERE scope = %s",
+        (admitted, bucket.scope),
+    )
+    bucket.try_take(1)
+    assert bucket.effective_rate == pytest.approx(expected, abs=0.1), why
+
+
+def test_the_bucket_keeps_the_take_ahead_reserve_out_of_reach(db, unique_name):
+    """100/s with a burst of 20 holds tokens 50 ms: 5 tokens of reserve, 15 at once."""
+    bucket, _ = bucket_for(db, unique_name, rate=100, burst=20)
+    assert bucket.hold == pytest.approx(0.05)
+    assert bucket.try_take(50)[0] == 15, "a new scope's bucket holds the burst less the reserve"
+    db.execute(
+        "UPDATE retention.rate_limiters SET updated_at = clock_timestamp() - interval '1 hour' "
+        "WHERE scope = %s",
+        (bucket.scope,),
+    )
+    assert bucket.try_take(50)[0] == 15, "however long it idles"
+
+
 def test_a_throttle_drops_the_tokens_held(db, unique_name):
     bucket, clock = bucket_for(db, unique_name, rate=10_000, burst=10_000)
     bucket.acquire(clock() + 5, upcoming=50)

@@ -10,9 +10,9 @@
 -- same rate and burst.
 --
 -- busy_since, granted_before_busy: since when the scope has been busy (its
--- bucket not full, and not closed), and granted_total at that moment. A 429 over
--- at least a second of being busy tells what the API admitted: the grants since,
--- less its burst and the refused call, per second.
+-- bucket not full, and not closed), and granted_total at that moment. A 429
+-- after a busy spell tells what the API admitted: the grants since, less its
+-- burst and the refused call, per second.
 --
 -- admitted_rate: what the last such 429 measured (NULL: nothing learned). The
 -- effective rate climbs back to it at rate_ceiling / recovery_seconds per
@@ -106,9 +106,12 @@ $fn$;
 -- The API said 429 (or 503 with Retry-After) although the bucket allowed the
 -- call: close the scope until the time it named and empty the bucket. At most
 -- once a second (simultaneous 429s of several workers are one signal), lower
--- the effective rate to what the API admitted while the scope was busy, if it
--- was busy for a second or more: (grants - burst - 1) / seconds, never below
--- half the rate; otherwise halve it. What was measured becomes admitted_rate.
+-- the effective rate to what the API admitted while the scope was busy: it held
+-- at most a burst when the spell began, so it admitted at least
+-- (grants - burst - 1) / seconds, the refused call left out. That is trusted
+-- when it counts half a burst or more beyond the burst (then the refill, not
+-- the stored burst, paced those calls) and is at least half the rate; otherwise
+-- the rate halves. What was measured becomes admitted_rate.
 CREATE OR REPLACE FUNCTION retention.throttle_scope(
     p_scope text,
     p_retry_after_seconds double precision
@@ -118,6 +121,7 @@ DECLARE
     reopen timestamptz := clock_timestamp() + make_interval(secs => p_retry_after_seconds);
     r retention.rate_limiters%ROWTYPE;
     busy double precision;
+    beyond double precision;
     admitted double precision;
     rate double precision;
     decrease boolean;
@@ -130,13 +134,14 @@ BEGIN
     decrease := r.last_decrease_at < t - interval '1 second';
     IF decrease THEN
         busy := extract(epoch FROM t - r.busy_since);
-        IF busy >= 1 THEN
-            admitted := (r.granted_total - r.granted_before_busy - r.burst - 1) / busy;
+        beyond := r.granted_total - r.granted_before_busy - r.burst - 1;
+        IF busy > 0 AND beyond >= r.burst / 2 THEN
+            admitted := least(r.rate_ceiling, beyond / busy);
         END IF;
-        IF admitted IS NOT NULL AND admitted >= r.effective_rate / 2 THEN
+        IF admitted >= r.effective_rate / 2 THEN
             rate := greatest(r.min_rate, least(r.effective_rate, admitted));
         ELSE
-            admitted := NULL;  -- too short, or too idle, to measure: halve
+            admitted := NULL;  -- too few calls, or too idle a spell, to tell: halve
             rate := greatest(r.min_rate, r.effective_rate / 2);
         END IF;
     END IF;

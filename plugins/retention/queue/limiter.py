@@ -37,12 +37,14 @@ lowers the effective rate. The scope counts its grants while it is busy:
 since it last reopened, or last had a full bucket. Whatever the API's bucket
 held when that began (at most ``burst``, if the policy's burst is the API's),
 the API admitted at least ``(grants − burst − 1) / seconds`` calls a second
-since; the rate drops to that, if the scope was busy a second or more, and
-never below half. Otherwise (busy too briefly, or too idle, to tell) it
-halves, as before. A single 429 after a busy spell at the API's own limit so
-costs its Retry-After and about ``burst / seconds`` of rate, not half the rate
-for ``recovery_seconds``; an API whose real limit is lower is learned in one
-or two 429s (half the rate, then the measured one), not in a halving per 429.
+since (the refused call left out), and the rate drops to that, never below
+half. The count is trusted when it reaches half a burst beyond the burst, so
+that the API's refill, not what it had stored, paced those calls; otherwise
+(too few calls, or a spell too idle, to tell) the rate halves, as before. A
+single 429 after a busy spell at the API's own limit so costs its Retry-After
+and about ``burst / seconds`` of rate, not half the rate for
+``recovery_seconds``; an API whose real limit is lower is learned in one or
+two 429s (half the rate, then the measured one), not in a halving per 429.
 The rate climbs back at ``rate_per_second / recovery_seconds`` per second up to
 what the last 429 measured (``admitted_rate``), and four times more slowly
 above it: near the API's limit, probing for more costs a 429 only every
