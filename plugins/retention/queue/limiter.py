@@ -24,9 +24,11 @@ were granted within a hold before ``a``, when the bucket held at most
 ``burst − rate × hold`` and earned at most ``rate × hold`` more; whatever of
 that is not still in the bucket at ``a`` was granted, so level plus tokens
 outstanding at ``a`` is at most ``burst``, and the calls at most
-``rate × (b − a) + burst``. (Before, the bucket held the whole burst and calls
-could reach ``rate × (t + 0.05 s) + burst``: a burst past an API with the same
-limits, a 429, and half the rate for a minute.) A Retry-After closes the scope
+``rate × (b − a) + burst``, timed where the workers start them (a take whose
+statement returns after the hold is late, as a call the network delays).
+Before, the bucket held the whole burst, so calls could reach
+``rate × (t + 0.05 s) + burst``: a burst past an API with the same limits, a
+429, and half the rate for a minute. A Retry-After closes the scope
 to new grants at once; calls on tokens granted before it can still go out
 within the hold, as a call already in flight would.
 
