@@ -42,16 +42,19 @@ def alternate(
     repeat: int, first: Callable[[], Any], second: Callable[[], Any]
 ) -> tuple[list[Any], list[Any]]:
     """Run two compared measurements ``repeat`` times, swapping their order each time."""
-    a: list[Any] = []
-    b: list[Any] = []
-    for index in range(repeat):
-        if index % 2 == 0:
-            a.append(first())
-            b.append(second())
-        else:
-            b.append(second())
-            a.append(first())
+    a, b = rotate(repeat, first, second)
     return a, b
+
+
+def rotate(repeat: int, *runs: Callable[[], Any]) -> tuple[list[Any], ...]:
+    """Run compared measurements ``repeat`` times, each round starting one later, so that
+    none always runs first (on a cold cache) or last; their results, in ``runs``' order."""
+    results: tuple[list[Any], ...] = tuple([] for _ in runs)
+    for index in range(repeat):
+        for offset in range(len(runs)):
+            which = (index + offset) % len(runs)
+            results[which].append(runs[which]())
+    return results
 
 
 def spread(values: list[float]) -> dict[str, float]:

@@ -1,2 +1,3 @@
--- Close a limiter scope for Retry-After and halve its effective rate (migration 0002).
+-- Close a limiter scope for Retry-After and lower its effective rate to what the
+-- API admitted, or halve it (migration 0022). Locks the scope's row.
 SELECT retention.throttle_scope(%(scope)s, %(seconds)s) AS effective_rate

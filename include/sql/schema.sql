@@ -28,6 +28,7 @@
 --   0022_erasure_passes
 --   0023_learned_rates
 --   0024_window_drain_time
+--   0025_limiter_reserve_and_admitted_rate
 
 CREATE TABLE retention.alerts (
     policy      text NOT NULL,
@@ -233,28 +234,34 @@ CREATE INDEX partition_drops_started ON retention.partition_drops USING btree (p
 CREATE INDEX partition_drops_unfinished ON retention.partition_drops USING btree (policy, started_at) WHERE (state = ANY (ARRAY['started'::text, 'detached'::text]));
 
 CREATE TABLE retention.rate_limiters (
-    scope             text NOT NULL,
-    rate_ceiling      double precision NOT NULL,
-    effective_rate    double precision NOT NULL,
-    min_rate          double precision NOT NULL,
-    burst             double precision NOT NULL,
-    recovery_seconds  double precision NOT NULL DEFAULT 60,
-    tokens            double precision NOT NULL,
-    updated_at        timestamp with time zone NOT NULL DEFAULT clock_timestamp(),
-    closed_until      timestamp with time zone NOT NULL DEFAULT '-infinity'::timestamp with time zone,
-    last_decrease_at  timestamp with time zone NOT NULL DEFAULT '-infinity'::timestamp with time zone,
-    granted_total     bigint NOT NULL DEFAULT 0,
-    throttled_total   bigint NOT NULL DEFAULT 0,
-    configured_rate   double precision,
-    auto_rate         boolean NOT NULL DEFAULT false,
-    learned_rate      double precision,
-    learned_until     timestamp with time zone,
-    header_problem    text,
-    header_problem_at timestamp with time zone,
+    scope               text NOT NULL,
+    rate_ceiling        double precision NOT NULL,
+    effective_rate      double precision NOT NULL,
+    min_rate            double precision NOT NULL,
+    burst               double precision NOT NULL,
+    recovery_seconds    double precision NOT NULL DEFAULT 60,
+    tokens              double precision NOT NULL,
+    updated_at          timestamp with time zone NOT NULL DEFAULT clock_timestamp(),
+    closed_until        timestamp with time zone NOT NULL DEFAULT '-infinity'::timestamp with time zone,
+    last_decrease_at    timestamp with time zone NOT NULL DEFAULT '-infinity'::timestamp with time zone,
+    granted_total       bigint NOT NULL DEFAULT 0,
+    throttled_total     bigint NOT NULL DEFAULT 0,
+    configured_rate     double precision,
+    auto_rate           boolean NOT NULL DEFAULT false,
+    learned_rate        double precision,
+    learned_until       timestamp with time zone,
+    header_problem      text,
+    header_problem_at   timestamp with time zone,
+    hold_seconds        double precision NOT NULL DEFAULT 0,
+    busy_since          timestamp with time zone NOT NULL DEFAULT clock_timestamp(),
+    granted_before_busy bigint NOT NULL DEFAULT 0,
+    admitted_rate       double precision,
     CONSTRAINT rate_limiters_pkey PRIMARY KEY (scope),
+    CONSTRAINT rate_limiters_admitted_rate_check CHECK (admitted_rate > 0::double precision),
     CONSTRAINT rate_limiters_burst_check CHECK (burst >= 1::double precision),
     CONSTRAINT rate_limiters_configured_rate_check CHECK (configured_rate > 0::double precision),
     CONSTRAINT rate_limiters_effective_rate_check CHECK (effective_rate > 0::double precision),
+    CONSTRAINT rate_limiters_hold_seconds_check CHECK (hold_seconds >= 0::double precision),
     CONSTRAINT rate_limiters_learned_rate_check CHECK (learned_rate > 0::double precision),
     CONSTRAINT rate_limiters_min_rate_check CHECK (min_rate > 0::double precision),
     CONSTRAINT rate_limiters_rate_ceiling_check CHECK (rate_ceiling > 0::double precision)
@@ -437,8 +444,13 @@ DECLARE
     r retention.rate_limiters%ROWTYPE;
     t timestamptz;
     elapsed double precision;
+    climb double precision;
+    learned double precision;
     rate double precision;
+    cap double precision;
     available double precision;
+    busy_from timestamptz;
+    granted_before bigint;
 BEGIN
     IF p_wanted IS NULL OR p_wanted < 1 THEN
         RAISE EXCEPTION 'retention: take_tokens wants at least one token, got %', p_wanted;
@@ -455,11 +467,25 @@ BEGIN
         RETURN;
     END IF;
     elapsed := greatest(0, extract(epoch FROM t - r.updated_at));
-    rate := least(
-        r.rate_ceiling,
-        r.effective_rate + elapsed * r.rate_ceiling / r.recovery_seconds
-    );
-    available := least(r.burst, r.tokens + elapsed * rate);
+    -- Back up to the admitted rate at the configured pace, four times more slowly above it.
+    climb := elapsed * r.rate_ceiling / r.recovery_seconds;
+    learned := coalesce(r.admitted_rate, r.rate_ceiling);
+    IF r.effective_rate >= learned THEN
+        rate := r.effective_rate + climb / 4;
+    ELSIF r.effective_rate + climb > learned THEN
+        rate := learned + (r.effective_rate + climb - learned) / 4;
+    ELSE
+        rate := r.effective_rate + climb;
+    END IF;
+    rate := least(r.rate_ceiling, rate);
+    cap := greatest(1, r.burst - r.rate_ceiling * r.hold_seconds);
+    available := least(cap, r.tokens + elapsed * rate);
+    busy_from := r.busy_since;
+    granted_before := r.granted_before_busy;
+    IF available >= cap THEN  -- idle long enough to fill the bucket: busy from now on
+        busy_from := t;
+        granted_before := r.granted_total;
+    END IF;
     effective_rate := rate;
     granted := least(p_wanted, floor(available))::integer;
     IF granted >= 1 THEN
@@ -473,7 +499,9 @@ BEGIN
     SET tokens = available,
         effective_rate = rate,
         updated_at = t,
-        granted_total = granted_total + granted
+        granted_total = granted_total + granted,
+        busy_since = busy_from,
+        granted_before_busy = granted_before
     WHERE scope = p_scope;
 END
 $function$;
@@ -485,22 +513,43 @@ AS $function$
 DECLARE
     t timestamptz := clock_timestamp();
     reopen timestamptz := clock_timestamp() + make_interval(secs => p_retry_after_seconds);
+    r retention.rate_limiters%ROWTYPE;
+    busy double precision;
+    beyond double precision;
+    admitted double precision;
     rate double precision;
+    decrease boolean;
 BEGIN
+    SELECT * INTO r FROM retention.rate_limiters WHERE scope = p_scope FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    rate := r.effective_rate;
+    decrease := r.last_decrease_at < t - interval '1 second';
+    IF decrease THEN
+        busy := extract(epoch FROM t - r.busy_since);
+        beyond := r.granted_total - r.granted_before_busy - r.burst - 1;
+        IF busy > 0 AND beyond >= r.burst / 2 THEN
+            admitted := least(r.rate_ceiling, beyond / busy);
+        END IF;
+        IF admitted >= r.effective_rate / 2 THEN
+            rate := greatest(r.min_rate, least(r.effective_rate, admitted));
+        ELSE
+            admitted := NULL;  -- too few calls, or too idle a spell, to tell: halve
+            rate := greatest(r.min_rate, r.effective_rate / 2);
+        END IF;
+    END IF;
     UPDATE retention.rate_limiters
     SET closed_until = greatest(closed_until, reopen),
         tokens = 0,
         updated_at = greatest(updated_at, reopen),
-        effective_rate = CASE
-            WHEN last_decrease_at < t - interval '1 second'
-            THEN greatest(min_rate, effective_rate / 2)
-            ELSE effective_rate END,
-        last_decrease_at = CASE
-            WHEN last_decrease_at < t - interval '1 second' THEN t
-            ELSE last_decrease_at END,
+        effective_rate = rate,
+        admitted_rate = coalesce(admitted, admitted_rate),
+        last_decrease_at = CASE WHEN decrease THEN t ELSE last_decrease_at END,
+        busy_since = greatest(busy_since, reopen),
+        granted_before_busy = granted_total,
         throttled_total = throttled_total + 1
-    WHERE scope = p_scope
-    RETURNING effective_rate INTO rate;
+    WHERE scope = p_scope;
     RETURN rate;
 END
 $function$;

@@ -161,8 +161,9 @@ METRICS: dict[str, Metric] = {
         _metric(
             "limiter.effective_rate",
             "gauge",
-            "Calls per second the limiter `scope` allows now (halved by a 429, climbing "
-            "back over `recovery_seconds`): after a 429 and at the end of each pass. "
+            "Calls per second the limiter `scope` allows now (lowered by a 429 to what the "
+            "API admitted, or halved; climbing back over `recovery_seconds`): after a 429 "
+            "and at the end of each pass. "
             "The scope is a tag only: one policy works one scope.",
             "scope",
             in_name=False,

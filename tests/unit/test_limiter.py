@@ -1,5 +1,5 @@
-"""How many tokens a worker takes in one statement (the take-ahead rule), and the pace an
-API's rate-limit headers set (no database)."""
+"""How long tokens taken ahead are kept, how many a worker takes in one statement (the
+take-ahead rule), and the pace an API's rate-limit headers set (no database)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from retention.queue.limiter import (
     ZERO_RESET_SECONDS,
     HeaderPace,
     header_pace,
+    hold_seconds,
     tokens_to_take,
 )
 
@@ -60,3 +61,30 @@ YEAR = 365 * 86_400.0
 )
 def test_header_pace(remaining, reset, ceiling, expected, why) -> None:
     assert header_pace(remaining, reset, ceiling) == expected, why
+
+
+@pytest.mark.parametrize(
+    ("rate", "burst", "expected", "why"),
+    [
+        (100, 20, 0.05, "5 tokens in 50 ms: within half the burst"),
+        (400, 20, 0.025, "20 tokens in 50 ms: cut to half the burst, 10"),
+        (100_000, 100_000, 0.05, "the ledger's bench: 5,000 tokens held at most"),
+        (100, 4, 0.02, "two tokens: the smallest reserve worth a take of two"),
+        (100, 3, 0.0, "half a burst of 3 is under two tokens: no take-ahead"),
+        (39, 100, 0.0, "under 40/s the scope earns less than two tokens in 50 ms"),
+    ],
+)
+def test_hold_seconds(rate, burst, expected, why) -> None:
+    assert hold_seconds(rate, burst) == pytest.approx(expected), why
+
+
+def test_the_reserve_leaves_half_the_burst_and_allows_takes_of_two() -> None:
+    """The bucket holds ``burst − rate × hold``: never under half the burst (so at least one
+    token), and a hold is only kept where it earns two tokens or more."""
+    for rate in (0.5, 1, 20, 39, 40, 100, 400, 1000, 50_000, 100_000):
+        for burst in (1, 2, 3, 4, 5, 20, 100, 100_000):
+            hold = hold_seconds(rate, burst)
+            assert 0 <= hold <= HOLD_SECONDS
+            assert rate * hold <= burst / 2 + 1e-9, (rate, burst)
+            assert hold == 0 or rate * hold >= 2 - 1e-9, (rate, burst)
+            assert tokens_to_take(1000, rate, 1e-6, hold) <= max(1, rate * hold + 1e-9)

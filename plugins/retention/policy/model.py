@@ -343,7 +343,11 @@ class RemoteSpec(Section):
         "must exceed the request timeout.",
     )
     recovery_seconds: float = Field(
-        60.0, gt=0, le=86_400, description="Time for the rate to climb back after a 429."
+        60.0,
+        gt=0,
+        le=86_400,
+        description="Time for the rate to climb back after a 429 (from nothing to "
+        "rate_per_second; four times longer above the rate the API admitted).",
     )
     auth_failure_limit: int = Field(
         5, gt=0, le=1000, description="401/403 answers in a row that stop the task."

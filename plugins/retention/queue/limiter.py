@@ -2,32 +2,68 @@
 
 However many tasks, workers and DAGs call the same API, they take tokens from
 one row of ``retention.rate_limiters``, so together they stay within
-``rate_per_second`` plus ``burst`` (plus the take-ahead allowance below).
+``rate_per_second`` plus ``burst``: in any interval of ``t`` seconds, at most
+``rate × t + burst`` calls, the bound of an API with the same rate and burst.
 Taking tokens is one short statement; waiting happens in Python, never inside
-a transaction.  The configured rate is a ceiling: an unexpected 429 halves the
-scope's effective rate and closes it until Retry-After, and the rate climbs
-back linearly over ``recovery_seconds``.
+a transaction.
 
-A worker that calls fast takes a few tokens in one statement and keeps them
-for at most ``HOLD_SECONDS`` from before the statement began: as many as the
-scope earns in that time at its effective rate, and as this worker calls in
-it at its measured pace (:func:`tokens_to_take`). At a low rate, or against a
-slow API, that is one token per statement. Tokens it has not used in time, or
-holds when it is told to slow down (its own 429, an outage), are dropped,
-never handed on. So in any interval of ``t`` seconds a scope's calls stay
-within ``rate × (t + HOLD_SECONDS) + burst``, and a Retry-After closes the
-scope to new grants at once; calls on tokens granted before it can still go
-out within ``HOLD_SECONDS``, as a call already in flight would.
+**Taking ahead, inside the bucket.** A worker that calls fast takes a few
+tokens in one statement and keeps them for at most the scope's hold (see
+:func:`hold_seconds`) from before the statement began: as many as the scope
+earns in that time at its effective rate, and as this worker calls in it at
+its measured pace (:func:`tokens_to_take`). At a low rate, or against a slow
+API, that is one token per statement. Tokens it has not used in time, or holds
+when it is told to slow down (its own 429, an outage), are dropped, never
+handed on. A token is counted when it is granted, but its call may go out up
+to a hold later, after the bucket has refilled behind it: so the bucket holds
+at most ``burst − rate × hold`` tokens, and the ``rate × hold`` left over is the
+reserve that tokens taken ahead draw on. The bound: the calls of an interval
+``[a, b]`` are the tokens granted in it, at most the bucket's level at ``a`` plus
+``rate × (b − a)``, and the tokens granted before ``a`` but used in it. Those
+were granted within a hold before ``a``, when the bucket held at most
+``burst − rate × hold`` and earned at most ``rate × hold`` more; whatever of
+that is not still in the bucket at ``a`` was granted, so level plus tokens
+outstanding at ``a`` is at most ``burst``, and the calls at most
+``rate × (b − a) + burst``, timed where the workers start them (a take whose
+statement returns after the hold is late, as a call the network delays).
+Before, the bucket held the whole burst, so calls could reach
+``rate × (t + 0.05 s) + burst``: a burst past an API with the same limits, a
+429, and half the rate for a minute. A Retry-After closes the scope
+to new grants at once; calls on tokens granted before it can still go out
+within the hold, as a call already in flight would.
 
-An API that says its limits in headers (``retention.queue.rate_headers``) sets
-the pace itself (:meth:`TokenBucket.follow`): with calls left and seconds to the
-reset known, the scope's ceiling is ``remaining ÷ seconds`` (never above the
-configured rate) until the reset, written to the scope's row so every worker
-paces by it; none left closes the scope until the reset. After the reset, with
-no newer headers, the ceiling falls back to the configured rate (an ``auto``
-scope keeps the last pace it learned). Headers that were malformed or
-contradictory are ignored and remembered once per pass for the run summary.
-No single answer steers or closes the scope for longer than a Retry-After may
+**A 429 lowers the rate to what the API admitted.** The configured rate is a
+ceiling. A 429 the bucket allowed closes the scope until Retry-After and, at
+most once a second (simultaneous 429s of several workers are one signal),
+lowers the effective rate. The scope counts its grants while it is busy:
+since it last reopened, or last had a full bucket. Whatever the API's bucket
+held when that began (at most ``burst``, if the policy's burst is the API's),
+the API admitted at least ``(grants − burst − 1) / seconds`` calls a second
+since (the refused call left out), and the rate drops to that, never below
+half. The count is trusted when it reaches half a burst beyond the burst, so
+that the API's refill, not what it had stored, paced those calls; otherwise
+(too few calls, or a spell too idle, to tell) the rate halves, as before. A
+single 429 after a busy spell at the API's own limit so costs its Retry-After
+and about ``burst / seconds`` of rate, not half the rate for
+``recovery_seconds``; an API whose real limit is lower is learned in one or
+two 429s (half the rate, then the measured one), not in a halving per 429.
+The rate climbs back at ``rate_per_second / recovery_seconds`` per second up to
+what the last 429 measured (``admitted_rate``), and four times more slowly
+above it: near the API's limit, probing for more costs a 429 only every
+``√(8 × burst × recovery_seconds / rate_per_second)`` seconds (about 10 s at
+100/s, a burst of 20 and the default 60 s), instead of the every 5 s that
+the same climb at full pace would cost, each 429 losing its Retry-After.
+
+**The API's own headers.** An API that says its limits in headers
+(``retention.queue.rate_headers``) sets the pace itself
+(:meth:`TokenBucket.follow`): with calls left and seconds to the reset known,
+the scope's ceiling is ``remaining ÷ seconds`` (never above the configured
+rate) until the reset, written to the scope's row so every worker paces by it;
+none left closes the scope until the reset. After the reset, with no newer
+headers, the ceiling falls back to the configured rate (an ``auto`` scope
+keeps the last pace it learned). Headers that were malformed or contradictory
+are ignored and remembered once per pass for the run summary. No single answer
+steers or closes the scope for longer than a Retry-After may
 (``MAX_HEADER_SECONDS``), nor paces it below one call in that time
 (:func:`header_pace`): an API whose reset is a year away, or whose numbers
 overflow, costs at most an hour, and the next answer says more.
@@ -89,18 +125,32 @@ def header_pace(remaining: int, reset_seconds: float, ceiling: float | None) -> 
     return HeaderPace(pace if ceiling is None else min(pace, ceiling), steer)
 
 
-def tokens_to_take(upcoming: int, rate: float, pace_seconds: float | None) -> int:
-    """How many tokens a worker asks for in one statement: what it calls within ``HOLD_SECONDS``.
+def hold_seconds(rate: float, burst: int) -> float:
+    """How long a scope's workers may keep tokens taken ahead: ``HOLD_SECONDS`` at most.
+
+    What the scope earns in the hold (``rate × hold``) is kept out of its bucket
+    as the take-ahead's reserve, so it is at most half the burst: the other half
+    stays an instant burst, as the policy asked. A reserve under two tokens would
+    allow no take of two: then there is no hold, and no reserve.
+    """
+    reserve = min(rate * HOLD_SECONDS, burst / 2)
+    return reserve / rate if reserve >= 2 else 0.0
+
+
+def tokens_to_take(
+    upcoming: int, rate: float, pace_seconds: float | None, hold: float = HOLD_SECONDS
+) -> int:
+    """How many tokens a worker asks for in one statement: what it calls within ``hold``.
 
     At most ``upcoming`` (the calls it has lined up, this one included), what
-    the scope earns in ``HOLD_SECONDS`` at its effective ``rate``, and what the
+    the scope earns in ``hold`` seconds at its effective ``rate``, and what the
     worker gets through in that time at its measured ``pace_seconds`` per call
     (unknown before its second call: one); never less than one.
     """
     if upcoming <= 1 or pace_seconds is None:
         return 1
-    by_rate = int(rate * HOLD_SECONDS)
-    by_pace = int(HOLD_SECONDS / max(pace_seconds, 1e-4))
+    by_rate = int(rate * hold)
+    by_pace = int(hold / max(pace_seconds, 1e-4))
     return max(1, min(upcoming, by_rate, by_pace))
 
 
@@ -112,6 +162,7 @@ class TokenBucket:
     scope: str
     sleep: Callable[[float], None] = stoppable_sleep
     clock: Callable[[], float] = time.monotonic
+    hold: float = 0.0  # how long tokens taken ahead may be kept (0: none taken ahead)
     effective_rate: float = 0.0
     waited_seconds: float = 0.0
     held: int = 0  # tokens taken ahead of this worker's calls
@@ -132,6 +183,7 @@ class TokenBucket:
     @classmethod
     def for_remote(cls, conn: Connection, remote: RemoteSpec) -> TokenBucket:
         """Create or update the scope from the policy, then return a client for it."""
+        hold = hold_seconds(remote.rate_ceiling, remote.burst)
         row = conn.execute(
             query("limiter_ensure"),
             {
@@ -142,9 +194,10 @@ class TokenBucket:
                 "min_rate": max(0.01, remote.rate_ceiling / 100),
                 "burst": remote.burst,
                 "recovery_seconds": remote.recovery_seconds,
+                "hold_seconds": hold,
             },
         ).fetchone()
-        bucket = cls(conn, remote.scope, configured_rate=remote.rate_ceiling)
+        bucket = cls(conn, remote.scope, configured_rate=remote.rate_ceiling, hold=hold)
         left = row["learned_seconds_left"] if row else None
         if left is not None and left > 0:  # headers another worker followed: fall back too
             bucket.learned_until = bucket.clock() + float(left)
@@ -187,14 +240,14 @@ class TokenBucket:
             return True
         self.drop_held()
         while True:
-            asked = self.clock()  # before the grant: a hold never outlives HOLD_SECONDS
-            wanted = tokens_to_take(upcoming, self.effective_rate, self.pace_seconds)
+            asked = self.clock()  # before the grant: a hold never outlives the scope's hold
+            wanted = tokens_to_take(upcoming, self.effective_rate, self.pace_seconds, self.hold)
             granted, wait = self.try_take(wanted)
             if granted:
                 self.takes += 1
                 self.tokens_taken += granted
                 self.largest_take = max(self.largest_take, granted)
-                self.held, self.held_until = granted - 1, asked + HOLD_SECONDS
+                self.held, self.held_until = granted - 1, asked + self.hold
                 self.last_grant = self.clock()
                 return True
             now = self.clock()
@@ -220,7 +273,8 @@ class TokenBucket:
         self.conn.execute(query("limiter_pause"), {"scope": self.scope, "seconds": seconds})
 
     def throttle(self, retry_after_seconds: float) -> float:
-        """Report a 429: close the scope for ``retry_after_seconds``; returns the new rate."""
+        """Report a 429: close the scope for ``retry_after_seconds``; returns the new rate
+        (what the API admitted while the scope was busy, or half: see the module)."""
         self.drop_held()
         row = self.conn.execute(
             query("limiter_throttle"), {"scope": self.scope, "seconds": retry_after_seconds}
