@@ -17,7 +17,7 @@ import pytest
 from retention.evidence.reconcile import reconcile_run
 from retention.evidence.report import format_summary
 from retention.queue import limiter
-from retention.queue.limiter import TokenBucket
+from retention.queue.limiter import TokenBucket, hold_seconds
 from retention.queue.rate_headers import X_RATELIMIT, QuotaProblem, QuotaReading, read_quota
 from retention.summary import RATE_LIMIT_HEADERS_IGNORED
 from retention.ui.queries import policy_figures
@@ -280,4 +280,5 @@ def test_an_auto_scope_starts_low_without_its_burst_of_calls(db, unique_name) ->
     granted, _ = scope.try_take(5)
     assert granted == 1, "the starting rate's one token, not the burst of five"
     fixed = bucket(db, f"{unique_name}_fixed", rate_per_second=50)
-    assert fixed.try_take(5)[0] == 5, "a configured rate starts with its burst, as before"
+    # a configured rate starts with its burst, less the take-ahead's reserve
+    assert fixed.try_take(5)[0] == int(5 - 50 * hold_seconds(50, 5)) > 1
