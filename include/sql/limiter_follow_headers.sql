@@ -5,10 +5,11 @@
 -- %(steer_seconds)s (until the reset, at most as long as a Retry-After may close it).
 -- Calls left: the scope's ceiling and effective rate become that pace (never above the
 -- configured rate; see retention.limiter_ceiling, migration 0023) until then; the bucket
--- holds no more tokens than calls are left. Within recovery_seconds of a 429 that halved
+-- holds no more tokens than calls are left. Within recovery_seconds of a 429 that lowered
 -- the rate, the headers only lower it: the rate climbs back to their pace as after any
 -- 429 (an API can enforce a limit its headers do not describe). None left: the scope
--- closes for %(steer_seconds)s, its rate unchanged, as limiter_pause closes it.
+-- closes for %(steer_seconds)s, its rate unchanged, as limiter_pause closes it (the
+-- count of busy grants a 429 measures restarts when it reopens, migration 0025).
 -- Numbers are bound as double precision: an API's counts may exceed a 32-bit integer.
 -- Locks the scope's row of retention.rate_limiters for one statement; returns the
 -- effective rate and the seconds until the headers' word lapses.
@@ -37,7 +38,11 @@ SET learned_rate = coalesce(heard.pace, r.learned_rate),
     closed_until = CASE WHEN heard.pace IS NULL THEN greatest(r.closed_until, heard.resets)
         ELSE r.closed_until END,
     updated_at = CASE WHEN heard.pace IS NULL THEN greatest(r.updated_at, heard.resets)
-        ELSE r.updated_at END
+        ELSE r.updated_at END,
+    busy_since = CASE WHEN heard.pace IS NULL THEN greatest(r.busy_since, heard.resets)
+        ELSE r.busy_since END,
+    granted_before_busy = CASE WHEN heard.pace IS NULL THEN r.granted_total
+        ELSE r.granted_before_busy END
 FROM heard
 WHERE r.scope = %(scope)s
 RETURNING r.effective_rate, r.rate_ceiling,

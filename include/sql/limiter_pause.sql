@@ -1,6 +1,6 @@
 -- Close a limiter scope for a while without lowering its rate: the API did not
 -- answer at all (an outage), which says nothing about the rate it can take.
--- The count of busy grants (migration 0022) restarts when it reopens.
+-- The count of busy grants (migration 0025) restarts when it reopens.
 -- Touches one row of retention.rate_limiters.
 UPDATE retention.rate_limiters
 SET closed_until = greatest(closed_until, clock_timestamp() + make_interval(secs => %(seconds)s)),

@@ -29,6 +29,7 @@
 --   0023_learned_rates
 --   0024_window_drain_time
 --   0025_limiter_reserve_and_admitted_rate
+--   0026_limiter_reserve_by_configured_rate
 
 CREATE TABLE retention.alerts (
     policy      text NOT NULL,
@@ -478,7 +479,7 @@ BEGIN
         rate := r.effective_rate + climb;
     END IF;
     rate := least(r.rate_ceiling, rate);
-    cap := greatest(1, r.burst - r.rate_ceiling * r.hold_seconds);
+    cap := greatest(1, r.burst - coalesce(r.configured_rate, r.rate_ceiling) * r.hold_seconds);
     available := least(cap, r.tokens + elapsed * rate);
     busy_from := r.busy_since;
     granted_before := r.granted_before_busy;
@@ -525,7 +526,7 @@ BEGIN
         RETURN NULL;
     END IF;
     rate := r.effective_rate;
-    decrease := r.last_decrease_at < t - interval '1 second';
+    decrease := r.last_decrease_at < t - interval '1 second' AND NOT r.closed_until > t;
     IF decrease THEN
         busy := extract(epoch FROM t - r.busy_since);
         beyond := r.granted_total - r.granted_before_busy - r.burst - 1;

@@ -282,3 +282,113 @@ def test_an_auto_scope_starts_low_without_its_burst_of_calls(db, unique_name) ->
     fixed = bucket(db, f"{unique_name}_fixed", rate_per_second=50)
     # a configured rate starts with its burst, less the take-ahead's reserve
     assert fixed.try_take(5)[0] == int(5 - 50 * hold_seconds(50, 5)) > 1
+
+
+def shift_back(db, scope: str, seconds: float) -> None:
+    """As if ``seconds`` had passed: every moment the scope's row keeps moves back."""
+    db.execute(
+        "UPDATE retention.rate_limiters SET "
+        "closed_until = closed_until - %(s)s * interval '1 second', "
+        "updated_at = updated_at - %(s)s * interval '1 second', "
+        "busy_since = busy_since - %(s)s * interval '1 second', "
+        "last_decrease_at = last_decrease_at - %(s)s * interval '1 second', "
+        "learned_until = learned_until - %(s)s * interval '1 second' "
+        "WHERE scope = %(scope)s",
+        {"s": seconds, "scope": scope},
+    )
+
+
+def busy_grants(db, scope: str, seconds: float | None, grants: int) -> None:
+    """``grants`` more tokens granted; with ``seconds``, the busy spell began that long ago."""
+    db.execute(
+        "UPDATE retention.rate_limiters SET granted_total = granted_total + %(g)s, "
+        "busy_since = CASE WHEN %(s)s::float8 IS NULL THEN busy_since "
+        "    ELSE clock_timestamp() - %(s)s::float8 * interval '1 second' END, "
+        "granted_before_busy = CASE WHEN %(s)s::float8 IS NULL THEN granted_before_busy "
+        "    ELSE granted_total END "
+        "WHERE scope = %(scope)s",
+        {"g": grants, "s": seconds, "scope": scope},
+    )
+
+
+def test_tokens_granted_within_one_hold_never_exceed_the_burst_when_the_headers_raise_the_pace(
+    db, unique_name
+) -> None:
+    """Tokens granted within one hold may all be called at its end: together they stay
+    within the burst (the bound ``rate × interval + burst``), even when an answer's headers
+    raise the pace in between. The reserve is what the configured rate earns in a hold,
+    not what the headers' lower pace earns (the cap would then rise with a slow pace).
+    The statements between the two takes last a little longer than the hold: what the
+    configured rate earns in that time is allowed on top."""
+    rate, burst = 400, 40  # a hold of 50 ms: 20 tokens of reserve
+    scope = TokenBucket.for_remote(
+        db, remote_policy(unique_name, rate_per_second=rate, burst=burst).remote
+    )
+    assert scope.hold > 0
+    scope.follow(reading(10, 1))  # a pace of 10/s
+    assert limiter_row(db, scope.scope)["rate_ceiling"] == pytest.approx(10)
+    shift_back(db, scope.scope, 3600)  # idle an hour: the bucket is as full as it gets
+    started = time.monotonic()
+    first, _ = scope.try_take(1000)
+    scope.follow(reading(10_000, 1))  # the next answer: the configured rate again
+    assert limiter_row(db, scope.scope)["effective_rate"] == pytest.approx(rate)
+    shift_back(db, scope.scope, scope.hold)  # the rest of the hold refills the bucket
+    second, _ = scope.try_take(1000)
+    slower = time.monotonic() - started  # the statements' own time, besides the hold
+    allowed = burst + rate * slower
+    assert first + second <= allowed, f"{first} + {second} tokens within one hold"
+
+
+def test_a_close_by_the_headers_restarts_the_count_of_busy_grants_as_a_pause_does(
+    db, unique_name
+) -> None:
+    """A 429 measures what the API admitted since the scope reopened: the seconds it was
+    closed because the headers said nothing was left are not seconds the API admitted
+    calls in (an outage pause is not either)."""
+    measured = {}
+    for how in ("pause", "headers"):
+        scope = bucket(db, f"{unique_name}_{how}", rate_per_second=100)
+        busy_grants(db, scope.scope, 10, 5 + 1 + 990)  # 99/s beyond the burst of 5
+        if how == "pause":
+            scope.pause(10)
+        else:
+            scope.follow(reading(0, 10))
+        shift_back(db, scope.scope, 12)  # reopened 2 s ago…
+        busy_grants(db, scope.scope, None, 5 + 1 + 150)  # …and admitted 75/s since
+        measured[how] = scope.throttle(1.0)
+    assert measured["pause"] == pytest.approx(75, rel=0.1)
+    assert measured["headers"] == pytest.approx(measured["pause"], rel=0.1)
+
+
+@pytest.mark.parametrize("closed_by", ["a 429", "the headers"])
+def test_a_429_while_the_scope_is_closed_does_not_lower_the_rate_again(
+    db, unique_name, closed_by
+) -> None:
+    """A call refused while the scope is closed was granted before it closed: the close
+    already said what that call says (an earlier 429, or headers with nothing left), so
+    it lowers nothing, however long after the close it is answered."""
+    scope = bucket(db, unique_name, rate_per_second=100)
+    busy_grants(db, scope.scope, 10, 5 + 1 + 990)
+    if closed_by == "a 429":
+        scope.throttle(5)
+    else:
+        scope.follow(reading(0, 5))
+    before = db.execute(
+        "SELECT effective_rate, NULLIF(last_decrease_at, '-infinity') AS last_decrease_at "
+        "FROM retention.rate_limiters WHERE scope = %s",
+        (scope.scope,),
+    ).fetchone()
+    shift_back(db, scope.scope, 2)  # answered 2 s later: past the once-a-second rule
+    after = scope.throttle(1.0)
+    assert after == pytest.approx(before["effective_rate"]), "the rate stays"
+    row = db.execute(
+        "SELECT NULLIF(last_decrease_at, '-infinity') AS last_decrease_at, "
+        "closed_until > clock_timestamp() AS closed "
+        "FROM retention.rate_limiters WHERE scope = %s",
+        (scope.scope,),
+    ).fetchone()
+    assert row["closed"], "still closed"
+    if closed_by == "the headers":
+        assert row["last_decrease_at"] == before["last_decrease_at"], (
+            "no decrease: the headers may raise the pace again after the reset"
+        )

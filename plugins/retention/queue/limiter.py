@@ -17,7 +17,9 @@ when it is told to slow down (its own 429, an outage), are dropped, never
 handed on. A token is counted when it is granted, but its call may go out up
 to a hold later, after the bucket has refilled behind it: so the bucket holds
 at most ``burst − rate × hold`` tokens, and the ``rate × hold`` left over is the
-reserve that tokens taken ahead draw on. The bound: the calls of an interval
+reserve that tokens taken ahead draw on (``rate`` the configured one, also
+while the headers below set a slower pace: one answer may raise it again
+within a hold). The bound: the calls of an interval
 ``[a, b]`` are the tokens granted in it, at most the bucket's level at ``a`` plus
 ``rate × (b − a)``, and the tokens granted before ``a`` but used in it. Those
 were granted within a hold before ``a``, when the bucket held at most
@@ -35,8 +37,10 @@ within the hold, as a call already in flight would.
 **A 429 lowers the rate to what the API admitted.** The configured rate is a
 ceiling. A 429 the bucket allowed closes the scope until Retry-After and, at
 most once a second (simultaneous 429s of several workers are one signal),
-lowers the effective rate. The scope counts its grants while it is busy:
-since it last reopened, or last had a full bucket. Whatever the API's bucket
+lowers the effective rate; a 429 answered while the scope is closed (by a 429,
+an outage pause, or headers saying nothing is left) is for a call granted
+before the close, and lowers nothing. The scope counts its grants while it is
+busy: since it last reopened, or last had a full bucket. Whatever the API's bucket
 held when that began (at most ``burst``, if the policy's burst is the API's),
 the API admitted at least ``(grants − burst − 1) / seconds`` calls a second
 since (the refused call left out), and the rate drops to that, never below
