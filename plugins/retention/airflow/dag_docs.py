@@ -412,8 +412,8 @@ def remote_rows(policy: Policy) -> list[str]:
         f"| remote | `{remote.method} {remote.endpoint}` on connection "
         f"`{remote.http_conn_id}`, object id `{remote.object_id_column}`, version {version} |",
         f"| rate limit | {rate_words(remote)}, burst {remote.burst}, "
-        f"scope `{remote.scope}` (back to full rate {remote.recovery_seconds:g} s "
-        "after a 429) |",
+        f"scope `{remote.scope}` (a 429 lowers the rate to what the API admitted, which "
+        f"climbs back over {remote.recovery_seconds:g} s) |",
     ]
 
 
