@@ -3,7 +3,7 @@
 -- pace of the API's rate-limit headers while their quota holds; %(rate)s is the
 -- starting ceiling (an auto scope's low start). The effective rate never exceeds the
 -- ceiling, and the bucket never holds more than burst - configured rate x hold (the
--- take-ahead's reserve, migrations 0025 and 0026). A new auto scope holds no more tokens than its
+-- take-ahead's reserve, migration 0025). A new auto scope holds no more tokens than its
 -- starting rate earns in a second (not its burst): before the first answer's headers,
 -- its calls go at the low start. Touches one row; returns the seconds until the
 -- headers' quota resets (NULL: no headers followed).

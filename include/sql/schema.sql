@@ -29,7 +29,6 @@
 --   0023_learned_rates
 --   0024_window_drain_time
 --   0025_limiter_reserve_and_admitted_rate
---   0026_limiter_reserve_by_configured_rate
 
 CREATE TABLE retention.alerts (
     policy      text NOT NULL,

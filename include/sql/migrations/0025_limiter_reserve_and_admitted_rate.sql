@@ -4,10 +4,10 @@
 --
 -- hold_seconds: how long a worker of the scope may keep tokens it took ahead
 -- (written by limiter_ensure.sql from the policy's rate and burst; 0: no
--- take-ahead). The bucket then holds at most burst - rate_ceiling x hold_seconds
--- tokens: the rest is the reserve that tokens taken ahead, and used late, draw
--- on. So calls stay within rate x interval + burst, the bound of an API with the
--- same rate and burst.
+-- take-ahead). The bucket then holds at most burst - configured_rate x
+-- hold_seconds tokens: the rest is the reserve that tokens taken ahead, and used
+-- late, draw on. So calls stay within rate x interval + burst, the bound of an API
+-- with the same rate and burst.
 --
 -- busy_since, granted_before_busy: since when the scope has been busy (its
 -- bucket not full, and not closed), and granted_total at that moment. A 429
@@ -17,6 +17,21 @@
 -- admitted_rate: what the last such 429 measured (NULL: nothing learned). The
 -- effective rate climbs back to it at rate_ceiling / recovery_seconds per
 -- second, and above it four times more slowly.
+--
+-- retention.take_tokens: the bucket holds at most burst - configured_rate x
+-- hold_seconds, as limiter_ensure.sql fills it. Not rate_ceiling, which the API's
+-- headers lower (migration 0023): a slow pace would raise the cap, and an answer that
+-- raised the pace again within a hold would let the tokens granted in it exceed the
+-- burst by (configured rate - pace) x hold. The hold is sized by the
+-- configured rate (retention.queue.limiter.hold_seconds), so the reserve is too.
+--
+-- retention.throttle_scope: a 429 answered while the scope is closed (by an earlier
+-- 429's Retry-After, an outage pause, or headers saying nothing is left) is for a
+-- call granted before the close, which already said what it says: it extends the
+-- close, but lowers no rate. Otherwise one answered more than a second after an
+-- earlier 429 would halve the rate again (the busy spell, restarted at the
+-- reopening, has not begun), and one after headers said nothing was left would
+-- lower it and keep the headers from raising it for recovery_seconds.
 ALTER TABLE retention.rate_limiters
     ADD COLUMN IF NOT EXISTS hold_seconds double precision NOT NULL DEFAULT 0
         CHECK (hold_seconds >= 0),
@@ -25,11 +40,11 @@ ALTER TABLE retention.rate_limiters
     ADD COLUMN IF NOT EXISTS admitted_rate double precision CHECK (admitted_rate > 0);
 UPDATE retention.rate_limiters SET granted_before_busy = granted_total;
 
--- Take up to p_wanted tokens (as migration 0009), with the bucket capped below
--- burst by the take-ahead's reserve, the recovery of migration 0002 slowed above
--- the admitted rate, and the count of busy grants restarted whenever the bucket
--- is full. Locks the scope's row of retention.rate_limiters (FOR UPDATE) for the
--- length of its statement.
+-- Take up to p_wanted tokens (as migration 0009), with the bucket capped at burst
+-- less what the configured rate earns in the hold, the recovery of migration 0002
+-- slowed above the admitted rate, and the count of busy grants restarted whenever the
+-- bucket is full. Locks the scope's row of retention.rate_limiters (FOR UPDATE)
+-- for the length of its statement.
 CREATE OR REPLACE FUNCTION retention.take_tokens(
     p_scope text,
     p_wanted integer,
@@ -75,7 +90,7 @@ BEGIN
         rate := r.effective_rate + climb;
     END IF;
     rate := least(r.rate_ceiling, rate);
-    cap := greatest(1, r.burst - r.rate_ceiling * r.hold_seconds);
+    cap := greatest(1, r.burst - coalesce(r.configured_rate, r.rate_ceiling) * r.hold_seconds);
     available := least(cap, r.tokens + elapsed * rate);
     busy_from := r.busy_since;
     granted_before := r.granted_before_busy;
@@ -103,15 +118,10 @@ BEGIN
 END
 $fn$;
 
--- The API said 429 (or 503 with Retry-After) although the bucket allowed the
--- call: close the scope until the time it named and empty the bucket. At most
--- once a second (simultaneous 429s of several workers are one signal), lower
--- the effective rate to what the API admitted while the scope was busy: it held
--- at most a burst when the spell began, so it admitted at least
--- (grants - burst - 1) / seconds, the refused call left out. That is trusted
--- when it counts half a burst or more beyond the burst (then the refill, not
--- the stored burst, paced those calls) and is at least half the rate; otherwise
--- the rate halves. What was measured becomes admitted_rate.
+-- The API said 429 (or 503 with Retry-After) although the bucket allowed the call:
+-- close the scope until the time it named; if it was open, lower the rate (at most
+-- once a second) to what the API admitted, or halve it (see the header). Locks the scope's
+-- row of retention.rate_limiters (FOR UPDATE) for the length of its statement.
 CREATE OR REPLACE FUNCTION retention.throttle_scope(
     p_scope text,
     p_retry_after_seconds double precision
@@ -131,7 +141,7 @@ BEGIN
         RETURN NULL;
     END IF;
     rate := r.effective_rate;
-    decrease := r.last_decrease_at < t - interval '1 second';
+    decrease := r.last_decrease_at < t - interval '1 second' AND NOT r.closed_until > t;
     IF decrease THEN
         busy := extract(epoch FROM t - r.busy_since);
         beyond := r.granted_total - r.granted_before_busy - r.burst - 1;
