@@ -157,6 +157,36 @@ def test_hold_column_keeps_rows_flagged_by_the_application(
     assert result.hold_checked_batches == result.batches, "only the row tells its hold_column"
 
 
+@pytest.mark.parametrize("every_policy", [False, True], ids=["policy_hold", "every_policy_hold"])
+@pytest.mark.parametrize(("match", "value"), [("key", "7"), ("tenant", "2")])
+def test_any_one_hold_that_could_keep_a_row_puts_the_predicate_in_every_batch(
+    db: Connection, unique_name: str, every_policy: bool, match: str, value: str
+) -> None:
+    """Alone, each kind of hold a row policy's rows can match (its key or its tenant; of
+    the policy, or of every policy: ``policy`` NULL) makes each batch's probe answer that a
+    hold is possible, so every delete keeps held rows: the probe asks exactly what the
+    held-row predicate asks, or a held row would go in a batch that ran without it."""
+    create_table(db, unique_name, [(i, 1 + i % 2, old()) for i in range(1, 41)])
+    place_hold(
+        db,
+        policy=None if every_policy else unique_name,
+        match=match,
+        value=value,
+        reason="case",
+        placed_by="ann",
+    )
+    policy = make_policy(unique_name, window_rows=100, batch_rows=10, window_per_tenant=False)
+    (window,) = plan_windows(db, request(policy))
+    with statements_sent(db) as sent:
+        result = delete_window(db, policy, window, batch_rows=10, dry_run=False)
+    deletes = deletes_from(sent, unique_name)
+    assert len(deletes) == result.batches > 1
+    assert all("retention.holds" in d for d in deletes), "every delete keeps held rows"
+    assert result.hold_checked_batches == result.batches
+    held = [int(value)] if match == "key" else [i for i in range(1, 41) if 1 + i % 2 == int(value)]
+    assert ids_left(db, unique_name) == held
+
+
 @pytest.mark.parametrize("with_children", [False, True], ids=["rows", "rows_and_children"])
 def test_a_batch_no_hold_can_touch_deletes_without_the_held_row_predicate(
     db: Connection, unique_name: str, with_children: bool

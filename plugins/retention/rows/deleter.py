@@ -23,11 +23,15 @@ predicate. Both variants are rendered once per window (:class:`BatchStatements`)
 The promise is unchanged: a hold placed while a window runs applies from the next
 batch. Every batch is one READ COMMITTED transaction whose first query (after its
 ``SET LOCAL`` timeouts) is that probe, so a hold committed before a batch begins is seen
-by its probe, and the batch runs the delete that keeps held rows. A hold committed after
-the probe but before the batch's delete is not seen by this batch; neither was, before,
-a hold committed a moment after the delete statement took its snapshot. Both holds were
-placed while the batch ran, which no placer can tell apart from just after it, and both
-apply from the next batch, whose probe comes later.
+by its probe, and the batch runs the delete that keeps held rows. The probe reads the
+holds as of its own snapshot, taken when it starts; the delete takes a newer one. A hold
+committed between the two (during the probe's key scan or the round trip after it) is
+visible to the delete's snapshot, yet this batch ran the delete without the predicate
+and does not keep its rows; before, only a hold committed after the delete's snapshot
+was missed. So the moment after which a hold waits for the next batch moved earlier by
+the probe's run time and one round trip, and stays inside the batch's transaction: both
+holds were placed while the batch ran, and both apply from the next batch, whose probe
+comes later.
 
 This is the row strategy of :class:`~retention.rows.lifecycle.WindowDeleter`;
 the object strategy (``retention.objects.deleter``) deletes through an API first.
