@@ -29,6 +29,7 @@
 --   0023_learned_rates
 --   0024_window_drain_time
 --   0025_limiter_reserve_and_admitted_rate
+--   0026_hold_value_as
 
 CREATE TABLE retention.alerts (
     policy      text NOT NULL,
@@ -415,6 +416,24 @@ CREATE VIEW retention.dead_operations AS
     operations.parent_key
    FROM retention.operations
   WHERE operations.state = 'dead'::text;
+
+CREATE OR REPLACE FUNCTION retention.hold_value_as(p_sample anyelement, p_column text, p_value text)
+ RETURNS text
+ LANGUAGE plpgsql
+ STABLE
+AS $function$
+DECLARE
+    typed text;
+BEGIN
+    EXECUTE format(
+        'SELECT (json_populate_record($1, json_build_object($2::text, $3::text))).%I::text',
+        p_column)
+        INTO typed USING p_sample, p_column, p_value;
+    RETURN typed;
+EXCEPTION WHEN data_exception THEN
+    RETURN NULL;
+END
+$function$;
 
 CREATE OR REPLACE FUNCTION retention.limiter_ceiling(p_configured double precision, p_auto boolean, p_learned_rate double precision, p_learned_until timestamp with time zone, p_starting double precision)
  RETURNS double precision

@@ -37,6 +37,7 @@ def oldest_eligible(conn: Connection, policy: Policy, cutoff: dt.datetime) -> dt
         ts=sql.Identifier(table.timestamp_column),
         held=held_row(
             sql.Identifier(table.key_column),
+            table=sql.Identifier(table.schema, table.name),
             tenant=sql.Identifier(table.tenant_column) if table.tenant_column else None,
             object_id=sql.Identifier(remote.object_id_column) if remote else None,
             hold_column=sql.Identifier(table.hold_column) if table.hold_column else None,

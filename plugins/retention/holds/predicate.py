@@ -28,34 +28,61 @@ HOLD_MATCHES_PARAM = "hold_matches"  # the matches hold_row_possible.sql looks f
 def held_row(
     key: sql.Composable,
     *,
-    tenant: sql.Composable | None = None,
-    object_id: sql.Composable | None = None,
+    table: sql.Identifier | None = None,
+    tenant: sql.Identifier | None = None,
+    object_id: sql.Identifier | None = None,
     hold_column: sql.Composable | None = None,
 ) -> sql.Composed:
-    """TRUE when the row is held (never NULL); identifiers may be qualified (``t.key``).
+    """TRUE when the row is held (never NULL).
 
     A column the table does not have (no tenant column, no object id, no
-    ``hold_column``) is simply not asked.
+    ``hold_column``) is simply not asked. A tenant or object hold is read through the
+    column's type of ``table`` (required with either), as an every-policy hold is stored
+    as given: "042" keeps an integer column's tenant 42.
     """
     nothing = sql.SQL("NULL::text")
     return query(
         "hold_row_held",
         key=key,
         tenant_text=sql.SQL("{}::text").format(tenant) if tenant is not None else nothing,
+        tenant_held_value=_held_value(table, tenant),
         object_text=sql.SQL("{}::text").format(object_id) if object_id is not None else nothing,
+        object_held_value=_held_value(table, object_id),
         hold_value=hold_column if hold_column is not None else sql.SQL("NULL::boolean"),
     )
+
+
+def _held_value(table: sql.Identifier | None, column: sql.Identifier | None) -> sql.Composable:
+    """A hold's value as ``column`` of ``table`` reads it (``retention.hold_value_as``)."""
+    if column is None:
+        return sql.SQL("h.value")  # compared with NULL: matches nothing
+    if table is None:
+        raise ValueError("a tenant or object hold is read through its table's column type")
+    return sql.SQL("retention.hold_value_as(NULL::{}, {}, h.value)").format(
+        table, sql.Literal(_column_name(column))
+    )
+
+
+def _column_name(column: sql.Identifier) -> str:
+    """The name an unqualified identifier quotes (psycopg keeps it private): its quoted
+    text unquoted, doubled quotes undone."""
+    quoted = column.as_string(None)
+    name = quoted[1:-1].replace('""', '"')
+    if sql.Identifier(name).as_string(None) != quoted:  # a qualified "schema"."column"
+        raise ValueError(f"not one unqualified column name: {quoted}")
+    return name
 
 
 def not_held(
     key: sql.Composable,
     *,
-    tenant: sql.Composable | None = None,
-    object_id: sql.Composable | None = None,
+    table: sql.Identifier | None = None,
+    tenant: sql.Identifier | None = None,
+    object_id: sql.Identifier | None = None,
     hold_column: sql.Composable | None = None,
 ) -> sql.Composed:
     """TRUE when the row is not held: the condition a delete statement's WHERE adds."""
-    held = held_row(key, tenant=tenant, object_id=object_id, hold_column=hold_column)
+    held = held_row(key, table=table, tenant=tenant, object_id=object_id, hold_column=hold_column)
     return sql.SQL("NOT {}").format(held)
 
 

@@ -71,7 +71,11 @@ class TargetTable:
     def held(self) -> sql.Composed:
         """TRUE when a row is held (``include/sql/hold_row_held.sql``); binds ``hold_policy``."""
         return held_row(
-            self.key, tenant=self.tenant, object_id=self.object_id, hold_column=self.hold_column
+            self.key,
+            table=self.table,
+            tenant=self.tenant,
+            object_id=self.object_id,
+            hold_column=self.hold_column,
         )
 
     def hold_matches(self) -> list[str]:
