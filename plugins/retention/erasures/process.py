@@ -136,7 +136,7 @@ def blocking_holds(
         )
         with bounded(conn, policy.timeouts, timezone=policy.timestamp_timezone):
             holds = conn.execute(
-                TargetTable.of(policy.table_spec).query(
+                TargetTable.of(policy.table_spec, policy.remote).query(
                     "erasure_scope_holds",
                     scope_filter=scope_filter(policy, scope),
                     object_text=object_text,

@@ -45,14 +45,14 @@ def held_row(
         "hold_row_held",
         key=key,
         tenant_text=sql.SQL("{}::text").format(tenant) if tenant is not None else nothing,
-        tenant_held_value=_held_value(table, tenant),
+        tenant_held_value=held_value(table, tenant),
         object_text=sql.SQL("{}::text").format(object_id) if object_id is not None else nothing,
-        object_held_value=_held_value(table, object_id),
+        object_held_value=held_value(table, object_id),
         hold_value=hold_column if hold_column is not None else sql.SQL("NULL::boolean"),
     )
 
 
-def _held_value(table: sql.Identifier | None, column: sql.Identifier | None) -> sql.Composable:
+def held_value(table: sql.Identifier | None, column: sql.Identifier | None) -> sql.Composable:
     """A hold's value as ``column`` of ``table`` reads it (``retention.hold_value_as``)."""
     if column is None:
         return sql.SQL("h.value")  # compared with NULL: matches nothing

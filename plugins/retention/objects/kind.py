@@ -141,7 +141,7 @@ class ObjectKind:
     def _holds_now(self, conn: Connection, jobs: list[Operation]) -> dict[str, list[Hold]]:
         """The active holds keeping each operation's object (by key, tenant or object id)."""
         rows = conn.execute(
-            query("hold_for_operations"),
+            self.target.query("hold_for_operations"),
             {
                 "hold_policy": self.policy.name,
                 "row_keys": [op.row_key for op in jobs],

@@ -13,7 +13,7 @@ from typing import Literal
 from psycopg import sql
 
 from retention.db.sqlfiles import query
-from retention.holds.predicate import held_row, hold_matches
+from retention.holds.predicate import held_row, held_value, hold_matches
 from retention.policy.model import RemoteSpec, TableSpec
 
 TenantScope = Literal["all", "one", "null"]
@@ -111,6 +111,9 @@ class TargetTable:
         parts["tenant_text"] = (
             sql.SQL("{}::text").format(self.tenant) if self.tenant else sql.SQL("NULL::text")
         )
+        # an active hold's value (``h.value``) as this table's column reads it
+        parts["tenant_held_value"] = held_value(self.table, self.tenant)
+        parts["object_held_value"] = held_value(self.table, self.object_id)
         if self.object_id is not None:
             parts["object_id"] = self.object_id
             parts["version_expr"] = self.version_expr()
