@@ -44,6 +44,7 @@ import argparse
 import datetime as dt
 import json
 import sys
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from retention.db.connection import Connection, connect_dsn
@@ -356,24 +357,50 @@ def _holds(args: argparse.Namespace) -> int:
     explicit = args.dsn or args.conn_id or args.policy is None
     with _connection(args, None if explicit else _policy_conn_id(args, args.policy)) as conn:
         holds = list_holds(conn, args.policy, include_lifted=not args.active)
-    if args.json:
-        for hold in holds:
-            print(json.dumps(hold.as_json()))
+    return _listing(
+        holds,
+        as_json=args.json,
+        json_of=lambda hold: hold.as_json(),
+        empty="no holds" + (f" for policy {args.policy!r}" if args.policy else ""),
+        line=_hold_line,
+    )
+
+
+def _hold_line(hold: Any) -> str:
+    state = (
+        "active"
+        if hold.active
+        else f"lifted {hold.lifted_at:%Y-%m-%d %H:%M} by {hold.lifted_by}: {hold.lift_reason}"
+    )
+    return (
+        f"{hold.hold_id}  {hold.policy or '(every policy)'}  {hold.match}={hold.value}  "
+        f"placed {hold.placed_at:%Y-%m-%d %H:%M} by {hold.placed_by}: {hold.reason}  "
+        f"[{state}]"
+    )
+
+
+def _listing(
+    rows: Sequence[Any],
+    *,
+    as_json: bool,
+    empty: str,
+    line: Callable[[Any], str],
+    json_of: Callable[[Any], Any] = lambda row: row,
+    footer: str | None = None,
+) -> int:
+    """What every listing command prints: one JSON object per line (``--json``), or
+    ``empty`` when there is nothing, or one ``line`` per row and the ``footer``."""
+    if as_json:
+        for row in rows:
+            print(json.dumps(json_of(row), default=str))
         return 0
-    if not holds:
-        print("no holds" + (f" for policy {args.policy!r}" if args.policy else ""))
+    if not rows:
+        print(empty)
         return 0
-    for hold in holds:
-        state = (
-            "active"
-            if hold.active
-            else f"lifted {hold.lifted_at:%Y-%m-%d %H:%M} by {hold.lifted_by}: {hold.lift_reason}"
-        )
-        print(
-            f"{hold.hold_id}  {hold.policy or '(every policy)'}  {hold.match}={hold.value}  "
-            f"placed {hold.placed_at:%Y-%m-%d %H:%M} by {hold.placed_by}: {hold.reason}  "
-            f"[{state}]"
-        )
+    for row in rows:
+        print(line(row))
+    if footer is not None:
+        print(footer)
     return 0
 
 
@@ -617,16 +644,12 @@ def _erasures(args: argparse.Namespace) -> int:
 
     with _connection(args) as conn:
         rows = list_erasures(conn, policy=args.policy, limit=args.limit)
-    if args.json:
-        for row in rows:
-            print(json.dumps(row, default=str))
-        return 0
-    if not rows:
-        print("no erasures" + (f" of policy {args.policy!r}" if args.policy else ""))
-        return 0
-    for row in rows:
-        print(_erasure_line(row))
-    return 0
+    return _listing(
+        rows,
+        as_json=args.json,
+        empty="no erasures" + (f" of policy {args.policy!r}" if args.policy else ""),
+        line=_erasure_line,
+    )
 
 
 def _failure_classes(conn: Connection, policy: str | None) -> str:
@@ -640,7 +663,6 @@ def _failure_classes(conn: Connection, policy: str | None) -> str:
 
 
 def _dead_letters(args: argparse.Namespace) -> int:
-    from retention.evidence.explain import answer
     from retention.evidence.replay import dead_operations
 
     with _connection(args) as conn:
@@ -657,24 +679,26 @@ def _dead_letters(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 1
-    if args.json:
-        for row in rows:
-            print(json.dumps(row, default=str))
-        return 0
-    if not rows:
-        print("no dead operations")
-        return 0
-    for row in rows:
-        print(
-            f"{row['operation_key']}  {row['policy']}  object={row['object_id']} "
-            + ("" if row["resource"] == "object" else f"resource={row['resource']} ")
-            + f"tenant={row['tenant']}  {row['failure_class']} "
-            f"({answer(row['last_status_code'])}) "
-            f"after {row['attempt_count']} attempts, "
-            f"dead since {row['dead_since']:%Y-%m-%d %H:%M}: {row['reason']}"
-        )
-    print(f"{len(rows)} dead operation(s); replay with the retention__replay DAG")
-    return 0
+    return _listing(
+        rows,
+        as_json=args.json,
+        empty="no dead operations",
+        line=_dead_letter_line,
+        footer=f"{len(rows)} dead operation(s); replay with the retention__replay DAG",
+    )
+
+
+def _dead_letter_line(row: dict[str, Any]) -> str:
+    from retention.evidence.explain import answer
+
+    return (
+        f"{row['operation_key']}  {row['policy']}  object={row['object_id']} "
+        + ("" if row["resource"] == "object" else f"resource={row['resource']} ")
+        + f"tenant={row['tenant']}  {row['failure_class']} "
+        f"({answer(row['last_status_code'])}) "
+        f"after {row['attempt_count']} attempts, "
+        f"dead since {row['dead_since']:%Y-%m-%d %H:%M}: {row['reason']}"
+    )
 
 
 def _runs(args: argparse.Namespace) -> int:
@@ -682,29 +706,29 @@ def _runs(args: argparse.Namespace) -> int:
 
     with _connection(args) as conn:
         rows = recent_runs(conn, policy=args.policy, limit=args.limit)
-    if args.json:
-        for row in rows:
-            print(json.dumps(row, default=str))
-        return 0
-    if not rows:
-        print("no runs recorded" + (f" for policy {args.policy!r}" if args.policy else ""))
-        return 0
-    for row in rows:
-        windows = " ".join(f"{state} {n}" for state, n in sorted(row["windows_by_state"].items()))
-        so_far = row["rows_deleted"] is None  # not reconciled yet: what its windows did
-        deleted = row["rows_deleted_so_far"] if so_far else row["rows_deleted"]
-        print(
-            f"{row['policy']}  {row['run_id']}  {row['status']}"
-            + (" (dry run)" if row["dry_run"] else "")
-            + f"  cutoff {row['cutoff']:%Y-%m-%d %H:%M}  deleted {deleted:,}"
-            + (" so far" if so_far else "")
-            + ("" if row["rows_remaining"] is None else f", {row['rows_remaining']:,} remaining")
-            + f"  windows: {windows or 'none'}"
-            + ("  [holds the run lease]" if row["lease_holder"] == row["run_id"] else "")
-            + (f"  ({row['covered_note']})" if row["covered_note"] else "")
-            + (f"  ({row['rate_limit_headers_note']})" if row["rate_limit_headers_note"] else "")
-        )
-    return 0
+    return _listing(
+        rows,
+        as_json=args.json,
+        empty="no runs recorded" + (f" for policy {args.policy!r}" if args.policy else ""),
+        line=_run_line,
+    )
+
+
+def _run_line(row: dict[str, Any]) -> str:
+    windows = " ".join(f"{state} {n}" for state, n in sorted(row["windows_by_state"].items()))
+    so_far = row["rows_deleted"] is None  # not reconciled yet: what its windows did
+    deleted = row["rows_deleted_so_far"] if so_far else row["rows_deleted"]
+    return (
+        f"{row['policy']}  {row['run_id']}  {row['status']}"
+        + (" (dry run)" if row["dry_run"] else "")
+        + f"  cutoff {row['cutoff']:%Y-%m-%d %H:%M}  deleted {deleted:,}"
+        + (" so far" if so_far else "")
+        + ("" if row["rows_remaining"] is None else f", {row['rows_remaining']:,} remaining")
+        + f"  windows: {windows or 'none'}"
+        + ("  [holds the run lease]" if row["lease_holder"] == row["run_id"] else "")
+        + (f"  ({row['covered_note']})" if row["covered_note"] else "")
+        + (f"  ({row['rate_limit_headers_note']})" if row["rate_limit_headers_note"] else "")
+    )
 
 
 if __name__ == "__main__":
