@@ -35,7 +35,7 @@ from retention.rows.children import CoupledTableError
 from retention.rows.planner import plan_windows
 from tests.support.policies import make_policy, remote_fields, remote_policy
 from tests.support.remote import deliver, enqueue_all, work
-from tests.support.tables import count, create_media_table
+from tests.support.tables import count, create_media_table, media_with_renditions
 
 THUMBNAILS = {"name": "thumbnails", "endpoint": "/v1/assets/{object_id}/thumbnails"}
 RECEIVER_CONN = "events_receiver"
@@ -65,22 +65,6 @@ def resources(db: Connection, policy, object_id: str) -> dict[str, dict[str, Any
         (policy.name, object_id),
     )
     return {r["resource"]: r for r in rows}
-
-
-def media_with_renditions(db: Connection, name: str, objects: int) -> str:
-    """The media table with ``objects`` rows, and a child table (its name returned) with
-    two renditions per row, referencing it by a foreign key."""
-    create_media_table(db, name, objects)
-    renditions = f"{name}_r"
-    db.execute(
-        f"CREATE TABLE public.{renditions} (id bigserial PRIMARY KEY, "
-        f"asset_id bigint NOT NULL REFERENCES public.{name} (id))"
-    )
-    db.execute(
-        f"INSERT INTO public.{renditions} (asset_id) "  # noqa: S608
-        f"SELECT t.id FROM public.{name} AS t, generate_series(1, 2)"
-    )
-    return renditions
 
 
 def make_due(db: Connection, policy) -> None:
@@ -312,15 +296,12 @@ def test_two_finishes_confirming_an_objects_last_resources_at_once_delete_its_ro
     same moment: the later finish must see the earlier one's confirmation (it waits for
     the object's lock), so the row does not stay behind with every resource confirmed;
     with a child table, the children go with it, and only with it."""
-    create_media_table(db, unique_name, 1)
     policy = derivative_policy(unique_name)
     renditions = f"{unique_name}_r"
-    if with_children:
-        db.execute(
-            f"CREATE TABLE public.{renditions} (id bigserial PRIMARY KEY, "
-            f"asset_id bigint NOT NULL REFERENCES public.{unique_name} (id))"
-        )
-        db.execute(f"INSERT INTO public.{renditions} (asset_id) VALUES (1), (1)")  # noqa: S608
+    if not with_children:
+        create_media_table(db, unique_name, 1)
+    else:
+        media_with_renditions(db, unique_name, 1)
         policy = make_policy(
             unique_name,
             window_rows=10_000,
@@ -591,12 +572,7 @@ def test_a_foreign_key_added_after_planning_fails_the_pass_before_any_call(
     """An unlisted foreign key appears after the windows were planned and enqueued (or
     the replay DAG, which never plans, re-drives them): the pass refuses it before its
     first call, so the API never deletes an object whose row could not go."""
-    create_media_table(db, unique_name, 2)
-    renditions = f"{unique_name}_r"
-    db.execute(
-        f"CREATE TABLE public.{renditions} (id bigserial PRIMARY KEY, "
-        f"asset_id bigint NOT NULL REFERENCES public.{unique_name} (id))"
-    )
+    renditions = media_with_renditions(db, unique_name, 2, per_row=0)
     policy = make_policy(
         unique_name,
         window_rows=10_000,

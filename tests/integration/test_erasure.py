@@ -9,10 +9,12 @@ import json
 import re
 import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 from psycopg import sql
 
+from devtools.receiver import Receiver
 from retention.db.connection import connect_dsn
 from retention.erasures.process import ErasureOutcome, _verdict, process_erasure
 from retention.erasures.request import (
@@ -28,7 +30,7 @@ from retention.runs.lease import take_run_lease
 from tests.support.children import create_family, family_children
 from tests.support.policies import make_policy, remote_fields, remote_policy
 from tests.support.remote import enqueue_all, sandbox_sender
-from tests.support.tables import count, create_media_table, ids_left
+from tests.support.tables import count, create_media_table, ids_left, media_with_renditions
 
 NOTIFY = {"http_conn_id": "unused", "endpoint": "/e"}
 
@@ -137,8 +139,6 @@ def test_a_remote_erasure_deletes_each_objects_derivatives_too(db, unique_name, 
 def test_a_remote_erasures_receipt_counts_the_child_rows_it_deleted(db, unique_name, sandbox):
     """The remote finish deletes each row's listed children with it: the receipt's per-table
     counts name every table the erasure deleted from, as a row policy's do."""
-    from tests.integration.test_derivatives import media_with_renditions
-
     renditions = media_with_renditions(db, unique_name, 9)
     policy = make_policy(
         unique_name,
@@ -557,49 +557,50 @@ def test_the_erasure_dag_step_works_every_open_erasure(db, unique_name):
     assert [e for e in again["erasures"] if e["policy"] == policy.name] == []
 
 
-def test_an_erasure_past_its_deadline_is_told_once(db, unique_name, monkeypatch):
-    from devtools.receiver import Receiver
-    from retention.airflow.steps import work_erasures_step
-
+@pytest.fixture
+def alerts_receiver(monkeypatch: pytest.MonkeyPatch) -> Iterator[Receiver]:
+    """An alert receiver on loopback, as the connection ``erasure_alerts`` the late-erasure
+    alerts of these tests go to."""
     receiver = Receiver().start()
     monkeypatch.setenv("AIRFLOW_CONN_ERASURE_ALERTS", receiver.connection())
-    try:
-        create_media_table(db, unique_name, 6, tenants=3)
-        policy = make_policy(unique_name, alerts={"on_erasure_late": "erasure_alerts"})
-        erasure, _ = request(db, policy)
-        # an erasure that cannot finish (its remote side is down, say): still running, late
-        db.execute(
-            "UPDATE retention.erasures SET state = 'running', deadline = now() - interval "
-            "'2 hours' WHERE erasure_id = %s",
-            (erasure["erasure_id"],),
-        )
-        monkeypatch.setattr(  # each pass leaves it running, as a remote side that is down does
-            "retention.airflow.steps.process_erasure",
-            lambda _c, _p, erasure_id, **_k: ErasureOutcome(erasure_id, ErasureState.RUNNING),
-        )
-        monkeypatch.setattr("retention.airflow.steps.list_erasures", _only(erasure["erasure_id"]))
-        first = work_erasures_step([policy], budget_seconds=1)
-        second = work_erasures_step([policy], budget_seconds=1)
-    finally:
-        receiver.stop()
+    yield receiver
+    receiver.stop()
+
+
+def test_an_erasure_past_its_deadline_is_told_once(db, unique_name, monkeypatch, alerts_receiver):
+    from retention.airflow.steps import work_erasures_step
+
+    create_media_table(db, unique_name, 6, tenants=3)
+    policy = make_policy(unique_name, alerts={"on_erasure_late": "erasure_alerts"})
+    erasure, _ = request(db, policy)
+    # an erasure that cannot finish (its remote side is down, say): still running, late
+    db.execute(
+        "UPDATE retention.erasures SET state = 'running', deadline = now() - interval "
+        "'2 hours' WHERE erasure_id = %s",
+        (erasure["erasure_id"],),
+    )
+    monkeypatch.setattr(  # each pass leaves it running, as a remote side that is down does
+        "retention.airflow.steps.process_erasure",
+        lambda _c, _p, erasure_id, **_k: ErasureOutcome(erasure_id, ErasureState.RUNNING),
+    )
+    monkeypatch.setattr("retention.airflow.steps.list_erasures", _only(erasure["erasure_id"]))
+    first = work_erasures_step([policy], budget_seconds=1)
+    second = work_erasures_step([policy], budget_seconds=1)
     assert [a["state"] for a in first["late_alerts"]] == ["sent"]
     assert [a["state"] for a in second["late_alerts"]] == ["already_claimed"]
-    assert len(receiver.received) == 1
-    message = receiver.received[0]["json"]
+    assert len(alerts_receiver.received) == 1
+    message = alerts_receiver.received[0]["json"]
     assert message["kind"] == "erasure_late"
     assert message["figures"]["erasure_id"] == erasure["erasure_id"]
     assert message["runbook"]["section"] == "An erasure is late"
 
 
 def test_one_failing_erasure_neither_blocks_the_others_nor_the_late_alerts(
-    db, unique_name, monkeypatch
+    db, unique_name, monkeypatch, alerts_receiver
 ):
-    from devtools.receiver import Receiver
     from retention.airflow import steps
     from retention.rows.deleter import WindowDeleteError
 
-    receiver = Receiver().start()
-    monkeypatch.setenv("AIRFLOW_CONN_ERASURE_ALERTS", receiver.connection())
     family, media, locked = f"{unique_name}_f", f"{unique_name}_m", f"{unique_name}_l"
     create_family(db, family)  # listed without its children: the erasure's delete fails
     create_media_table(db, media, 6, tenants=3)
@@ -631,11 +632,8 @@ def test_one_failing_erasure_neither_blocks_the_others_nor_the_late_alerts(
         "list_erasures",
         lambda conn, **kw: [row for row in request_list(conn, **kw) if row["erasure_id"] in mine],
     )
-    try:
-        with pytest.raises(RuntimeError, match=f"erasure {stuck['erasure_id']}: WindowDelete"):
-            steps.work_erasures_step(policies, budget_seconds=5)
-    finally:
-        receiver.stop()
+    with pytest.raises(RuntimeError, match=f"erasure {stuck['erasure_id']}: WindowDelete"):
+        steps.work_erasures_step(policies, budget_seconds=5)
     states = {
         row["erasure_id"]: (row["state"], row["error"])
         for row in db.execute(
@@ -649,7 +647,7 @@ def test_one_failing_erasure_neither_blocks_the_others_nor_the_late_alerts(
     assert states[stuck["erasure_id"]][0] == "requested"
     assert "stayed locked" in states[stuck["erasure_id"]][1], "recorded, retried next pass"
     assert rows_of_tenant(db, media, 2) == 0
-    told = sorted(m["json"]["figures"]["erasure_id"] for m in receiver.received)
+    told = sorted(m["json"]["figures"]["erasure_id"] for m in alerts_receiver.received)
     # the late one, and the one that failed (told at once, before its deadline)
     assert told == sorted([stuck["erasure_id"], broken["erasure_id"]])
 
@@ -694,32 +692,28 @@ def test_the_demo_requests_an_erasure_and_runs_the_erasure_dag(
     assert rows_of_tenant(db, unique_name, 2) == 0
 
 
-def test_a_failed_erasure_is_told_once_before_its_deadline(db, unique_name, monkeypatch):
+def test_a_failed_erasure_is_told_once_before_its_deadline(
+    db, unique_name, monkeypatch, alerts_receiver
+):
     """A failed erasure is final: it will not be done by its deadline unless someone acts,
     so the alert does not wait for the deadline to pass."""
-    from devtools.receiver import Receiver
     from retention.airflow.steps import work_erasures_step
 
-    receiver = Receiver().start()
-    monkeypatch.setenv("AIRFLOW_CONN_ERASURE_ALERTS", receiver.connection())
-    try:
-        create_media_table(db, unique_name, 6, tenants=3)
-        policy = make_policy(unique_name, alerts={"on_erasure_late": "erasure_alerts"})
-        erasure, _ = request(db, policy)
-        db.execute(
-            "UPDATE retention.erasures SET state = 'failed', finished_at = now(), "
-            "error = '2 dead remote deletion(s)' WHERE erasure_id = %s",
-            (erasure["erasure_id"],),
-        )
-        monkeypatch.setattr("retention.airflow.steps.list_erasures", _only(erasure["erasure_id"]))
-        first = work_erasures_step([policy], budget_seconds=1)
-        second = work_erasures_step([policy], budget_seconds=1)
-    finally:
-        receiver.stop()
+    create_media_table(db, unique_name, 6, tenants=3)
+    policy = make_policy(unique_name, alerts={"on_erasure_late": "erasure_alerts"})
+    erasure, _ = request(db, policy)
+    db.execute(
+        "UPDATE retention.erasures SET state = 'failed', finished_at = now(), "
+        "error = '2 dead remote deletion(s)' WHERE erasure_id = %s",
+        (erasure["erasure_id"],),
+    )
+    monkeypatch.setattr("retention.airflow.steps.list_erasures", _only(erasure["erasure_id"]))
+    first = work_erasures_step([policy], budget_seconds=1)
+    second = work_erasures_step([policy], budget_seconds=1)
     assert [e for e in first["erasures"] if e["erasure_id"] == erasure["erasure_id"]] == []
     assert [a["state"] for a in first["late_alerts"]] == ["sent"]
     assert [a["state"] for a in second["late_alerts"]] == ["already_claimed"]
-    (message,) = [r["json"] for r in receiver.received]
+    (message,) = [r["json"] for r in alerts_receiver.received]
     assert message["kind"] == "erasure_late"
     assert message["figures"]["state"] == "failed"
     assert "failed: it will not be done by its deadline" in message["message"]

@@ -39,7 +39,14 @@ from tests.integration.test_cli import cli
 from tests.support.policies import make_policy, policy_fields, remote_fields, remote_policy
 from tests.support.querylog import deletes_from, statements_sent
 from tests.support.remote import enqueue_all, sandbox_sender, work
-from tests.support.tables import count, create_media_table, create_table, ids_left, old
+from tests.support.tables import (
+    count,
+    create_media_table,
+    create_table,
+    ids_left,
+    media_with_renditions,
+    old,
+)
 from tests.support.web import serving
 
 
@@ -495,13 +502,7 @@ def test_a_hold_placed_during_the_call_keeps_the_row_and_its_children(
     """The screen passed the operation, then a hold came before its confirmation: the
     remote object is gone, but the finish leaves the held row and its children alone and
     the operation waits in held (not superseded). Lifting the hold finishes it."""
-    create_media_table(db, unique_name, 3, tenants=1)
-    child = f"{unique_name}_r"
-    db.execute(
-        f"CREATE TABLE public.{child} (id bigserial PRIMARY KEY, "
-        f"asset_id bigint NOT NULL REFERENCES public.{unique_name} (id))"
-    )
-    db.execute(f"INSERT INTO public.{child} (asset_id) SELECT id FROM public.{unique_name}")  # noqa: S608
+    child = media_with_renditions(db, unique_name, 3, per_row=1, tenants=1)
     policy = make_policy(
         unique_name,
         window_rows=10_000,

@@ -116,6 +116,25 @@ def create_media_table(
     db.execute(sql.SQL("ANALYZE {}").format(table))
 
 
+def media_with_renditions(
+    db: Connection, name: str, objects: int, *, per_row: int = 2, tenants: int = 3
+) -> str:
+    """The media table with ``objects`` rows, and a child table ``<name>_r`` (its name
+    returned) with ``per_row`` renditions per row, referencing it by a foreign key."""
+    create_media_table(db, name, objects, tenants=tenants)
+    renditions = f"{name}_r"
+    db.execute(
+        f"CREATE TABLE public.{renditions} (id bigserial PRIMARY KEY, "
+        f"asset_id bigint NOT NULL REFERENCES public.{name} (id))"
+    )
+    db.execute(
+        f"INSERT INTO public.{renditions} (asset_id) "  # noqa: S608
+        f"SELECT t.id FROM public.{name} AS t, generate_series(1, %s)",
+        (per_row,),
+    )
+    return renditions
+
+
 def plan(db: Connection, policy: Policy, **kw: Any) -> list[Window]:
     return plan_windows(db, request(policy, **kw))
 
