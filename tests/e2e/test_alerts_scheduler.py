@@ -1,8 +1,9 @@
 """The deadline alert under Airflow's own processes: the scheduler notices the missed
 deadline and the triggerer runs the callback, which tells ``on_deadline`` once. And the
 policy's runs under the same scheduler: a run triggered for a date weeks ahead, which
-Airflow never starts, holds no later run up, and runs started together take the run
-lease oldest date first.
+Airflow never starts, holds no later run up, runs started together take the run
+lease oldest date first, and a run of an older date started after them (a backfill)
+says in its summary and its task log which run had deleted its rows.
 
 A run is held back with the pause switch (``retention_pause``) until the alert
 has arrived, so the test waits for events, never for a guessed duration.
@@ -11,6 +12,7 @@ has arrived, so the test waits for events, never for a guessed duration.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -27,6 +29,7 @@ from devtools.airflow_services import (
     publish_policy,
     scheduler_environment,
     tail,
+    task_log,
     trigger_run,
     wait_for,
     wait_for_run_end,
@@ -208,6 +211,61 @@ def mark_failed(dag_id: str, run_id: str) -> None:
         )
 
 
+def logged_summary(log: str, policy: str) -> dict[str, str]:
+    """The rows (``name  value``) of the run summary a reconcile task logged, in order.
+    A task log line is JSON (its message in ``event``) or, from an older writer, text."""
+    messages = []
+    for line in log.splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            record = line
+        messages.append(record.get("event", "") if isinstance(record, dict) else str(record))
+    heading = f"policy {policy} run summary:\n"
+    [text] = [m for m in messages if m.startswith(heading)]
+    rows = [row.split(None, 1) for row in text.removeprefix(heading).splitlines()]
+    return {row[0]: row[1] if len(row) > 1 else "" for row in rows}
+
+
+def run_covered_backfill(
+    db: Connection,
+    services: Services,
+    policy: str,
+    logical_date: dt.datetime,
+    covering_date: dt.datetime,
+    covering_run: str,
+) -> float:
+    """Run the policy for ``logical_date`` after ``covering_run`` (a later date) has
+    deleted everything older than its cutoff; check that its stored summary and its
+    reconcile log name that run; return the seconds the run took."""
+    dag_id = f"retention__{policy}"
+    started = time.monotonic()
+    run_id = trigger_dated(dag_id, logical_date)
+    state = wait_for_run_end(dag_id, run_id, RUN_SECONDS, services.logs)
+    assert state == "success", f"{run_id}\n{tail(services.logs)}"
+    seconds = time.monotonic() - started
+    covered = (
+        f"nothing older than {logical_date - dt.timedelta(days=30):%Y-%m-%d} was left: "
+        f"run {covering_date:%Y-%m-%d} deleted it"
+    )
+    [stored] = db.execute(
+        "SELECT status, rows_deleted, summary FROM retention.runs "
+        "WHERE policy = %s AND run_id = %s",
+        (policy, run_id),
+    ).fetchall()
+    assert (stored["status"], stored["rows_deleted"]) == ("clean", 0)
+    by = stored["summary"].get("covered_by")
+    assert by is not None, f"the summary names no covering run: {stored['summary']}"
+    assert (by["run_id"], by["note"]) == (covering_run, covered), by
+    assert by["logical_date"] == covering_date.isoformat(), by
+    rows = logged_summary(task_log(services.logs, dag_id, run_id, "reconcile"), policy)
+    assert rows["rows_deleted"] == "0", rows
+    # "deleted 0" does not stand alone: why, right after the run's first rows
+    assert list(rows)[:5] == ["status", "dry_run", "policy", "run_id", "covered_by"], rows
+    assert rows["covered_by"] == f"{covered} (run id {covering_run})", rows
+    return seconds
+
+
 def test_a_future_run_holds_nothing_up_and_runs_started_together_go_oldest_first(
     db: Connection, unique_name: str, services: Services
 ) -> None:
@@ -215,7 +273,10 @@ def test_a_future_run_holds_nothing_up_and_runs_started_together_go_oldest_first
     (Airflow starts none before that date); with max_active_runs 1 every later run queued
     behind it. The two later runs are triggered newest first, as a backfill run backwards
     starts them, and look for the lease at about the same time: the older date takes it
-    first, so each deletes its own rows and neither finds them gone."""
+    first, so each deletes its own rows and neither finds them gone. A third run, of a
+    date older still, triggered once both have finished (a backfill over the days before
+    them) finds nothing to delete, and its stored summary and its reconcile log say which
+    run deleted it: the first of them to finish, named by its logical date."""
     from retention.airflow.access import AirflowAccess, FutureRun
     from retention.rows.cutoff import future_run_note
 
@@ -259,6 +320,11 @@ def test_a_future_run_holds_nothing_up_and_runs_started_together_go_oldest_first
         assert (first["status"], first["rows_deleted"]) == ("clean", 10)
         assert (second["status"], second["rows_deleted"]) == ("clean", 10)
         assert "covered_by" not in first["summary"], "nothing had deleted its rows before it"
+        assert "covered_by" not in second["summary"], "it deleted rows of its own"
+
+        backfill_seconds = run_covered_backfill(
+            db, services, unique_name, today - dt.timedelta(days=3), older, older_run
+        )
 
         states = task_states(dag_id, future_run)
         assert set(states.values()) <= {None}, f"Airflow started none of its tasks: {states}"
@@ -270,4 +336,7 @@ def test_a_future_run_holds_nothing_up_and_runs_started_together_go_oldest_first
         assert f"Mark run {future_run} failed" in note
     finally:
         mark_failed(dag_id, future_run)  # the fix; and no run is left running for the next test
-    print(f"two runs and a future one under the scheduler: {ran_for:.0f} s")
+    print(
+        f"two runs and a future one under the scheduler: {ran_for:.0f} s; "
+        f"the covered backfill run: {backfill_seconds:.0f} s"
+    )
