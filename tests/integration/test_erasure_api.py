@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import threading
 from collections.abc import Iterator
@@ -64,6 +65,24 @@ def api(db, unique_name, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Ite
     server.should_exit = True
     thread.join(10)
     sock.close()
+
+
+# a database that does not answer: nothing listens on port 1 (the password must never show)
+DOWN_CONN_ID = "retention_down"
+DOWN_PASSWORD = "not-to-be-shown"
+DOWN = {"conn_type": "postgres", "host": "127.0.0.1", "port": 1, "login": "postgres"}
+
+
+def add_policy_on_a_database_that_is_down(api, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second policy, readable by the user, whose database does not answer."""
+    monkeypatch.setenv(
+        f"AIRFLOW_CONN_{DOWN_CONN_ID.upper()}", json.dumps({**DOWN, "password": DOWN_PASSWORD})
+    )
+    path = Path(os.environ["RETENTION_POLICIES"])
+    policies = yaml.safe_load(path.read_text())
+    down = f"{api['policy']}_down"
+    policies["policies"][down] = policy_fields(down, postgres_conn_id=DOWN_CONN_ID)
+    path.write_text(yaml.safe_dump(policies))
 
 
 def erasures_of(db, policy: str) -> int:
@@ -210,3 +229,37 @@ def test_a_request_key_cannot_take_the_key_an_urgent_hint_will_use(db, api) -> N
         "hint:msg_squatted:obj-1",
         "data subject request 6",
     )
+
+
+def test_an_erasure_not_found_while_a_readable_database_is_down_is_a_503(
+    db, api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The answer policy of every lookup (retention.airflow.lookup): not found in the
+    databases that answered, and one of a readable policy did not, is a 503 naming that
+    connection (not 404, which would say the erasure does not exist), and nothing secret:
+    no password, no host, no driver error."""
+    add_policy_on_a_database_that_is_down(api, monkeypatch)
+    answer = requests.get(f"{api['url']}/erasures/987654321", timeout=30)
+    assert answer.status_code == 503, answer.text
+    detail = answer.json()["detail"]
+    assert DOWN_CONN_ID in detail
+    for secret in (DOWN_PASSWORD, "127.0.0.1", "port 1", "refused"):
+        assert secret not in detail
+
+
+def test_an_erasure_on_a_database_that_answers_is_found_while_another_is_down(
+    db, api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    body = {"policy": api["policy"], "tenant": "2", "reason": "ticket 81"}
+    made = requests.post(f"{api['url']}/erasures", json=body, timeout=10)
+    assert made.status_code == 201, made.text
+    add_policy_on_a_database_that_is_down(api, monkeypatch)
+    shown = requests.get(f"{api['url']}/erasures/{made.json()['erasure_id']}", timeout=30)
+    assert shown.status_code == 200, shown.text
+    assert shown.json()["policy"] == api["policy"]
+
+
+def test_an_unknown_erasure_is_a_404_when_every_database_answers(db, api) -> None:
+    answer = requests.get(f"{api['url']}/erasures/987654321", timeout=10)
+    assert answer.status_code == 404
+    assert answer.json()["detail"] == "no erasure 987654321 of a policy you may read"

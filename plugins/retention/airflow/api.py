@@ -30,7 +30,9 @@
   same erasure for a repeated request key; the ``retention__erasure-requests`` DAG
   is triggered at once (``triggered``; else its every-minute run takes it).
 - ``GET /retention/erasures/{id}``: one erasure (state, deadline, counts, holds),
-  for users who may read the policy's DAG (404 otherwise, as for operations).
+  for users who may read the policy's DAG; the answer policy of
+  :func:`retention.airflow.lookup.find_erasure`, as for operations: 404 unknown or of a
+  policy the user may not read, 503 when a database of a readable policy did not answer.
 - A hint with ``"priority": "urgent"`` and a ``reason`` records one erasure per
   object (request key ``hint:<webhook-id>:<object>``, a prefix no other request key may
   take: 422) and answers 202 with their ids.
@@ -56,14 +58,13 @@ from standardwebhooks.webhooks import Webhook
 from retention.airflow import hold_actions
 from retention.airflow.access import AirflowAccess
 from retention.airflow.connections import postgres
-from retention.airflow.lookup import LookupRefused, find_operation
+from retention.airflow.lookup import LookupRefused, find_erasure, find_operation
 from retention.erasures.request import (
     ERASURE_DAG_ID,
     ErasureKeyConflict,
     ErasureRejected,
     ErasureRequest,
     Scope,
-    get_erasure,
     hint_request_key,
     request_erasure,
     validate,
@@ -203,17 +204,11 @@ def _erasure_routes(
 
     @app.get("/erasures/{erasure_id}")
     def get_erasure_route(erasure_id: int, user: Any = Depends(user_dependency)) -> dict[str, Any]:  # noqa: B008
-        for policy in _policies().values():
-            if not may_read(user, policy.dag_id):
-                continue
-            try:
-                with postgres(policy.postgres_conn_id) as conn:
-                    row = get_erasure(conn, erasure_id)
-            except Exception:  # another policy's database may answer
-                continue
-            if row is not None and row["policy"] == policy.name:
-                return _erasure_json(row)
-        raise HTTPException(404, f"no erasure {erasure_id} of a policy you may read")
+        try:
+            row = find_erasure(erasure_id, list(_policies().values()), lambda d: may_read(user, d))
+        except LookupRefused as refused:
+            raise HTTPException(refused.status, refused.message) from None
+        return _erasure_json(row)
 
 
 def _hold_routes(

@@ -21,6 +21,9 @@ differently.
 
   The lookup itself never answers 403: a refusal would confirm the key. (403 is for
   actions a user may not take, such as a replay; 401 is the login dependency's.)
+- :func:`find_erasure`: one erasure by id, with the same answer policy (404 ``no erasure
+  … of a policy you may read``: unknown, or of a policy whose DAG the user may not read;
+  503 when not found where the databases answered and one of a readable policy did not).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ import psycopg
 
 from retention.airflow.connections import postgres
 from retention.db.connection import Connection
+from retention.erasures.request import get_erasure
 from retention.evidence.explain import UnknownOperation, explain
 from retention.policy import Policy
 
@@ -132,3 +136,32 @@ def find_operation(
             f"could not read {sorted(found.unanswered)}",
         )
     raise unknown
+
+
+def find_erasure(
+    erasure_id: int, policies: list[Policy], may_read: Callable[[str], bool]
+) -> dict[str, Any]:
+    """Erasure ``erasure_id`` of a policy whose DAG ``may_read`` (asked with a DAG id);
+    raises :class:`LookupRefused` (404 or 503, the answer policy of :func:`find_operation`).
+    Ids are per database: each database's row counts only if it is of one of its
+    readable policies."""
+    readable = [p for p in policies if may_read(p.dag_id)]
+
+    def erasure_in(conn: Connection, members: list[Policy]) -> dict[str, Any] | None:
+        try:
+            row = get_erasure(conn, erasure_id)
+        except NO_LEDGER:
+            return None
+        return row if row is not None and row["policy"] in {p.name for p in members} else None
+
+    found = read_each_database(readable, erasure_in, what="erasure lookup")
+    for row in found.answers.values():
+        if row is not None:
+            return row
+    if found.unanswered:
+        raise LookupRefused(
+            503,
+            f"no erasure {erasure_id} in the databases that answered; "
+            f"could not read {sorted(found.unanswered)}",
+        )
+    raise LookupRefused(404, f"no erasure {erasure_id} of a policy you may read")

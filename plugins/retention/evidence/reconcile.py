@@ -412,7 +412,26 @@ def partition_evidence(
     evidence: its rows are no longer seen through the table).
     """
     keys = {"policy": policy, "run_id": run_id}
-    mine = [
+    mine = _drops_of_run(conn, keys)
+    finished = _drops_resolved_by_run(conn, keys)
+    stranded = _drops_stranded(conn, policy)
+    pending = _detaches_pending(conn, table)
+    return {
+        "partitions": mine,
+        "partitions_finished": finished,
+        "partitions_stranded": stranded,
+        "partitions_detach_pending": pending,
+        "partition_problems": _partition_problems(
+            run_id, f"{table.schema}.{table.name}", mine, finished, stranded, pending
+        ),
+    }
+
+
+def _drops_of_run(conn: Connection, keys: dict[str, str]) -> list[dict[str, Any]]:
+    """The partitions this run detached, dropped or left to the row path
+    (``partition_drop_for_run.sql``), each with its state and why: the run's own account
+    of what it did besides deleting rows."""
+    return [
         _without_nulls(
             {
                 "partition": r["partition_name"],
@@ -426,7 +445,13 @@ def partition_evidence(
         )
         for r in conn.execute(query("partition_drop_for_run"), keys)
     ]
-    finished = [
+
+
+def _drops_resolved_by_run(conn: Connection, keys: dict[str, str]) -> list[dict[str, Any]]:
+    """Records of earlier attempts that this run's finishing pass closed (dropped, marked
+    detached, not_detached or abandoned: ``partition_drop_resolved.sql``): their runs'
+    summaries are already written, so this run's is where the close is seen."""
+    return [
         _without_nulls(
             {
                 "partition": r["partition_name"],
@@ -438,7 +463,14 @@ def partition_evidence(
         )
         for r in conn.execute(query("partition_drop_resolved"), keys)
     ]
-    stranded = [
+
+
+def _drops_stranded(conn: Connection, policy: str) -> list[dict[str, Any]]:
+    """The policy's drop-action partitions, of any run, whose rows are outside the table
+    (``partition_drop_stranded.sql``): detached with the drop failed or never run, a detach
+    still started, or abandoned while the detached table still exists. Each keeps every run
+    dirty until it is gone, so every run names it, whichever run left it."""
+    return [
         _without_nulls(
             {
                 "partition": r["partition_name"],
@@ -452,13 +484,32 @@ def partition_evidence(
         )
         for r in conn.execute(query("partition_drop_stranded"), {"policy": policy})
     ]
-    pending = [
+
+
+def _detaches_pending(conn: Connection, table: TableSpec) -> list[str]:
+    """The table's partitions whose ``DETACH … CONCURRENTLY`` is pending, read from the
+    catalog (``partition_detach_pending.sql``), not the evidence: whoever began it, their
+    rows are no longer seen through the table, so no count of the table would find them."""
+    return [
         r["partition_name"]
         for r in conn.execute(
             query("partition_detach_pending"), {"schema": table.schema, "table": table.name}
         )
     ]
-    problems = [_stranded_problem(p, run_id, f"{table.schema}.{table.name}") for p in stranded]
+
+
+def _partition_problems(
+    run_id: str,
+    table: str,
+    mine: list[dict[str, Any]],
+    finished: list[dict[str, Any]],
+    stranded: list[dict[str, Any]],
+    pending: list[str],
+) -> list[str]:
+    """One line per partition that makes the run dirty: each stranded one, each drop
+    abandoned in this run or closed by it that the stranded lines did not already name
+    (one partition, one line), and each pending detach."""
+    problems = [_stranded_problem(p, run_id, table) for p in stranded]
     told = {(p["run_id"], p["partition"]) for p in stranded}
     problems += [
         f"{p['partition']}: its drop was abandoned: {p.get('reason') or 'no reason recorded'}"
@@ -467,16 +518,10 @@ def partition_evidence(
     ]
     problems += [
         f"{name}: a DETACH … CONCURRENTLY of it is pending: its rows are outside "
-        f"{table.schema}.{table.name} until it is finished (FINALIZE) or cancelled"
+        f"{table} until it is finished (FINALIZE) or cancelled"
         for name in pending
     ]
-    return {
-        "partitions": mine,
-        "partitions_finished": finished,
-        "partitions_stranded": stranded,
-        "partitions_detach_pending": pending,
-        "partition_problems": problems,
-    }
+    return problems
 
 
 def _stranded_problem(p: dict[str, Any], run_id: str, table: str) -> str:
@@ -544,15 +589,34 @@ def raise_if_dirty(summary: RunSummary | Mapping[str, Any]) -> None:
     s = RunSummary.of(summary)
     if s.status != RunStatus.DIRTY:
         return
-    left = s.rows_remaining
     parts = [
-        f"{s.dag_id} run {s.run_id} is dirty: "
-        + (
-            f"{left} rows older than cutoff {s.cutoff} remain in {s.table}."
-            if left
-            else f"no rows older than cutoff {s.cutoff} remain in {s.table}, but:"
-        )
+        _dirty_headline(s),
+        *_window_reasons(s),
+        *([f"Event delivery: {'; '.join(s.event_problems)}."] if s.event_problems else []),
+        *_orphan_reasons(s),
+        *_partition_reasons(s),
+        *_remote_reasons(s),
+        "The full summary is in retention.runs.",
     ]
+    raise RetentionIncomplete(" ".join(parts))
+
+
+def _dirty_headline(s: RunSummary) -> str:
+    """The message's first sentence: which run, and whether rows older than the cutoff
+    remain (how many) or the run is dirty for another reason (the lines after say which)."""
+    left = s.rows_remaining
+    return f"{s.dag_id} run {s.run_id} is dirty: " + (
+        f"{left} rows older than cutoff {s.cutoff} remain in {s.table}."
+        if left
+        else f"no rows older than cutoff {s.cutoff} remain in {s.table}, but:"
+    )
+
+
+def _window_reasons(s: RunSummary) -> list[str]:
+    """The windows' part: those that did not finish, the rows left inside planned windows
+    (listed), and those outside every window, with what reaches them: each points the
+    reader at a different fix (the task's error, a rerun, the next plan)."""
+    parts = []
     if s.windows_unfinished:
         parts.append(
             f"Windows that failed, did not finish or never ran: "
@@ -568,8 +632,14 @@ def raise_if_dirty(summary: RunSummary | Mapping[str, Any]) -> None:
             "(rows written with old timestamps after planning, or old rows with keys beyond "
             "the probed range); the next run plans the whole key range to reach them."
         )
-    if s.event_problems:
-        parts.append("Event delivery: " + "; ".join(s.event_problems) + ".")
+    return parts
+
+
+def _orphan_reasons(s: RunSummary) -> list[str]:
+    """Child rows: orphans counted (a dirty run: they are old rows retention cannot reach
+    through the parent), and children whose count timed out (said, so that the absence of
+    a count is not read as none; not dirty for it)."""
+    parts = []
     if s.orphans:
         listed = ", ".join(f"{table}: {rows}" for table, rows in s.orphans.items())
         parts.append(
@@ -583,29 +653,42 @@ def raise_if_dirty(summary: RunSummary | Mapping[str, Any]) -> None:
             "(plan_statement_ms or lock_timeout) on a large or locked child table; the run "
             "is not dirty for it, and the next reconcile counts again."
         )
-    if s.partition_problems:
-        parts.append(
-            "Partitions: "
-            + "; ".join(s.partition_problems)
-            + ". A partition detached to be dropped holds rows older than the cutoff outside "
-            "the table until it is; see retention.partition_drops and the runbook "
-            "(docs/runbook.md, A dirty run)."
-        )
+    return parts
+
+
+def _partition_reasons(s: RunSummary) -> list[str]:
+    """The partitions whose rows are outside the table (:func:`partition_evidence`), with
+    where to look: no count of the table shows them, so the message must."""
+    if not s.partition_problems:
+        return []
+    return [
+        "Partitions: "
+        + "; ".join(s.partition_problems)
+        + ". A partition detached to be dropped holds rows older than the cutoff outside "
+        "the table until it is; see retention.partition_drops and the runbook "
+        "(docs/runbook.md, A dirty run)."
+    ]
+
+
+def _remote_reasons(s: RunSummary) -> list[str]:
+    """A remote policy's part: rows no operation explains (nothing will delete them), and
+    a backlog older than ``max_lag_hours`` (the drain is not keeping up), by state."""
     remote = s.remote
-    if remote:
-        if remote.unexplained_rows:
-            parts.append(
-                f"{remote.unexplained_rows} of them have no pending, in-flight or dead "
-                "operation explaining them."
-            )
-        lag, limit = remote.oldest_overdue_hours, s.max_lag_hours
-        if lag is not None and limit is not None and lag > limit:
-            parts.append(
-                f"The oldest is {lag:.1f} hours past its cutoff, more than max_lag_hours "
-                f"({limit:g}); backlog by state: {remote.eligible_rows_by_state}."
-            )
-    parts.append("The full summary is in retention.runs.")
-    raise RetentionIncomplete(" ".join(parts))
+    if not remote:
+        return []
+    parts = []
+    if remote.unexplained_rows:
+        parts.append(
+            f"{remote.unexplained_rows} of them have no pending, in-flight or dead "
+            "operation explaining them."
+        )
+    lag, limit = remote.oldest_overdue_hours, s.max_lag_hours
+    if lag is not None and limit is not None and lag > limit:
+        parts.append(
+            f"The oldest is {lag:.1f} hours past its cutoff, more than max_lag_hours "
+            f"({limit:g}); backlog by state: {remote.eligible_rows_by_state}."
+        )
+    return parts
 
 
 def explain_events(

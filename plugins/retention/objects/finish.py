@@ -109,6 +109,31 @@ def finish_statement(policy: Policy, children: FinishChildren) -> sql.Composed:
     )
 
 
+def _after_local_delete_failed(finish: Finish, permanent: bool, what: str) -> Finish:
+    """What a confirmed deletion whose local delete failed (``what``) is recorded as: dead
+    as ``local_delete_failed`` when the failure will repeat (``permanent``), else still
+    confirmed, with ``local_delete_pending`` and a retry time, so the next pass deletes
+    the row without calling the remote again."""
+    if permanent:
+        return Finish(
+            state=State.DEAD,
+            outcome=finish.outcome,
+            status=finish.status,
+            failure_class="local_delete_failed",
+            reason=f"the API confirmed the deletion but the local row cannot be deleted ({what})",
+        )
+    return Finish(
+        state=State.PENDING,
+        outcome=Outcome.CONFIRMED,
+        status=finish.status,
+        failure_class=LOCAL_DELETE_PENDING,
+        reason=f"the API confirmed the deletion; the local delete failed for now ({what}) "
+        "and is retried",
+        not_before=dt.datetime.now(dt.UTC) + dt.timedelta(seconds=LOCAL_DELETE_RETRY_SECONDS),
+        attempt_spent=1,  # the call that confirmed was a real attempt
+    )
+
+
 class AtomicFinish:
     """Records a policy's remote-deletion outcomes, one bounded transaction per batch."""
 
@@ -214,46 +239,30 @@ class AtomicFinish:
         if attempt.finish.state != State.DONE:
             raise error
         what = f"{type(error).__name__}: {error}".strip()[:200]
-        if permanent:
-            change = Finish(
-                state=State.DEAD,
-                outcome=attempt.finish.outcome,
-                status=attempt.finish.status,
-                failure_class="local_delete_failed",
-                reason="the API confirmed the deletion but the local row cannot be deleted "
-                f"({what})",
-            )
-        else:
-            change = Finish(
-                state=State.PENDING,
-                outcome=Outcome.CONFIRMED,
-                status=attempt.finish.status,
-                failure_class=LOCAL_DELETE_PENDING,
-                reason=f"the API confirmed the deletion; the local delete failed for now ({what}) "
-                "and is retried",
-                not_before=dt.datetime.now(dt.UTC)
-                + dt.timedelta(seconds=LOCAL_DELETE_RETRY_SECONDS),
-                attempt_spent=1,  # the call that confirmed was a real attempt
-            )
-        locked = isinstance(error, psycopg.errors.LockNotAvailable)
-        waited = ""
-        if locked and self._waiting_for_objects:
-            waited = (
-                "; the wait was for the object's advisory lock (another worker finishing a "
-                "resource of the same object), not for a row lock"
-            )
-        elif locked:
-            waited = self._lock_holders(conn, attempt.job.row_key)
+        change = _after_local_delete_failed(attempt.finish, permanent, what)
         log.warning(
             "row %s: local delete %s after the API confirmed: %s%s (operation %s)",
             attempt.job.row_key,
             "failed for good" if permanent else "failed for now, retried later",
             what,
-            waited,
+            self._what_was_waited_for(conn, attempt, error),
             attempt.job.key,
         )
         retry = Attempt(attempt.job, change, attempt.started, attempt.finished)
         return self._finish(conn, owner, [retry], scope)
+
+    def _what_was_waited_for(self, conn: Connection, attempt: Attempt, error: psycopg.Error) -> str:
+        """For a lock timeout, the log line's note of the lock it waited for: an object's
+        advisory lock (another worker finishing the same object) is not a row lock, and
+        blaming a row's holders for it would send the reader after the wrong session."""
+        if not isinstance(error, psycopg.errors.LockNotAvailable):
+            return ""
+        if self._waiting_for_objects:
+            return (
+                "; the wait was for the object's advisory lock (another worker finishing a "
+                "resource of the same object), not for a row lock"
+            )
+        return self._lock_holders(conn, attempt.job.row_key)
 
     def _finish(
         self, conn: Connection, owner: str, attempts: list[Attempt], scope: str | None
@@ -265,9 +274,6 @@ class AtomicFinish:
         time it records is this transaction's, and so is the one returned.
         """
         self.prepare(conn)  # a no-op once the pass has (before its first call)
-        statement = self._statement
-        assert statement is not None
-        utc = dt.UTC
         began = time.perf_counter()
         with bounded(
             conn,
@@ -275,65 +281,16 @@ class AtomicFinish:
             synchronous_commit=False,
             timezone=self.policy.timestamp_timezone,
         ):
-            if objects := objects_to_lock(self.policy, attempts):
-                self._waiting_for_objects = True
-                conn.execute(query("ops_lock_objects"), {"keys": objects}, prepare=True)
-            self._waiting_for_objects = False
-            rows = conn.execute(
-                statement,
-                {
-                    "owner": owner,
-                    "policy": self.policy.name,
-                    "resources": list(self.policy.remote.resources) if self.policy.remote else [],
-                    "notify": self.policy.notify is not None,
-                    "keys": [a.job.key for a in attempts],
-                    "states": [a.finish.state for a in attempts],
-                    "attempt_spent": [a.finish.attempt_spent for a in attempts],
-                    "rate_limited": [a.finish.rate_limited for a in attempts],
-                    "auth_failure": [a.finish.auth_failure for a in attempts],
-                    "not_before": [a.finish.not_before for a in attempts],
-                    "status": [a.finish.status for a in attempts],
-                    "outcome": [a.finish.outcome for a in attempts],
-                    "failure_class": [a.finish.failure_class for a in attempts],
-                    "reason": [a.finish.reason[:300] for a in attempts],
-                    "started_at": [dt.datetime.fromtimestamp(a.started, utc) for a in attempts],
-                    "finished_at": [dt.datetime.fromtimestamp(a.finished, utc) for a in attempts],
-                    "duration_ms": [(a.finished - a.started) * 1000 for a in attempts],
-                    "table_name": self.policy.table,
-                    HOLD_POLICY_PARAM: self.policy.name,
-                },
-                prepare=True,
-            ).fetchall()
+            self._lock_objects(conn, attempts)
+            rows = self._run_finish_statement(conn, owner, attempts)
             rows_deleted = {row["op_key"]: int(row["rows_deleted"]) for row in rows}
-            left_alone = [row["op_key"] for row in rows if row["row_left_alone"]]
-            held = self._held_rows(conn, left_alone)
-            left_alone = [key for key in left_alone if key not in held]
-            if left_alone:
-                conn.execute(query("ops_mark_superseded"), {"keys": left_alone})
-                log.warning(
-                    "%d confirmed deletion(s) left their row alone: it changed before its "
-                    "local delete (superseded): %s",
-                    len(left_alone),
-                    left_alone[:5],
-                )
+            held = self._settle_rows_left_alone(conn, rows)
             deleted = sum(rows_deleted.values())
-            by_table = {self.policy.table: deleted}
-            for row in rows:
-                for table, count in row["child_tables"].items():
-                    by_table[table] = by_table.get(table, 0) + int(count)
+            by_table = self._rows_by_table(rows, deleted)
             self._count_toward_erasures(conn, attempts, rows)
             elapsed_ms = (time.perf_counter() - began) * 1000
             if scope is not None and rows_deleted:
-                conn.execute(
-                    query("window_batch_done"),
-                    {
-                        "window_key": scope,
-                        "deleted": deleted,
-                        "batch_ms": elapsed_ms,
-                        "by_table": Jsonb(by_table if self.policy.children else {}),
-                    },
-                    prepare=True,
-                )
+                self._tally_window(conn, scope, deleted, elapsed_ms, by_table)
         return Recorded(
             finishes={
                 a.job.key: held.get(a.job.key, a.finish)
@@ -343,6 +300,106 @@ class AtomicFinish:
             rows_deleted=rows_deleted,
             transactions=[(deleted, elapsed_ms)] if rows_deleted else [],
             rows_by_table=by_table,
+        )
+
+    def _lock_objects(self, conn: Connection, attempts: list[Attempt]) -> None:
+        """Take the advisory lock of each object the batch may finish (``ops_lock_objects.sql``,
+        in :func:`objects_to_lock`'s order), so two workers confirming an object's last two
+        resources cannot both leave its row; while waiting, a lock timeout is the object's
+        (see :meth:`_what_was_waited_for`)."""
+        if objects := objects_to_lock(self.policy, attempts):
+            self._waiting_for_objects = True
+            conn.execute(query("ops_lock_objects"), {"keys": objects}, prepare=True)
+        self._waiting_for_objects = False
+
+    def _run_finish_statement(
+        self, conn: Connection, owner: str, attempts: list[Attempt]
+    ) -> list[dict[str, Any]]:
+        """The batch's ``ops_finish.sql`` (resolved by :meth:`prepare`): one row per operation
+        it recorded, with the rows it deleted, whether it left the row alone and the
+        children it deleted by table. One statement, one array per column, so a batch is one
+        round trip and commits or fails whole."""
+        statement = self._statement
+        assert statement is not None
+        return conn.execute(
+            statement, self._finish_params(owner, attempts), prepare=True
+        ).fetchall()
+
+    def _finish_params(self, owner: str, attempts: list[Attempt]) -> dict[str, Any]:
+        """``ops_finish.sql``'s parameters: the policy's, then each attempt's finish as one
+        array per column (the statement unnests them side by side)."""
+        utc = dt.UTC
+        return {
+            "owner": owner,
+            "policy": self.policy.name,
+            "resources": list(self.policy.remote.resources) if self.policy.remote else [],
+            "notify": self.policy.notify is not None,
+            "keys": [a.job.key for a in attempts],
+            "states": [a.finish.state for a in attempts],
+            "attempt_spent": [a.finish.attempt_spent for a in attempts],
+            "rate_limited": [a.finish.rate_limited for a in attempts],
+            "auth_failure": [a.finish.auth_failure for a in attempts],
+            "not_before": [a.finish.not_before for a in attempts],
+            "status": [a.finish.status for a in attempts],
+            "outcome": [a.finish.outcome for a in attempts],
+            "failure_class": [a.finish.failure_class for a in attempts],
+            "reason": [a.finish.reason[:300] for a in attempts],
+            "started_at": [dt.datetime.fromtimestamp(a.started, utc) for a in attempts],
+            "finished_at": [dt.datetime.fromtimestamp(a.finished, utc) for a in attempts],
+            "duration_ms": [(a.finished - a.started) * 1000 for a in attempts],
+            "table_name": self.policy.table,
+            HOLD_POLICY_PARAM: self.policy.name,
+        }
+
+    def _settle_rows_left_alone(
+        self, conn: Connection, rows: list[dict[str, Any]]
+    ) -> dict[str, Finish]:
+        """Of the confirmed operations whose row the statement left alone, mark those whose
+        row is held as ``held`` (:meth:`_held_rows`) and the others superseded (their row
+        changed before its local delete: ``ops_mark_superseded.sql``), in the finish's
+        transaction, so none stays done with its row still there. Returns the held ones'
+        finishes, which replace what the batch was recorded as."""
+        left_alone = [row["op_key"] for row in rows if row["row_left_alone"]]
+        held = self._held_rows(conn, left_alone)
+        left_alone = [key for key in left_alone if key not in held]
+        if left_alone:
+            conn.execute(query("ops_mark_superseded"), {"keys": left_alone})
+            log.warning(
+                "%d confirmed deletion(s) left their row alone: it changed before its "
+                "local delete (superseded): %s",
+                len(left_alone),
+                left_alone[:5],
+            )
+        return held
+
+    def _rows_by_table(self, rows: list[dict[str, Any]], deleted: int) -> dict[str, int]:
+        """What the batch deleted by table: the policy's table, then each listed child."""
+        by_table = {self.policy.table: deleted}
+        for row in rows:
+            for table, count in row["child_tables"].items():
+                by_table[table] = by_table.get(table, 0) + int(count)
+        return by_table
+
+    def _tally_window(
+        self,
+        conn: Connection,
+        scope: str,
+        deleted: int,
+        elapsed_ms: float,
+        by_table: dict[str, int],
+    ) -> None:
+        """Add the batch to its window's figures (``window_batch_done.sql``) in the finish's
+        transaction, so the window never disagrees with the table; by table only with
+        children (a table without them has one figure, its own)."""
+        conn.execute(
+            query("window_batch_done"),
+            {
+                "window_key": scope,
+                "deleted": deleted,
+                "batch_ms": elapsed_ms,
+                "by_table": Jsonb(by_table if self.policy.children else {}),
+            },
+            prepare=True,
         )
 
     def _count_toward_erasures(
