@@ -14,10 +14,15 @@ writes a `retention.erased` event (policies with `notify:`). A routine run
 holding a policy's run lease does not block it: their deletes are idempotent and
 each row goes at most once.
 
-**Why its own DAG** (not a run of `retention__<policy>` with a conf): a policy's DAG
-allows one active run, so an erasure would queue behind a routine run for hours;
+**Why its own DAG** (not a run of `retention__<policy>` with a conf): a policy's runs
+take turns at its run lease, so an erasure would wait behind a routine run for hours;
 and its steps (cutoff, run lease, plan) are what an erasure must skip. The id has a
 dash, which no policy name may contain, so no policy's DAG can ever take it.
+
+**One pass at a time:** a pass works every open erasure and nothing claims one for a
+pass, so two passes would work the same erasures side by side. A run triggered with a
+logical date in the future never starts (Airflow waits for the date) and so stops every
+pass until it is marked failed; the Retention view names it and the fix.
 
 **Idempotent:** yes; an erasure's deletes are keyed as the scan's, and a finished
 erasure is not worked again.
@@ -43,7 +48,7 @@ with DAG(
     schedule="* * * * *",
     start_date=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
     catchup=False,
-    max_active_runs=1,
+    max_active_runs=1,  # one pass at a time: nothing claims an erasure for a pass
     is_paused_upon_creation=False,
     doc_md=__doc__,
     tags=["retention", "erasure"],

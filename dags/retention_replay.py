@@ -23,6 +23,11 @@ policy and the missing right. Where it cannot, a manual run with a user was
 checked by the guard and may replay. A run no user triggered is refused;
 `airflow dags test` (user `dag_test`) may replay.
 
+Several replays may run at once (up to 16): each moves only operations that are still
+dead, so an operation two replays name is moved, and audited, once. A run triggered
+with a logical date in the future never starts (Airflow waits for the date); the
+Retention view's dead-letters page names it and the fix.
+
 **Idempotent:** yes; replaying an operation that is no longer dead changes nothing.
 """
 
@@ -34,6 +39,7 @@ from typing import Any
 from airflow.sdk import DAG, Param, get_current_context, task
 
 from retention.airflow.connections import postgres
+from retention.airflow.dag_factory import MAX_ACTIVE_RUNS
 from retention.airflow.rights import require_replay_right
 from retention.airflow.steps import migrate_schema_step
 from retention.evidence.replay import replay_dead, replay_dead_events
@@ -66,7 +72,12 @@ with DAG(
     schedule=None,
     start_date=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
     catchup=False,
-    max_active_runs=1,
+    # Replays may run side by side: each is one statement that moves only operations
+    # still dead (queue_replay.sql), so of two replays naming the same operation the
+    # second waits for the first's row lock, finds it pending and leaves it; migrate_schema
+    # takes an advisory lock. One run Airflow never starts (a logical date in the future)
+    # then holds one slot, not every later replay.
+    max_active_runs=MAX_ACTIVE_RUNS,
     # it runs only when triggered (from the Retention view too): created paused, a run
     # started there would stay queued for ever
     is_paused_upon_creation=False,

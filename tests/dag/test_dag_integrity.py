@@ -11,6 +11,7 @@ from airflow.models.dagbag import DagBag
 from airflow.sdk import DAG
 
 from retention.airflow.dag_factory import MAX_ACTIVE_RUNS
+from retention.erasures.request import ERASURE_DAG_ID
 from tests.support.env import ROOT
 from tests.support.policies import policy_fields
 
@@ -44,12 +45,11 @@ def test_every_dag_follows_the_house_rules(shipped: DagBag) -> None:
     assert shipped.dags
     for dag_id, dag in shipped.dags.items():
         assert dag_id.startswith("retention__")
-        # A policy's runs take turns through the run lease; several may be running, so
-        # that one Airflow never starts (a logical date in the future) holds nothing up.
-        # The replay and erasure DAGs run one at a time; a policy's runs take turns
-        # at its run lease instead.
-        one_at_a_time = ("retention__replay", "retention__erasure-requests")
-        expected = 1 if dag_id in one_at_a_time else MAX_ACTIVE_RUNS
+        # A policy's runs take turns through the run lease, and replays through their
+        # rows' locks; several may be running, so that one Airflow never starts (a logical
+        # date in the future) holds nothing up. The erasure DAG runs one pass at a time
+        # (nothing claims an erasure for a pass): the Retention view names such a run.
+        expected = 1 if dag_id == "retention__erasure-requests" else MAX_ACTIVE_RUNS
         assert dag.max_active_runs == expected, dag_id
         assert dag.catchup is False, dag_id
         assert "Idempotent" in (dag.doc_md or ""), dag_id
@@ -137,6 +137,21 @@ def test_nothing_touches_the_table_before_the_run_lease_is_taken(
 def test_a_run_waiting_for_the_lease_holds_no_worker_slot(policy_dags: dict[str, DAG]) -> None:
     for dag in policy_dags.values():
         assert dag.get_task("take_run_lease").mode == "reschedule"
+
+
+def test_a_run_waiting_for_the_lease_looks_again_every_10_seconds_by_default(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The docs promise 10 s (a backfill's waiting runs move up within one poke of the
+    lease coming free); ``$RETENTION_RUN_LEASE_POKE_SECONDS`` unset, as in a deployment."""
+    monkeypatch.delenv("RETENTION_RUN_LEASE_POKE_SECONDS", raising=False)
+    monkeypatch.delenv("RETENTION_POLICIES", raising=False)
+    parsed = dag_bag(None, monkeypatch)
+    policy_ids = [d for d in parsed.dags if d not in ("retention__replay", ERASURE_DAG_ID)]
+    assert policy_ids
+    for dag_id in policy_ids:
+        sensor = parsed.dags[dag_id].get_task("take_run_lease")
+        assert sensor.poke_interval == 10, dag_id
 
 
 def test_the_run_lease_is_given_back_last(policy_dags: dict[str, DAG]) -> None:

@@ -29,6 +29,7 @@ from tests.integration.test_partitions import (
     record,
     run_windows,
 )
+from tests.support.airflow_pools import AirflowPools
 from tests.support.policies import make_policy
 from tests.support.tables import create_table, new, old, plan
 
@@ -237,6 +238,115 @@ def test_lag_and_new_dead_letters_are_read_from_the_database(
     assert facts.dead.new_operations_by_class == {"rejected": 1}
     assert facts.summary is not None
     assert facts.summary["status"] == "dirty"
+
+
+@pytest.fixture
+def airflow_api(monkeypatch: pytest.MonkeyPatch) -> Iterator[AirflowPools]:
+    """Airflow's login and DAG runs through ``retention_airflow_api``, as send_alerts reads
+    them in a task."""
+    server = AirflowPools("default_pool", 128).start()
+    monkeypatch.setenv("AIRFLOW_CONN_RETENTION_AIRFLOW_API", server.connection())
+    yield server
+    server.stop()
+
+
+def dag_run(dag_id: str, run_id: str, logical_date: dt.datetime, state: str) -> dict[str, Any]:
+    return {
+        "dag_id": dag_id,
+        "dag_run_id": run_id,
+        "logical_date": logical_date.isoformat().replace("+00:00", "Z"),
+        "state": state,
+    }
+
+
+def test_the_lag_alert_names_a_run_airflow_will_not_start_before_its_future_date(
+    db: Connection, unique_name: str, receiver: Receiver, airflow_api: AirflowPools
+) -> None:
+    """Read from Airflow's REST API (a task has no metadata database): the DAG's queued or
+    running runs whose logical date is still to come, and only those."""
+    policy = dirty_run(db, unique_name, on_lag=CONN_ID, lag_minutes=60)
+    today = dt.datetime.now(dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    ahead = today + dt.timedelta(days=21)
+    airflow_api.dag_runs = [
+        dag_run(policy.dag_id, RUN_ID, today - dt.timedelta(days=1), "running"),
+        dag_run(policy.dag_id, "manual__typo", ahead, "running"),
+        dag_run(policy.dag_id, "manual__done", ahead, "success"),
+        dag_run("retention__other", "manual__elsewhere", ahead, "queued"),
+    ]
+    assert send(policy)["alerts"] == [
+        {"kind": "lag", "conn_id": CONN_ID, "state": "sent", "status_code": 200}
+    ]
+    [message] = receiver.received
+    body = message["json"]
+    assert body["kind"] == "lag"
+    text = body["message"]
+    assert f"retention__{unique_name} run {RUN_ID} left rows behind" in text
+    assert (
+        f" Not started by Airflow: run manual__typo has the logical date {ahead:%Y-%m-%d} "
+        "(21 days ahead): Airflow starts none of its tasks before then" in text
+    )
+    assert "Mark run manual__typo failed" in text
+    for other in (f"run {RUN_ID} has the logical date", "manual__done", "manual__elsewhere"):
+        assert other not in text
+    assert body["figures"]["future_runs"] == [
+        {"run_id": "manual__typo", "logical_date": ahead.isoformat()}
+    ]
+    assert ("POST", "/auth/token") in airflow_api.requests, "read through the REST API"
+
+
+def test_the_dag_runs_query_uses_parameters_the_installed_airflow_knows() -> None:
+    """An unknown query parameter is ignored by Airflow, not refused: a misspelt filter
+    would list every run. The stand-in above honours these names; so must Airflow."""
+    from airflow.api_fastapi.core_api.routes.public.dag_run import get_dag_runs
+    from fastapi.dependencies.utils import get_dependant, get_flat_dependant
+
+    from retention.airflow.dag_runs import api_future_runs
+
+    sent: list[tuple[str, str]] = []
+
+    class Session:
+        def post(self, url: str, **kwargs: Any) -> Any:
+            return answer(201, {"access_token": "t"})
+
+        def get(self, url: str, **kwargs: Any) -> Any:
+            sent.extend(kwargs["params"])
+            return answer(200, {"dag_runs": []})
+
+    assert api_future_runs("http://api", "u", "p", "d", dt.datetime.now(dt.UTC), Session()) == []
+    route = get_flat_dependant(get_dependant(path="/dags/{dag_id}/dagRuns", call=get_dag_runs))
+    known = {param.alias for param in route.query_params}
+    assert {name for name, _ in sent} <= known
+    assert {name for name, _ in sent} >= {"state", "logical_date_gt"}
+
+
+def answer(status: int, body: Any) -> Any:
+    import requests
+
+    response = requests.Response()
+    response.status_code = status
+    response._content = json.dumps(body).encode()
+    return response
+
+
+def test_the_lag_alert_goes_without_those_runs_when_airflow_does_not_answer(
+    db: Connection,
+    unique_name: str,
+    receiver: Receiver,
+    airflow_api: AirflowPools,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    policy = dirty_run(db, unique_name, on_lag=CONN_ID, lag_minutes=60)
+    airflow_api.user = ("pools", "not the password")  # the connection's login is refused
+    airflow_api.dag_runs = [
+        dag_run(policy.dag_id, "manual__typo", dt.datetime(2099, 1, 1, tzinfo=dt.UTC), "running")
+    ]
+    with caplog.at_level("WARNING", logger="retention.airflow.alerts"):
+        assert send(policy)["alerts"][0]["state"] == "sent"
+    [message] = receiver.received
+    assert "left rows behind" in message["json"]["message"]
+    assert "manual__typo" not in message["json"]["message"]
+    [warning] = [r.getMessage() for r in caplog.records if "will not start yet" in r.getMessage()]
+    assert "POST /auth/token as 'pools' answered 401" in warning
 
 
 def test_the_deadline_callback_runs_as_the_triggerer_runs_it_and_tells_once(

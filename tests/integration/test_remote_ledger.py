@@ -453,6 +453,45 @@ def test_replay_by_failure_class_since_a_time(db, unique_name, sandbox, test_dsn
     assert states(db, policy) == {"dead": 3, "pending": 1}
 
 
+def test_two_replays_at_once_move_and_audit_each_operation_once(
+    db, unique_name, sandbox, test_dsn
+) -> None:
+    """Why retention__replay may run several runs at once: the second replay of the same
+    operations waits for the first's row locks, then finds them pending and leaves them."""
+    create_media_table(db, unique_name, 3)
+    sandbox.state.configure(reject=["obj-1", "obj-2"])
+    policy = remote_policy(unique_name)
+    enqueue_all(db, policy)
+    work(test_dsn, policy, sandbox)
+    assert states(db, policy) == {"dead": 2, "done": 1}
+    second: dict = {}
+    with connect_dsn(test_dsn) as first, connect_dsn(test_dsn) as other:
+        with first.transaction():
+            moved = replay_dead(
+                first, policy=policy.name, failure_class="http_422", requested_by="a"
+            )
+            racer = threading.Thread(
+                target=lambda: second.update(
+                    replay_dead(
+                        other, policy=policy.name, failure_class="http_422", requested_by="b"
+                    )
+                )
+            )
+            racer.start()
+            time.sleep(0.5)
+            assert racer.is_alive(), "the second replay waits for the first's row locks"
+        racer.join(10)
+    assert len(moved["operation_keys"]) == 2
+    assert second["operation_keys"] == [], "nothing moved twice"
+    audited = db.execute(
+        "SELECT requested_by, cardinality(operation_keys) AS n FROM retention.replays "
+        "WHERE policy = %s ORDER BY requested_by",
+        (policy.name,),
+    ).fetchall()
+    assert audited == [{"requested_by": "a", "n": 2}, {"requested_by": "b", "n": 0}]
+    assert states(db, policy) == {"pending": 2, "done": 1}
+
+
 def test_dead_letters_command_lists_dead_operations(db, unique_name, sandbox, test_dsn) -> None:
     import subprocess
     import sys

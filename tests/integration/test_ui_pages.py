@@ -27,6 +27,7 @@ from psycopg import sql
 from retention.airflow.access import REPLAY_DAG_ID, FutureRun
 from retention.db.connection import Connection, connect_dsn
 from retention.db.table_check import table_fit
+from retention.erasures.request import ERASURE_DAG_ID
 from retention.queue.bound import DrainSetting, PassTime, judge
 from retention.summary import rate_limit_headers_note
 from retention.ui.app import create_app
@@ -764,6 +765,40 @@ def test_a_run_airflow_will_not_start_before_its_future_date_is_named_with_the_f
     assert "Mark run manual__typo failed" in text
     assert "later runs go on" in text
     assert "manual__elsewhere" not in section
+
+
+def test_a_future_dated_erasure_or_replay_run_is_named_with_the_fix(pages: Pages) -> None:
+    """The erasure DAG works one pass at a time, so such a run stops every erasure: the
+    overview names it; a replay run of that kind replays nothing: the dead-letters page,
+    where replays start, names it. Each with its date and the fix."""
+    now = dt.datetime.now(dt.UTC)
+    ahead = (now + dt.timedelta(days=21)).replace(hour=0, minute=0, second=0, microsecond=0)
+    pages.access.runs = [
+        FutureRun(ERASURE_DAG_ID, "manual__erase_typo", ahead, "running"),
+        FutureRun(REPLAY_DAG_ID, "manual__replay_typo", ahead, "queued"),
+    ]
+
+    def notes(path: str, figure: str) -> list[str]:
+        page = pages.as_user("viewer-token").get(path)
+        assert page.status_code == 200
+        found = re.findall(rf'data-figure="{figure}">(.*?)</p>', unescape(page.text), re.S)
+        return [" ".join(re.sub(r"<[^>]+>", "", note).split()) for note in found]
+
+    [erasure] = notes("/retention/ui/", "erasure_future_run")
+    assert erasure.startswith(
+        f"{ERASURE_DAG_ID} run manual__erase_typo has the logical date {ahead:%Y-%m-%d} ("
+    )
+    assert "Mark run manual__erase_typo failed" in erasure
+    assert "no erasure is worked" in erasure
+    assert "manual__replay_typo" not in " ".join(notes("/retention/ui/", "erasure_future_run"))
+    [replay] = notes("/retention/ui/dead-letters", "replay_future_run")
+    assert replay.startswith(
+        f"{REPLAY_DAG_ID} run manual__replay_typo has the logical date {ahead:%Y-%m-%d} ("
+    )
+    assert "Mark run manual__replay_typo failed" in replay
+    assert "It replays nothing until then" in replay
+    pages.access.unreadable_dags = {ERASURE_DAG_ID}
+    assert notes("/retention/ui/", "erasure_future_run") == [], "only for who may read it"
 
 
 def test_the_limiter_tile_says_when_the_last_run_ignored_rate_limit_headers(

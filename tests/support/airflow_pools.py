@@ -1,15 +1,19 @@
-"""A stand-in for the two calls of Airflow's REST API that a remote pass makes, on loopback.
+"""A stand-in for the calls of Airflow's REST API that tasks make, on loopback.
 
 ``POST /auth/token`` (the simple auth manager's login: a JSON body with username and
 password, answered 201 with an access_token) and ``GET /api/v2/pools/{pool}`` (a
 ``PoolResponse``: slots, occupied, running, queued, open…), for one pool. The test
 plays the scheduler: :meth:`AirflowPools.task` occupies the pool's slots while a task
 runs, as the scheduler counts a queued or running task instance, so the stats a pass
-reads are the ones it is part of. Every request is kept.
+reads are the ones it is part of. ``GET /api/v2/dags/{dag_id}/dagRuns`` lists the runs
+in :attr:`AirflowPools.dag_runs` filtered as Airflow 3.3 filters them by the parameters
+the lag alert sends (``state``, repeated; ``logical_date_gt``/``_gte``; ``order_by``;
+``limit``), and ignores any other parameter, as Airflow does. Every request is kept.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import secrets
 import threading
@@ -17,7 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import parse_qs, unquote, urlsplit
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -49,8 +53,12 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         self.server.requests.append(("GET", self.path))
         prefix = "/api/v2/pools/"
+        url = urlsplit(self.path)
         if self.headers.get("Authorization") != f"Bearer {self.server.token}":
             self._json(401, {"detail": "Not authenticated"})
+        elif url.path.startswith("/api/v2/dags/") and url.path.endswith("/dagRuns"):
+            dag_id = unquote(url.path[len("/api/v2/dags/") : -len("/dagRuns")])
+            self._json(200, self.server.dag_runs_answer(dag_id, parse_qs(url.query)))
         elif not self.path.startswith(prefix) or unquote(self.path[len(prefix) :]) != (
             self.server.pool
         ):
@@ -73,6 +81,7 @@ class AirflowPools(ThreadingHTTPServer):
         self.occupied = 0
         self.lock = threading.Lock()
         self.requests: list[tuple[str, str]] = []
+        self.dag_runs: list[dict[str, Any]] = []  # DAGRunResponse-like: dag_id, dag_run_id, …
 
     @property
     def url(self) -> str:
@@ -108,6 +117,28 @@ class AirflowPools(ThreadingHTTPServer):
             "open_slots": self.slots - occupied,
             "deferred_slots": 0,
         }
+
+    def dag_runs_answer(self, dag_id: str, query: dict[str, list[str]]) -> dict[str, Any]:
+        """``DAGRunCollectionResponse`` of the DAG's runs that match Airflow's filters."""
+
+        def when(text: str) -> dt.datetime:
+            return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+        runs = [r for r in self.dag_runs if r["dag_id"] == dag_id]
+        if states := query.get("state"):
+            runs = [r for r in runs if r["state"] in states]
+        for name, keep in (
+            ("logical_date_gt", lambda a, b: a > b),
+            ("logical_date_gte", lambda a, b: a >= b),
+        ):
+            if name in query:
+                bound = when(query[name][0])
+                dated = [r for r in runs if r["logical_date"]]
+                runs = [r for r in dated if keep(when(r["logical_date"]), bound)]
+        if query.get("order_by") == ["logical_date"]:
+            runs.sort(key=lambda r: when(r["logical_date"]))
+        limit = int(query.get("limit", ["50"])[0])
+        return {"dag_runs": runs[:limit], "total_entries": len(runs)}
 
     @contextmanager
     def task(self, slots: int = 1) -> Iterator[None]:

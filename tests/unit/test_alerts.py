@@ -22,6 +22,7 @@ from retention.alerts.messages import (
 from retention.policy import parse_policy
 from retention.policy.model import AlertsSpec
 from retention.queue.bound import DrainSetting, PassTime, judge
+from retention.rows.cutoff import FutureRun, future_run_note
 from tests.support.docs import docs_page
 from tests.support.policies import policy_fields
 
@@ -246,6 +247,39 @@ def test_the_lag_alert_says_what_bounded_the_drain(
     assert alert.figures["bound_by"] == verdict
     assert alert.figures["slots_needed"] == (5 if verdict == "capacity" else None)
     assert alert.runbook.heading == heading
+
+
+def test_the_lag_alert_names_each_run_airflow_will_not_start_yet_with_the_fix() -> None:
+    """A run triggered with a logical date still to come sits "running" with every task "No
+    Status"; the lag alert names it, its date, how far ahead and the fix, in the view's words
+    (``future_run_note``), and counts those past the first five."""
+    now = dt.datetime(2026, 12, 1, 9, 30, tzinfo=dt.UTC)
+    christmas = dt.datetime(2026, 12, 25, tzinfo=dt.UTC)
+    typo = FutureRun("retention__media", "manual__typo", christmas, "running")
+    late = facts(
+        summary=summary(status="backlog", rows_remaining=7),
+        lag_hours=30.0,
+        future_runs=(typo,),
+        now=now,
+    )
+    [alert] = decide_alerts(SPEC, late, remote=False)
+    note = future_run_note("manual__typo", christmas, now)
+    assert "run manual__typo has the logical date 2026-12-25 (24 days ahead)" in note
+    assert alert.text.endswith(" Not started by Airflow: " + note)
+    assert "Mark run manual__typo failed (in Airflow: open the run" in alert.text
+    assert alert.figures["future_runs"] == [
+        {"run_id": "manual__typo", "logical_date": "2026-12-25T00:00:00+00:00"}
+    ]
+    many = tuple(
+        dataclasses.replace(typo, run_id=f"manual__{i}", logical_date=christmas) for i in range(7)
+    )
+    [alert] = decide_alerts(SPEC, dataclasses.replace(late, future_runs=many), remote=False)
+    assert alert.text.count("Airflow starts none of its tasks before then") == 5
+    assert alert.text.endswith(" And 2 more such run(s) of the DAG.")
+    assert len(alert.figures["future_runs"]) == 7
+    [unread] = decide_alerts(SPEC, dataclasses.replace(late, future_runs=()), remote=False)
+    assert "Not started" not in unread.text
+    assert "future_runs" not in unread.figures
 
 
 def test_dead_letters_fire_only_for_new_ones() -> None:

@@ -11,25 +11,14 @@ layers must import without it).
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from fastapi import Request
 
 from retention.airflow.rights import may_trigger_dag, request_user
+from retention.rows.cutoff import FutureRun  # the view's, the lag alert's (dag_runs.py)
 
 REPLAY_DAG_ID = "retention__replay"
-
-
-@dataclass(frozen=True)
-class FutureRun:
-    """A run of a DAG that Airflow has queued or running with a logical date still to come:
-    the scheduler starts none of its tasks before that date."""
-
-    dag_id: str
-    run_id: str
-    logical_date: dt.datetime
-    state: str
 
 
 class TriggerRefused(RuntimeError):
@@ -179,9 +168,8 @@ class AirflowAccess:
         return {dag_id: bool(paused) for dag_id, paused in rows}
 
     def future_runs(self, dag_ids: list[str], now: dt.datetime) -> list[FutureRun]:
-        """Read from Airflow's metadata database, as ``paused_dags`` is. Only the api-server
-        can: a task's Task SDK counts runs (``get_dr_count``) and asks one run's state, but
-        lists no runs with their logical dates."""
+        """Read from Airflow's metadata database, as ``paused_dags`` is (a task, which has no
+        metadata database, asks the REST API: ``retention.airflow.dag_runs``)."""
         from airflow.models.dagrun import DagRun
         from airflow.utils.session import create_session
         from airflow.utils.state import DagRunState

@@ -17,7 +17,7 @@ import textwrap
 from dataclasses import dataclass
 
 from retention.airflow.alerts import alerts_doc
-from retention.airflow.pools import AIRFLOW_API_CONN_ID
+from retention.airflow.rest import AIRFLOW_API_CONN_ID
 from retention.policy.model import Policy, RemoteSpec
 from retention.policy.schema import between_markers
 

@@ -24,17 +24,23 @@ from urllib.parse import quote
 
 import requests
 
+from retention.airflow.rest import (
+    TIMEOUT_SECONDS,
+    ApiUnreadable,
+    answer,
+    api_settings,
+    get,
+    token,
+)
 from retention.queue.bound import PoolReading, PoolWatch
 
-AIRFLOW_API_CONN_ID = "retention_airflow_api"
-TIMEOUT_SECONDS = (3.0, 10.0)  # to connect, to answer: an api-server that is down costs 3 s
 # A pass's samples wait less: the first that fails ends the sampling, never the pass.
 SAMPLE_TIMEOUT_SECONDS = (1.0, 2.0)
 SETTINGS_FILE = "airflow_settings.yaml"
 
 
-class PoolUnreadable(RuntimeError):
-    """Airflow's pools did not say how many slots the pool has; the message says why."""
+# Airflow's pools did not say how many slots the pool has; the message says why.
+PoolUnreadable = ApiUnreadable
 
 
 @dataclass(frozen=True)
@@ -76,63 +82,19 @@ def read_pool_slots(pool: str) -> int:
     return api_pool_slots(base, login, password, pool)
 
 
-def api_settings() -> tuple[str, str, str]:
-    """The api-server's base URL, and the user and password, of ``retention_airflow_api``."""
-    from airflow.sdk import BaseHook
-    from airflow.sdk.exceptions import AirflowNotFoundException
-
-    try:
-        conn = BaseHook.get_connection(AIRFLOW_API_CONN_ID)
-    except AirflowNotFoundException:
-        raise PoolUnreadable(
-            f"no connection {AIRFLOW_API_CONN_ID!r} (the api-server's URL, and a user who "
-            "may read pools)"
-        ) from None
-    if not conn.host:
-        raise PoolUnreadable(f"connection {AIRFLOW_API_CONN_ID!r} has no host")
-    host = conn.host if "://" in conn.host else f"{conn.schema or 'http'}://{conn.host}"
-    base = f"{host}:{conn.port}" if conn.port else host
-    return base.rstrip("/"), conn.login or "", conn.password or ""
-
-
 def api_pool_slots(
     base_url: str, login: str, password: str, pool: str, session: requests.Session | None = None
 ) -> int:
     """``slots`` of ``GET /api/v2/pools/{pool}``, with a token for ``login`` (-1: unlimited)."""
     http = session or requests.Session()
-    token = _token(http, base_url, login, password, TIMEOUT_SECONDS)
+    access_token = token(http, base_url, login, password, TIMEOUT_SECONDS)
     path = f"/api/v2/pools/{quote(pool, safe='')}"
-    slots = _answer(
-        http.get(
-            f"{base_url}{path}",
-            headers={"Authorization": f"Bearer {token}"},
-            timeout=TIMEOUT_SECONDS,
-            allow_redirects=False,
-        ),
-        f"GET {path}",
-    ).get("slots")
+    slots = answer(get(http, base_url, access_token, path), f"GET {path}").get("slots")
     if type(slots) is not int:
         raise PoolUnreadable(f"GET {path} answered slots={slots!r}, not a whole number")
     if slots < 0:  # Airflow's -1: unlimited, which says nothing about how many windows
         raise PoolUnreadable(f"GET {path} answered slots={slots}: the pool is unlimited")
     return slots
-
-
-def _token(
-    http: requests.Session, base_url: str, login: str, password: str, timeout: tuple[float, float]
-) -> str:
-    token = _answer(
-        http.post(
-            f"{base_url}/auth/token",
-            json={"username": login, "password": password},
-            timeout=timeout,
-            allow_redirects=False,
-        ),
-        f"POST /auth/token as {login!r}",
-    ).get("access_token")
-    if not isinstance(token, str):
-        raise PoolUnreadable("POST /auth/token answered without an access_token")
-    return token
 
 
 class PoolStats:
@@ -156,18 +118,15 @@ class PoolStats:
         path = f"/api/v2/pools/{quote(pool, safe='')}"
         for fresh in (False, True):
             if self.token is None or fresh:
-                self.token = _token(
+                self.token = token(
                     self.http, self.base_url, self.login, self.password, SAMPLE_TIMEOUT_SECONDS
                 )
-            response = self.http.get(
-                f"{self.base_url}{path}",
-                headers={"Authorization": f"Bearer {self.token}"},
-                timeout=SAMPLE_TIMEOUT_SECONDS,
-                allow_redirects=False,
+            response = get(
+                self.http, self.base_url, self.token, path, timeout=SAMPLE_TIMEOUT_SECONDS
             )
             if response.status_code != 401:
                 break
-        body = _answer(response, f"GET {path}")
+        body = answer(response, f"GET {path}")
         slots, occupied = body.get("slots"), body.get("occupied_slots")
         if type(slots) is not int or type(occupied) is not int:
             raise PoolUnreadable(
@@ -185,16 +144,3 @@ def pool_watch(pool: str, task_slots: int) -> PoolWatch:
     except PoolUnreadable as missing:
         return PoolWatch(pool, task_slots, None, unread=str(missing))
     return PoolWatch(pool, task_slots, PoolStats(base, login, password))
-
-
-def _answer(response: requests.Response, what: str) -> dict:
-    """The JSON object of a 2xx answer; anything else is a ``PoolUnreadable`` naming it."""
-    if not 200 <= response.status_code < 300:
-        raise PoolUnreadable(f"{what} answered {response.status_code}: {response.text[:200]}")
-    try:
-        body = response.json()
-    except ValueError:
-        raise PoolUnreadable(f"{what} answered {response.status_code} without JSON") from None
-    if not isinstance(body, dict):
-        raise PoolUnreadable(f"{what} answered {type(body).__name__}, not a JSON object")
-    return body

@@ -130,14 +130,16 @@ def read_run_facts(
     url: str | None,
     now: dt.datetime | None = None,
 ) -> RunFacts:
-    """The run's summary, its lag and its new dead letters, read from the policy's database."""
+    """The run's summary, its lag and its new dead letters, read from the policy's database
+    at ``now`` (default: the clock)."""
+    now = now or dt.datetime.now(dt.UTC)
     run = conn.execute(query("run_for_id"), {"policy": policy.name, "run_id": run_id}).fetchone()
     summary = run["summary"] if run else None
     lag_hours = None
     dead = DeadLetters()
     if run is not None:
         dry_run = bool(run["dry_run"])
-        lag_hours = _lag_hours(conn, policy, run["cutoff"], now or dt.datetime.now(dt.UTC))
+        lag_hours = _lag_hours(conn, policy, run["cutoff"], now)
         row = conn.execute(
             query("dead_letter_counts"), {"policy": policy.name, "since": run["planned_at"]}
         ).fetchone()
@@ -159,6 +161,7 @@ def read_run_facts(
         dead=dead,
         dry_run=dry_run,
         run_url=url,
+        now=now,
     )
 
 

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from urllib.parse import quote
 
 from retention.policy.model import AlertsSpec
-from retention.rows.cutoff import future_run_note
+from retention.rows.cutoff import FutureRun, future_run_note
 from retention.summary import RunSummary
 
 AlertKind = Literal["dirty", "lag", "dead_letters", "failure", "deadline", "erasure_late"]
@@ -104,6 +104,10 @@ class RunFacts:
     dead: DeadLetters = field(default_factory=DeadLetters)
     dry_run: bool = False
     run_url: str | None = None
+    # runs of the DAG that Airflow will not start before their logical date, still to come
+    # at ``now`` (read from the REST API for the lag alert; empty when not read)
+    future_runs: tuple[FutureRun, ...] = ()
+    now: dt.datetime | None = None  # when the facts were read
 
     @property
     def recorded(self) -> RunSummary | None:
@@ -267,12 +271,29 @@ def _lag(
     }
     if bound is not None:  # what bounded the drain, and the pool's slots it needs
         figures |= {"bound_by": bound.verdict, "slots_needed": bound.slots_needed}
+    if facts.future_runs and facts.now is not None:  # the view's words for such a run
+        text += _future_runs_text(facts.future_runs, facts.now)
+        figures["future_runs"] = [
+            {"run_id": run.run_id, "logical_date": run.logical_date.isoformat()}
+            for run in facts.future_runs
+        ]
     # a drain short of slots: the pool's section; any other remote lag starts at the API
     if bound is not None and bound.verdict == "capacity":
         runbook = RUNBOOK["slow"]
     else:
         runbook = RUNBOOK["outage"] if remote else RUNBOOK["dirty"]
     return Alert("lag", conn_id, f"Retention {facts.policy}: lagging", text, figures, runbook)
+
+
+def _future_runs_text(runs: tuple[FutureRun, ...], now: dt.datetime) -> str:
+    """The runs of the DAG Airflow will not start yet, each with its date and the fix."""
+    notes = [future_run_note(run.run_id, run.logical_date, now) for run in runs[:MAX_LISTED]]
+    more = len(runs) - MAX_LISTED
+    return (
+        " Not started by Airflow: "
+        + " ".join(notes)
+        + (f" And {more} more such run(s) of the DAG." if more > 0 else "")
+    )
 
 
 def _dead_letters(conn_id: str, facts: RunFacts) -> Alert:

@@ -16,6 +16,7 @@ cutoff read back later (an XCom, a window in the ledger): :func:`checked_cutoff`
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass
 from typing import Any
 
 from retention.summary import day
@@ -136,6 +137,17 @@ def run_cutoff(
         "anchor": anchor.isoformat(),
         "logical_date": logical_date.isoformat() if logical_date else None,
     }
+
+
+@dataclass(frozen=True)
+class FutureRun:
+    """A run of a DAG that Airflow has queued or running with a logical date still to come:
+    the scheduler starts none of its tasks before that date."""
+
+    dag_id: str
+    run_id: str
+    logical_date: dt.datetime
+    state: str
 
 
 def future_run_note(run_id: str, logical_date: dt.datetime, now: dt.datetime) -> str:

@@ -78,6 +78,7 @@ from retention.airflow.lookup import (
 from retention.alerts.messages import RUNBOOK, RUNBOOK_PAGE
 from retention.db.connection import Connection
 from retention.db.gate import PAUSE_VARIABLE, switch_pauses
+from retention.erasures.request import ERASURE_DAG_ID
 from retention.evidence.discard import discard_dead
 from retention.policy import Policy, PolicySet, load_policies
 from retention.policy.model import DAG_ID_PREFIX
@@ -249,11 +250,20 @@ def ui_router(access: Access | None = None) -> APIRouter:
         policy_set = load_policies()
         policies = readable(user, policy_set)
         rows = await run_in_threadpool(_overview_rows, access, policies)
+        # the erasure DAG works one pass at a time: a run of it that Airflow will not
+        # start before its logical date stops every pass (and every erasure) until then
+        erasure_runs = (
+            await run_in_threadpool(_future_notes, access, ERASURE_DAG_ID)
+            if access.may_read(user, ERASURE_DAG_ID)
+            else []
+        )
         return pages.TemplateResponse(
             request,
             "overview.html",
             {
                 "rows": rows,
+                "erasure_dag_id": ERASURE_DAG_ID,
+                "erasure_future_runs": erasure_runs,
                 # a policy the file gets wrong has no DAG and no card: say why here
                 "policy_problems": _policy_problems(access, user, policy_set),
                 "user": access.user_name(user),
@@ -285,6 +295,8 @@ def ui_router(access: Access | None = None) -> APIRouter:
                 "remote_policies": [p.name for p in policies if p.remote],
                 "replayable": _replayable(access, user, policies),
                 "replay_paused": await run_in_threadpool(_replay_paused, access),
+                # a replay run Airflow will not start before its logical date replays nothing
+                "replay_future_runs": await run_in_threadpool(_future_notes, access, REPLAY_DAG_ID),
                 "may_unpause": may_unpause,
                 "replay_paused_text": replay_paused_text(may_unpause),
                 "unpaused": request.query_params.get("unpaused") == REPLAY_DAG_ID,
@@ -616,6 +628,16 @@ def _future_runs(access: Access, dag_ids: list[str], now: dt.datetime) -> list[F
     except Exception as unreadable:  # the page still shows everything else
         log.warning("retention view: could not read the DAG runs: %s", unreadable)
         return []
+
+
+def _future_notes(access: Access, dag_id: str) -> list[str]:
+    """The runs of one DAG that Airflow will not start before their logical date, each
+    with its date and the fix (as a policy's card names its own)."""
+    now = dt.datetime.now(dt.UTC)
+    return [
+        future_run_note(run.run_id, run.logical_date, now)
+        for run in _future_runs(access, [dag_id], now)
+    ]
 
 
 def _read_switch(access: Access) -> str | None:
