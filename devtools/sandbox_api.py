@@ -22,6 +22,8 @@
   answering 403), ``locked`` (ids answering 423: the remote side holds them),
   ``reject`` (ids answering 422), ``deny_all`` (401 for all),
   ``storm_seconds`` (every request gets 429 with Retry-After: 1 for that long),
+  ``rate_limited`` (ids that get 429 with ``Retry-After: <retry_after_seconds>``, default
+  1, a number of times, before anything is applied: one resource's own rate limit),
   ``redirect`` (object id -> URL answered with 307 and that Location),
   ``not_found_all`` (every delete answers 404, as a wrong endpoint template would).
 
@@ -56,6 +58,8 @@ DEFAULTS: dict[str, Any] = {
     "latency_ms": 0,
     "drop_after_apply": [],
     "fail_5xx": {},
+    "rate_limited": {},
+    "retry_after_seconds": 1,
     "hold": [],
     "locked": [],
     "reject": [],
@@ -97,6 +101,7 @@ class SandboxState:
             self.peak_in_flight = 0
             self.dropped: set[str] = set()
             self.failures_given: dict[str, int] = {}
+            self.rate_limits_given: dict[str, int] = {}
             self.storm_until = 0.0
 
     def configure(self, **config: Any) -> None:
@@ -295,6 +300,12 @@ class Handler(BaseHTTPRequestHandler):
             state.throttled += 1
             record["status"] = 429
             return 429, {"Retry-After": str(max(1, math.ceil(wait)))}, False
+        limited = int(config["rate_limited"].get(object_id, 0))
+        if state.rate_limits_given.get(object_id, 0) < limited:
+            state.rate_limits_given[object_id] = state.rate_limits_given.get(object_id, 0) + 1
+            state.throttled += 1
+            record["status"] = 429
+            return 429, {"Retry-After": str(config["retry_after_seconds"])}, False
         if key and key in state.by_key:
             state.repeats += 1
             record["status"] = state.by_key[key][0]

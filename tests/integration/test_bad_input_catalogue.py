@@ -11,6 +11,7 @@ every row that quotes something has a producer, here or in tests/unit/test_bad_i
 from __future__ import annotations
 
 import json
+import logging
 import shlex
 import uuid
 from collections.abc import Callable, Iterator
@@ -419,6 +420,125 @@ def child_table_missing(row: Row, bench: Bench) -> list[str]:
     with pytest.raises(CoupledTableError) as refused:
         check_coupled_tables(bench.db, policy)
     return [str(refused.value)]
+
+
+def coupled_table_problem(bench: Bench, children: list[dict[str, Any]]) -> list[str]:
+    """The coupled-tables check the run's first task makes, on a policy ``x`` of the bench's
+    table with ``children``: what it refuses."""
+    policy = make_policy("x", table=f"public.{bench.name}", children=children)
+    with pytest.raises(CoupledTableError) as refused:
+        check_coupled_tables(bench.db, policy)
+    return [str(refused.value)]
+
+
+def first_task_warnings(bench: Bench, policy: Policy) -> list[str]:
+    """The warnings the run's first task (``migrate_schema``) logs, which passes."""
+    (first,) = [t for t in build_dag(policy, auto_register=False).tasks if not t.upstream_task_ids]
+    caught: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.levelno >= logging.WARNING:
+                caught.append(record.getMessage())
+
+    steps_log = logging.getLogger("retention.airflow.steps")
+    handler = Keep()
+    steps_log.addHandler(handler)
+    try:
+        first.python_callable()
+    finally:
+        steps_log.removeHandler(handler)
+    return caught
+
+
+@INTEGRATION.of(
+    "a child's `references:` names a column of its parent that is not unique on its own "
+    "(`code`, unique per tenant)"
+)
+def references_not_unique(row: Row, bench: Bench) -> list[str]:
+    create_table(bench.db, bench.name, [(1, 1, old())])
+    parent = sql.Identifier("public", bench.name)
+    bench.db.execute(sql.SQL("ALTER TABLE {} ADD COLUMN code text").format(parent))
+    bench.db.execute(sql.SQL("CREATE UNIQUE INDEX ON {} (tenant_id, code)").format(parent))
+    bench.db.execute(
+        sql.SQL("CREATE TABLE {} (id bigint PRIMARY KEY, code text)").format(
+            sql.Identifier("public", f"{bench.name}_tags")
+        )
+    )
+    child = {"table": f"{bench.name}_tags", "foreign_key": "code", "references": "code"}
+    return coupled_table_problem(bench, [child])
+
+
+@INTEGRATION.of(
+    "a composite foreign key ((`tenant_id`, `asset_id`) → (`tenant_id`, `id`)) references "
+    "the policy's table, its table listed in `children:` (`foreign_key: asset_id`)"
+)
+def composite_foreign_key(row: Row, bench: Bench) -> list[str]:
+    create_table(bench.db, bench.name, [(1, 1, old())])
+    parent = sql.Identifier("public", bench.name)
+    bench.db.execute(sql.SQL("CREATE UNIQUE INDEX ON {} (tenant_id, id)").format(parent))
+    bench.db.execute(
+        sql.SQL(
+            "CREATE TABLE {} (id bigint PRIMARY KEY, tenant_id integer, asset_id bigint, "
+            "CONSTRAINT {} FOREIGN KEY (tenant_id, asset_id) REFERENCES {} (tenant_id, id))"
+        ).format(
+            sql.Identifier("public", f"{bench.name}_renditions"),
+            sql.Identifier(f"{bench.name}_renditions_fk"),
+            parent,
+        )
+    )
+    child = {"table": f"{bench.name}_renditions", "foreign_key": "asset_id"}
+    return coupled_table_problem(bench, [child])
+
+
+@INTEGRATION.of(
+    "a listed child without a foreign key constraint and without `references:`, whose "
+    "parent has no single-column primary key"
+)
+def child_without_constraint_or_key(row: Row, bench: Bench) -> list[str]:
+    create_table(bench.db, bench.name, [(1, 1, old())])
+    bench.db.execute(
+        sql.SQL("CREATE TABLE {} (id bigint, asset_id bigint REFERENCES {} (id))").format(
+            sql.Identifier("public", f"{bench.name}_renditions"),
+            sql.Identifier("public", bench.name),
+        )
+    )
+    bench.db.execute(
+        sql.SQL("CREATE TABLE {} (id bigint PRIMARY KEY, rendition_id bigint)").format(
+            sql.Identifier("public", f"{bench.name}_chunks")
+        )
+    )
+    chunks = {"table": f"{bench.name}_chunks", "foreign_key": "rendition_id"}
+    renditions = {
+        "table": f"{bench.name}_renditions",
+        "foreign_key": "asset_id",
+        "children": [chunks],
+    }
+    return coupled_table_problem(bench, [renditions])
+
+
+@INTEGRATION.of("an `ignore_foreign_keys:` entry naming no foreign key (`no_such_fk`)")
+def ignored_foreign_key_unknown(row: Row, bench: Bench) -> list[str]:
+    create_table(bench.db, bench.name, [(1, 1, old())])
+    ignored = [{"constraint": "no_such_fk", "reason": "kept for audit"}]
+    policy = make_policy("x", table=f"public.{bench.name}", ignore_foreign_keys=ignored)
+    return first_task_warnings(bench, policy)
+
+
+@INTEGRATION.of("an `ON DELETE CASCADE` foreign key references the policy's table, unlisted")
+def unlisted_cascade(row: Row, bench: Bench) -> list[str]:
+    create_table(bench.db, bench.name, [(1, 1, old())])
+    bench.db.execute(
+        sql.SQL(
+            "CREATE TABLE {} (id bigint PRIMARY KEY, "
+            "asset_id bigint CONSTRAINT {} REFERENCES {} (id) ON DELETE CASCADE)"
+        ).format(
+            sql.Identifier("public", f"{bench.name}_renditions"),
+            sql.Identifier(f"{bench.name}_renditions_fk"),
+            sql.Identifier("public", bench.name),
+        )
+    )
+    return first_task_warnings(bench, make_policy("x", table=f"public.{bench.name}"))
 
 
 @INTEGRATION.of("no index on the timestamp column")

@@ -3,20 +3,36 @@ foreign key nobody accounted for stops the run before anything is deleted."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 from airflow.sdk.exceptions import AirflowFailException
 from psycopg import sql
 
 from devtools.plans import request
+from retention import metrics
 from retention.airflow.dag_factory import build_dag
 from retention.db.connection import Connection, connect_dsn
 from retention.evidence.reconcile import reconcile_run
+from retention.metrics import segment
 from retention.rows.children import CoupledTableError, check_coupled_tables, count_orphans
-from retention.rows.deleter import delete_window
+from retention.rows.deleter import BatchSizer, delete_window
 from retention.rows.planner import plan_windows
 from tests.support.children import PARENTS, create_family, family_children
 from tests.support.policies import make_policy
+from tests.support.stats_sink import RecordingSink
 from tests.support.tables import create_table, ids_left, new, old
+
+
+@pytest.fixture
+def sink(monkeypatch: pytest.MonkeyPatch) -> Iterator[RecordingSink]:
+    """What retention.metrics sends during the test, kept in order (both name forms)."""
+    monkeypatch.delenv(metrics.NAMES_VARIABLE, raising=False)
+    before = metrics.installed()
+    recording = RecordingSink()
+    metrics.install(recording)
+    yield recording
+    metrics.install(before)
 
 
 def _orphans_at_every_level(db: Connection, name: str) -> list[int]:
@@ -88,23 +104,61 @@ def test_three_levels_of_children_go_with_their_parents_in_one_transaction_per_b
     assert count_orphans(db, policy) == {}
 
 
-def test_a_parent_with_many_children_shrinks_its_batch(db: Connection, unique_name: str) -> None:
-    create_family(db, unique_name, per_parent=12)  # 12 + 144 + 1728 rows under each parent
+def test_a_parent_with_many_children_shrinks_its_batch(
+    db: Connection, unique_name: str, sink: RecordingSink
+) -> None:
+    """A parent with 10,000 children in the first batch: that transaction is timed with
+    its children, so it runs past the target and the next batch is smaller than the first;
+    every later size is the sizer's decision on the measured time of the batch before it
+    (which holds on a slow machine and a fast one alike)."""
+    parents, heavy, start = 100, 10_000, 20
+    create_table(db, unique_name, [(i, 1, old()) for i in range(1, parents + 1)])
+    names = {
+        "t": sql.Identifier("public", unique_name),
+        "r": sql.Identifier("public", f"{unique_name}_r"),
+    }
+    for statement in (
+        "CREATE TABLE {r} (id bigserial PRIMARY KEY, asset_id bigint NOT NULL REFERENCES {t})",
+        "CREATE INDEX ON {r} (asset_id)",
+        "INSERT INTO {r} (asset_id) SELECT 1 FROM generate_series(1, %(heavy)s)",
+        "INSERT INTO {r} (asset_id) SELECT t.id FROM {t} AS t, generate_series(1, 2) "
+        "WHERE t.id > 1",
+    ):
+        db.execute(sql.SQL(statement).format(**names), {"heavy": heavy})
     policy = make_policy(
         unique_name,
         window_rows=1000,
-        batch_rows=30,
+        batch_rows=start,
         target_batch_ms=5,
-        children=family_children(unique_name),
+        children=[{"table": f"{unique_name}_r", "foreign_key": "asset_id"}],
         health={"busy_sleep_ratio": 0},
     )
     (window,) = plan_windows(db, request(policy))
-    result = delete_window(db, policy, window, batch_rows=30, dry_run=False)
-    assert result.rows_deleted == 30
-    # Timed with its children, the first batch of 30 parents takes far more than 5 ms, so
-    # the batches shrink: without children in the timing, one batch of 30 would do.
-    assert result.batches >= 3, result.batch_ms
-    assert _orphans_at_every_level(db, unique_name) == [0, 0, 0]
+    result = delete_window(db, policy, window, batch_rows=start, dry_run=False)
+
+    def per_batch(table: str) -> list[int]:
+        tag = segment(f"public.{table}")
+        return [
+            value
+            for _, stat, value, tags in sink.sent
+            if stat == "retention.rows_deleted" and tags and tags["table"] == tag
+        ]
+
+    sizes, children = per_batch(unique_name), per_batch(f"{unique_name}_r")
+    assert len(sizes) == len(result.batch_ms) == result.batches
+    assert (sizes[0], children[0]) == (start, heavy + 2 * (start - 1)), "the heavy batch"
+    assert result.batch_ms[0] > policy.target_batch_ms, "timed with its 10,000 children"
+    assert sizes[1] < start, "the batch after the heavy one shrank"
+    sizer, decided = BatchSizer(start=start, timing=policy.batch_timing), []
+    for ms, size in zip(result.batch_ms, sizes, strict=True):
+        decided.append(sizer.size)
+        sizer.succeeded(ms, size)  # every key of the window is eligible: keys == rows
+    assert sizes[:-1] == decided[:-1], (sizes, result.batch_ms)
+    assert sizes[-1] <= decided[-1], "the window's last batch takes the keys left"
+    assert sum(sizes) == result.rows_deleted == parents
+    assert sum(children) == heavy + 2 * (parents - 1)
+    assert ids_left(db, unique_name) == []
+    assert _count(db, f"{unique_name}_r") == 0
 
 
 def test_an_unlisted_foreign_key_without_cascade_fails_the_plan_before_any_delete(

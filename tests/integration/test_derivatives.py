@@ -135,6 +135,79 @@ def test_a_derivative_answering_503_keeps_the_row_until_it_is_confirmed(
     assert calls(sandbox)["obj-1/thumbnails"] == 2
 
 
+def test_a_derivative_answering_429_is_snoozed_per_retry_after_on_its_own_operation(
+    db, unique_name, sandbox, test_dsn
+) -> None:
+    """The thumbnails endpoint answers 429 with Retry-After: 2, then 204. Its operation
+    (not the object's) is pending until Retry-After, with no attempt spent and the answer
+    recorded; the scope closes; the row goes only with the thumbnails' 204; and the scope
+    granted a token for every call, the derivative's included."""
+    create_media_table(db, unique_name, 1)
+    sandbox.state.configure(rate_limited={"obj-1/thumbnails": 1}, retry_after_seconds=2)
+    policy = derivative_policy(unique_name)
+
+    def operation(resource: str) -> dict[str, Any]:
+        return db.execute(
+            "SELECT state, attempt_count, rate_limited_count, failure_class, last_status_code, "
+            "not_before FROM retention.operations "
+            "WHERE policy = %s AND object_id = 'obj-1' AND resource = %s",
+            (policy.name, resource),
+        ).fetchone()
+
+    def attempts(resource: str) -> list[tuple[int, int, str]]:
+        rows = db.execute(
+            "SELECT a.attempt_no, a.status_code, a.outcome_class "
+            "FROM retention.attempts AS a JOIN retention.operations AS o USING (operation_key) "
+            "WHERE o.policy = %s AND o.resource = %s ORDER BY a.attempt_no",
+            (policy.name, resource),
+        ).fetchall()
+        return [(r["attempt_no"], r["status_code"], r["outcome_class"]) for r in rows]
+
+    def limiter() -> dict[str, Any]:
+        return db.execute(
+            "SELECT granted_total, throttled_total, closed_until FROM retention.rate_limiters "
+            "WHERE scope = %s",
+            (policy.remote.limiter_scope,),
+        ).fetchone()
+
+    enqueue_all(db, policy)
+    first = work(test_dsn, policy, sandbox)
+    thumbnails, obj = operation("thumbnails"), operation("object")
+    assert (
+        thumbnails["state"],
+        thumbnails["attempt_count"],
+        thumbnails["rate_limited_count"],
+        thumbnails["failure_class"],
+        thumbnails["last_status_code"],
+    ) == ("pending", 0, 1, "rate_limited", 429), "snoozed: no attempt spent"
+    (answered,) = db.execute(
+        "SELECT a.finished_at FROM retention.attempts AS a "
+        "JOIN retention.operations AS o USING (operation_key) "
+        "WHERE o.policy = %s AND o.resource = 'thumbnails'",
+        (policy.name,),
+    ).fetchall()
+    snooze = (thumbnails["not_before"] - answered["finished_at"]).total_seconds()
+    assert 2.0 <= snooze <= 2.5, "Retry-After plus at most 10% jitter, not the 30 s backoff"
+    assert attempts("thumbnails") == [(1, 429, "rate_limited")]
+    assert (obj["state"], obj["attempt_count"], obj["rate_limited_count"]) == ("done", 1, 0)
+    assert (obj["failure_class"], obj["last_status_code"]) == (None, 204)
+    assert attempts("object") == [(1, 204, "confirmed")], "the object's own is unaffected"
+    assert rows_left(db, unique_name) == [1], "the row waits for the thumbnails' 204"
+    scope = limiter()
+    assert scope["throttled_total"] == 1, "the derivative's 429 closed the scope"
+    assert scope["closed_until"] >= answered["finished_at"] + dt.timedelta(seconds=2)
+
+    time.sleep(max(0.0, (thumbnails["not_before"] - dt.datetime.now(dt.UTC)).total_seconds()))
+    second = work(test_dsn, policy, sandbox)
+    assert operation("thumbnails")["state"] == "done"
+    assert attempts("thumbnails") == [(1, 429, "rate_limited"), (2, 204, "confirmed")]
+    assert rows_left(db, unique_name) == []
+    assert calls(sandbox) == Counter({"obj-1": 1, "obj-1/thumbnails": 2})
+    granted = limiter()["granted_total"]
+    assert granted == first.tokens_taken + second.tokens_taken
+    assert granted >= 3, "a token for each call: the object's and the thumbnails' two"
+
+
 def test_a_dead_derivative_keeps_the_row_explain_names_it_and_replay_finishes_it(
     db, unique_name, sandbox, test_dsn
 ) -> None:
@@ -182,6 +255,60 @@ def test_a_dead_derivative_keeps_the_row_explain_names_it_and_replay_finishes_it
     assert rows_left(db, unique_name) == []
     assert calls(sandbox)["obj-2"] == 1, "replaying the derivative does not call the object"
     assert explain(db, match["operation_key"])["row"]["all_resources_confirmed"] is True
+
+
+def test_a_dead_derivative_keeps_the_row_and_its_children_until_the_replay_finishes_it(
+    db, unique_name, sandbox, test_dsn
+) -> None:
+    """As above, with a child table in children:. While the thumbnails are dead, the row
+    and its children stay (the other rows went with theirs); the replay's confirmation
+    deletes the row and its children in its finish."""
+    renditions = media_with_renditions(db, unique_name, 4)
+    sandbox.state.configure(hold=["obj-2/thumbnails"])
+    policy = make_policy(
+        unique_name,
+        window_rows=10_000,
+        batch_rows=500,
+        window_per_tenant=False,
+        remote=remote_fields(
+            unique_name,
+            derivatives=[THUMBNAILS],
+            backoff_base_seconds=0.05,
+            backoff_max_seconds=0.1,
+        ),
+        children=[{"table": renditions, "foreign_key": "asset_id"}],
+    )
+    enqueue_all(db, policy)
+    for _ in range(6):
+        work(test_dsn, policy, sandbox)
+        make_due(db, policy)
+
+    def renditions_by_asset() -> dict[int, int]:
+        rows = db.execute(
+            f"SELECT asset_id, count(*) AS n FROM public.{renditions} GROUP BY 1"  # noqa: S608
+        )
+        return {r["asset_id"]: r["n"] for r in rows}
+
+    ops = resources(db, policy, "obj-2")
+    assert (ops["object"]["state"], ops["thumbnails"]["state"]) == ("done", "dead")
+    assert rows_left(db, unique_name) == [2], "a dead derivative keeps its row"
+    assert renditions_by_asset() == {2: 2}, "and the row's children; the others went"
+    (dead,) = dead_operations(db, policy=policy.name)
+    assert dead["operation_key"] == ops["thumbnails"]["operation_key"]
+
+    sandbox.state.configure(hold=[])
+    replay_dead(
+        db,
+        policy=policy.name,
+        operation_keys=[ops["thumbnails"]["operation_key"]],
+        requested_by="test",
+        reason="thumbnail store fixed",
+    )
+    replayed = work(test_dsn, policy, sandbox)
+    assert rows_left(db, unique_name) == []
+    assert renditions_by_asset() == {}, "the replay's finish took the children with the row"
+    assert replayed.rows_by_table == {f"public.{unique_name}": 1, f"public.{renditions}": 2}
+    assert calls(sandbox)["obj-2"] == 1, "replaying the derivative does not call the object"
 
 
 def _die_before_a_derivative_call(test_dsn: str, policy, url: str) -> None:

@@ -119,6 +119,9 @@ def written_as_yaml(row: Row, tmp_path: Path) -> list[str]:
 POLICY_FIELDS: dict[str, dict[str, Any]] = {
     "a required field left out (`table`)": {"table": None},
     "`children:` nested four levels deep": {"children": nested_children(4)},
+    "the same table listed twice in `children:` (`c` and `public.c`)": {
+        "children": [{"table": "c", "foreign_key": "a"}, {"table": "public.c", "foreign_key": "b"}]
+    },
     "an `ignore_foreign_keys:` entry without `reason`": {
         "ignore_foreign_keys": [{"constraint": "audit_fk"}]
     },
