@@ -42,6 +42,7 @@ from retention.db.migrate import migrate
 from retention.erasures.request import ERASURE_DAG_ID, get_erasure, request_erasure, validate
 from retention.holds.store import lift_hold, place_hold
 from retention.policy import load_policies
+from retention.summary import RunSummary
 
 LOCAL = Path(".local")
 SUMMARIES = LOCAL / "demo-summaries.json"
@@ -67,7 +68,9 @@ def dags_test(dag_id: str, logical_date: dt.datetime) -> tuple[int, Path]:
     return done.returncode, log_path
 
 
-def run_dag(dag_id: str, logical_date: dt.datetime) -> dict:
+def run_dag(dag_id: str, logical_date: dt.datetime) -> RunSummary:
+    """Run one policy's DAG for ``logical_date``; its summary as ``retention.runs`` holds
+    it, read typed."""
     returncode, log_path = dags_test(dag_id, logical_date)
     policy = dag_id.removeprefix("retention__")
     with connect_dsn(os.environ["RETENTION_DEMO_DSN"]) as conn:
@@ -76,10 +79,11 @@ def run_dag(dag_id: str, logical_date: dt.datetime) -> dict:
             "ORDER BY planned_at DESC LIMIT 1",
             (policy, logical_date),
         ).fetchone()
-    if returncode != 0 or row is None or row["summary"] is None:
+    summary = RunSummary.from_stored(row["summary"]) if row is not None else None
+    if returncode != 0 or summary is None:
         print(log_path.read_text()[-4000:])
         sys.exit(f"demo: {dag_id} failed (exit {returncode}); see {log_path}")
-    return row["summary"]
+    return summary
 
 
 def run_erasure(
@@ -148,12 +152,12 @@ def save_summaries(summaries: dict[str, Any], path: Path = SUMMARIES) -> Path:
     return path
 
 
-def by_table(summary: dict[str, Any]) -> str:
+def by_table(summary: RunSummary) -> str:
     """``public.media_assets 200, public.media_renditions 400``: the summary's rows by table,
     with its orphans when a child without a foreign key constraint has any."""
-    counted = summary.get("rows_deleted_by_table") or {}
+    counted = summary.rows_deleted_by_table or {}
     text = ", ".join(f"{table} {rows:,}" for table, rows in counted.items()) or "none"
-    orphans = summary.get("orphans") or {}
+    orphans = summary.orphans or {}
     if orphans:
         text += "; orphans: " + ", ".join(f"{table} {rows:,}" for table, rows in orphans.items())
     return text
@@ -204,9 +208,9 @@ def main() -> None:
         with connect_dsn(dsn) as conn:  # the next demo starts without it
             lift_hold(conn, hold.hold_id, reason="demo finished", lifted_by="make demo")
     print(
-        f"event_logs: {rows['rows_deleted']:,} rows deleted in {rows['windows']} windows, "
-        f"{rows['rows_remaining']} remaining older than {rows['cutoff']}: {rows['status']}; "
-        f"{rows.get('rows_held', 0):,} rows of tenant {DEMO_HELD_TENANT} kept by hold "
+        f"event_logs: {rows.rows_deleted or 0:,} rows deleted in {rows.windows} windows, "
+        f"{rows.rows_remaining} remaining older than {rows.cutoff}: {rows.status}; "
+        f"{rows.rows_held:,} rows of tenant {DEMO_HELD_TENANT} kept by hold "
         f"{hold.hold_id} (lifted again: the next run deletes them)"
     )
 
@@ -224,15 +228,17 @@ def main() -> None:
         stats = sandbox.state.stats()
         sandbox.stop()
         receiver.stop()
-    saved = save_summaries({"event_logs": rows, "media_assets": media, "erasure": erased})
+    saved = save_summaries(
+        {"event_logs": rows.to_json(), "media_assets": media.to_json(), "erasure": erased}
+    )
     with connect_dsn(os.environ["RETENTION_DEMO_DSN"]) as conn:
         by_resource = resource_states(conn, "media_assets")
     effects = stats["effects"]
-    events = media.get("events") or {}
+    events = media.events
     duplicates = sum(effects.values()) - len(effects)
     print(
-        f"media_assets: {media['rows_deleted']:,} objects and rows deleted, "
-        f"{media['rows_remaining']} remaining older than {media['cutoff']}: {media['status']}\n"
+        f"media_assets: {media.rows_deleted or 0:,} objects and rows deleted, "
+        f"{media.rows_remaining} remaining older than {media.cutoff}: {media.status}\n"
         f"media_assets resources (the ledger): {by_resource}\n"
         f"media_assets rows deleted by table (children with their asset, same transaction): "
         f"{by_table(media)}\n"
@@ -242,9 +248,9 @@ def main() -> None:
         f"{stats['throttled']} answered 429\n"
         f"event receiver: {receiver.summary()}\n"
         f"events in the run summary (counted after deliver_events ended): "
-        f"{events.get('delivered_this_run', 0)} delivered this run, "
-        f"{events.get('pending_after_delivery', 0)} pending"
-        + (f" ({events['pending_why']})" if events.get("pending_why") else "")
+        f"{events.delivered_this_run if events else 0} delivered this run, "
+        f"{events.pending_after_delivery if events else 0} pending"
+        + (f" ({events.pending_why})" if events and events.pending_why else "")
     )
     print(
         f"erasure {erased['erasure_id']} (media_assets tenant {DEMO_ERASED_TENANT}): "

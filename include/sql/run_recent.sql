@@ -1,10 +1,9 @@
--- The latest runs (of one policy, or of every policy), newest first, for the
--- Retention view (its last run) and `cli runs`: status, cutoff, rows deleted and
--- remaining (both NULL until reconcile), how long it took, the plan's windows by
--- state, the rows its windows deleted so far (while it runs), the run holding
--- the policy's run lease, why it deleted nothing when an earlier-finished run
--- had already deleted its rows (the summary's covered_by note), and the
--- rate-limit headers its limiter ignored (the summary's rate_limit_headers_note).
+-- The latest runs (of one policy, or of every policy), newest first, for `cli runs`:
+-- status, cutoff, rows deleted and remaining (both NULL until reconcile), how long it
+-- took, the plan's windows by state, the rows its windows deleted so far (while it
+-- runs), the run holding the policy's run lease, and its summary whole (NULL until reconcile or a stop;
+-- Python reads it through RunSummary: why it deleted nothing when an earlier-finished
+-- run had already deleted its rows, the rate-limit headers its limiter ignored).
 -- Read-only; runs_planned, then each plan's windows (windows_policy_plan) and one
 -- run_leases row.
 SELECT r.policy, r.run_id, r.status, r.dry_run, r.cutoff, r.rows_deleted, r.rows_remaining,
@@ -18,8 +17,7 @@ SELECT r.policy, r.run_id, r.status, r.dry_run, r.cutoff, r.rows_deleted, r.rows
         WHERE w.policy = r.policy AND w.plan_id = r.plan_id) AS rows_deleted_so_far,
        lease.run_id AS lease_holder,
        lease.taken_at AS lease_taken_at,
-       r.summary -> 'covered_by' ->> 'note' AS covered_note,
-       r.summary ->> 'rate_limit_headers_note' AS rate_limit_headers_note
+       r.summary
 FROM retention.runs AS r
 LEFT JOIN retention.run_leases AS lease ON lease.policy = r.policy
 WHERE %(policy)s::text IS NULL OR r.policy = %(policy)s

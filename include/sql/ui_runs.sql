@@ -3,8 +3,8 @@
 -- last), the real run that finished last, and the latest dry run (shown apart:
 -- it deleted nothing). A run without a logical date (a manual run) counts from
 -- when it was planned. Each row says which of the three it is, with the columns
--- of run_recent.sql (with the summary's covered_by note, its rate_limit_headers_note,
--- and what bounded its drain). Read-only; runs by policy (its primary key), then each
+-- of run_recent.sql (with the summary whole: Python reads its covered_by note, its
+-- rate_limit_headers_note and what bounded its drain through RunSummary). Read-only; runs by policy (its primary key), then each
 -- plan's windows (windows_policy_plan) and one run_leases row.
 WITH picks AS (
     SELECT (SELECT run_id FROM retention.runs
@@ -31,10 +31,7 @@ SELECT r.run_id, r.dag_id, r.status, r.dry_run, r.cutoff, r.rows_deleted, r.rows
         WHERE w.policy = r.policy AND w.plan_id = r.plan_id) AS rows_deleted_so_far,
        lease.run_id AS lease_holder,
        lease.taken_at AS lease_taken_at,
-       r.summary -> 'covered_by' ->> 'note' AS covered_note,
-       r.summary ->> 'rate_limit_headers_note' AS rate_limit_headers_note,
-       r.summary -> 'bound' ->> 'verdict' AS bound_by,
-       r.summary -> 'bound' ->> 'says' AS bound_says,
+       r.summary,
        r.run_id IS NOT DISTINCT FROM p.latest AS is_latest,
        r.run_id IS NOT DISTINCT FROM p.last_finished AS is_last_finished,
        r.run_id IS NOT DISTINCT FROM p.latest_dry AS is_latest_dry

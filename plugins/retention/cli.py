@@ -711,10 +711,24 @@ def _runs(args: argparse.Namespace) -> int:
         as_json=args.json,
         empty="no runs recorded" + (f" for policy {args.policy!r}" if args.policy else ""),
         line=_run_line,
+        json_of=_run_json,
     )
 
 
+def _run_json(row: dict[str, Any]) -> dict[str, Any]:
+    """A run as ``runs --json`` prints it: its columns, and the two notes of its summary."""
+    summary = row["summary"]
+    return {
+        **{column: value for column, value in row.items() if column != "summary"},
+        "covered_note": summary.covered_note if summary else None,
+        "rate_limit_headers_note": summary.rate_limit_headers_note if summary else None,
+    }
+
+
 def _run_line(row: dict[str, Any]) -> str:
+    summary = row["summary"]  # a RunSummary, read typed (None until reconcile or a stop)
+    covered = summary.covered_note if summary else None
+    headers = summary.rate_limit_headers_note if summary else None
     windows = " ".join(f"{state} {n}" for state, n in sorted(row["windows_by_state"].items()))
     so_far = row["rows_deleted"] is None  # not reconciled yet: what its windows did
     deleted = row["rows_deleted_so_far"] if so_far else row["rows_deleted"]
@@ -726,8 +740,8 @@ def _run_line(row: dict[str, Any]) -> str:
         + ("" if row["rows_remaining"] is None else f", {row['rows_remaining']:,} remaining")
         + f"  windows: {windows or 'none'}"
         + ("  [holds the run lease]" if row["lease_holder"] == row["run_id"] else "")
-        + (f"  ({row['covered_note']})" if row["covered_note"] else "")
-        + (f"  ({row['rate_limit_headers_note']})" if row["rate_limit_headers_note"] else "")
+        + (f"  ({covered})" if covered else "")
+        + (f"  ({headers})" if headers else "")
     )
 
 

@@ -13,18 +13,44 @@ for a policy with ``children``, with ``orphans_not_counted`` when a count timed 
 with ``bound`` when its drain's time was measured, ``events`` only with ``notify``,
 ``covered_by`` only for a run that found its rows already deleted by another,
 ``rate_limit_headers_note`` only when the API's rate-limit headers were ignored).
-A summary written by ``run_record_stopped.sql`` for a run that stopped before
-reconcile (``partial``) has only some of the figures; every field therefore has
-a default, and the partial-only keys are fields too.
+A summary of a run that stopped before reconcile (``partial``; built here by
+:meth:`RunSummary.stopped`, recorded by ``run_record_stopped.sql``) has only some
+of the figures: :meth:`RunSummary.to_json` writes that shape for it. Every field
+therefore has a default, and the partial-only keys are fields too.
+
+Readers (the report, the CLI, the Retention view, alerts, metrics, the demo) read a
+stored summary with :meth:`RunSummary.from_stored` and use attributes only: a key a
+summary stored by an older release lacks takes its default, a key it does not know is
+left out, and no consumer reads the JSON by key (``tests/unit/test_summary_readers.py``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Self
+
+
+class RunStatus(StrEnum):
+    """Every value ``retention.runs.status`` (and the summary's ``status``) takes.
+
+    ``planned`` from the plan until reconcile (or a stop) records another; ``clean``,
+    ``dirty``, ``backlog`` and ``dry_run`` once reconciled; ``cancelled`` when the run
+    stopped before reconcile and none of its windows still runs. Decided by
+    :func:`retention.runs.status.run_status` alone.
+    """
+
+    PLANNED = "planned"
+    CLEAN = "clean"
+    DIRTY = "dirty"
+    BACKLOG = "backlog"
+    DRY_RUN = "dry_run"
+    CANCELLED = "cancelled"
+
 
 # The figures reconcile always writes, in the order of the stored JSON. The optional
 # blocks (remote, max_lag_hours, drain, events) are added by :meth:`RunSummary.to_json`
@@ -72,6 +98,30 @@ _RECONCILED_KEYS = (
 )
 
 
+# The keys of a partial summary (a run that stopped before reconcile), in the order it
+# has always been written in.
+_PARTIAL_KEYS = (
+    "policy",
+    "dag_id",
+    "run_id",
+    "plan_id",
+    "table",
+    "status",
+    "partial",
+    "reason",
+    "dry_run",
+    "cutoff",
+    "windows",
+    "windows_by_state",
+    "rows_planned",
+    "rows_deleted",
+    "rows_deleted_by_windows",
+    "rows_deleted_by_drain",
+    "rows_counted",
+    "stopped_at",
+)
+
+
 def _known(cls: type, data: Mapping[str, Any]) -> dict[str, Any]:
     """The keys of ``data`` that are fields of ``cls`` (a newer writer's extra keys are
     left out rather than failing an older reader)."""
@@ -79,13 +129,96 @@ def _known(cls: type, data: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in data.items() if k in names}
 
 
+def _read(cls: Any, data: Mapping[str, Any] | None) -> Any:
+    """One nested block read typed (None stays None): keys it does not know are left out,
+    keys it lacks take their defaults."""
+    return None if data is None else cls(**_known(cls, data))
+
+
+def _without_nulls(item: Any) -> dict[str, Any]:
+    """A record's JSON without its None fields (the shape of the partition lists)."""
+    return {k: v for k, v in dataclasses.asdict(item).items() if v is not None}
+
+
 @dataclass(frozen=True, kw_only=True)
 class DirtyWindow:
     """A planned window that still holds rows older than the cutoff."""
 
-    window_key: str
-    label: str
-    rows_remaining: int
+    window_key: str = ""
+    label: str = ""
+    rows_remaining: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class DrainEvidence:
+    """The drain passes of the run (remote policies): how many, what they deleted, their
+    errors, and ``note`` (only when a pass failed) on what their figures count."""
+
+    passes: int = 0
+    rows_deleted: int = 0
+    errors: list[str] = field(default_factory=list)
+    note: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "passes": self.passes,
+            "rows_deleted": self.rows_deleted,
+            "errors": self.errors,
+        }
+        if self.note is not None:
+            data["note"] = self.note
+        return data
+
+
+@dataclass(frozen=True, kw_only=True)
+class PartitionAttempt:
+    """A partition the run's fast path detached, dropped or left to the row path
+    (``partitions``; a missing figure is left out of the JSON)."""
+
+    partition: str = ""
+    bounds: str | None = None
+    estimated_rows: int | str | None = None  # the number, or "unknown"
+    action: str | None = None
+    state: str | None = None
+    reason: str | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class PartitionClosed:
+    """An earlier run's attempt that this run's finishing pass closed
+    (``partitions_finished``)."""
+
+    partition: str = ""
+    run_id: str | None = None
+    action: str | None = None
+    state: str | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class PartitionStranded:
+    """A drop-action partition of the policy whose rows are outside the table
+    (``partitions_stranded``)."""
+
+    partition: str = ""
+    run_id: str | None = None
+    state: str | None = None
+    reason: str | None = None
+    error: str | None = None
+    drop_attempts: int | None = None
+    table_now: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class OtherRun:
+    """Another run of the policy whose windows worked while this one was under way."""
+
+    run_id: str = ""
+    windows: int = 0
+    rows_deleted: int = 0
+    first_started: str | None = None  # ISO 8601
+    last_finished: str | None = None  # ISO 8601; None while it works
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -116,8 +249,8 @@ class BoundEvidence:
     law's number, given for a capacity-bound drain only.
     """
 
-    verdict: str  # unbound, upstream, capacity, database, unknown
-    says: str
+    verdict: str = "unknown"  # unbound, upstream, capacity, database, unknown
+    says: str = ""
     limiter_share: float = 0.0
     waiting_for_work_share: float = 0.0
     pool_busy_share: float | None = None
@@ -154,11 +287,11 @@ class CoveredBy:
     run was planned (a backfill's older date run after a later one): ``note`` says so in
     words, the same wherever the summary is shown."""
 
-    run_id: str
-    logical_date: str | None  # ISO 8601
-    cutoff: str
-    finished_at: str
-    note: str
+    run_id: str = ""
+    logical_date: str | None = None  # ISO 8601
+    cutoff: str = ""
+    finished_at: str = ""
+    note: str = ""
 
     @classmethod
     def of_run(
@@ -217,7 +350,7 @@ class RunSummary:
     run_id: str | None = None
     plan_id: str | None = None
     table: str | None = None
-    status: str | None = None  # a RunStatus once reconciled; 'cancelled' or 'planned' if partial
+    status: RunStatus | None = None  # 'cancelled' or 'planned' in a partial summary
     dry_run: bool = False
     cutoff: str | None = None  # ISO 8601
     anchor_source: str | None = None
@@ -244,9 +377,9 @@ class RunSummary:
     longest_batch_ms: float | None = None
     reconcile_seconds: float | None = None
     plan_notes: list[Any] = field(default_factory=list)
-    partitions: list[dict[str, Any]] = field(default_factory=list)
-    partitions_finished: list[dict[str, Any]] = field(default_factory=list)
-    partitions_stranded: list[dict[str, Any]] = field(default_factory=list)
+    partitions: list[PartitionAttempt] = field(default_factory=list)
+    partitions_finished: list[PartitionClosed] = field(default_factory=list)
+    partitions_stranded: list[PartitionStranded] = field(default_factory=list)
     partitions_detach_pending: list[str] = field(default_factory=list)
     partition_problems: list[str] = field(default_factory=list)
     pauses: int = 0
@@ -263,9 +396,9 @@ class RunSummary:
     # Only for a policy with remote deletions:
     remote: RemoteEvidence | None = None
     max_lag_hours: float | None = None
-    drain: dict[str, Any] | None = None
+    drain: DrainEvidence | None = None
     bound: BoundEvidence | None = None  # what bounded the drain (none for a dry run)
-    other_runs: list[dict[str, Any]] = field(default_factory=list)
+    other_runs: list[OtherRun] = field(default_factory=list)
     # Only for a policy with notify:
     events: EventEvidence | None = None
     # Only for a clean run that deleted nothing because another run had already:
@@ -273,11 +406,16 @@ class RunSummary:
     # Only for a remote policy whose API sent malformed or contradictory rate-limit
     # headers while the run worked (the limiter kept its own rate): said once, in words.
     rate_limit_headers_note: str | None = None
-    # Only in a partial summary (run_record_stopped.sql), never written by reconcile:
+    # Only in a partial summary (:meth:`stopped`), never written by reconcile:
     partial: bool = False
     reason: str | None = None
     windows_by_state: dict[str, int] | None = None
     stopped_at: str | None = None
+
+    @property
+    def covered_note(self) -> str | None:
+        """Why the run deleted nothing, in words: another run had already (None: it did not)."""
+        return (self.covered_by.note or None) if self.covered_by is not None else None
 
     @property
     def event_problems(self) -> list[str]:
@@ -286,32 +424,101 @@ class RunSummary:
 
     @classmethod
     def of(cls, data: RunSummary | Mapping[str, Any]) -> Self:
-        """Read a stored summary (or an XCom) back typed; a RunSummary passes through."""
+        """Read a stored summary (or an XCom) back typed; a RunSummary passes through.
+
+        Written by any release: a key the summary lacks takes its default, a key this
+        release does not know is left out (nested blocks alike)."""
         if isinstance(data, RunSummary):
             return data  # type: ignore[return-value]
         values = _known(cls, data)
-        values["dirty_windows"] = [
-            DirtyWindow(**_known(DirtyWindow, w)) for w in values.get("dirty_windows") or []
+        if values.get("status") is not None:
+            values["status"] = RunStatus(values["status"])
+        values["dirty_windows"] = [_read(DirtyWindow, w) for w in values.get("dirty_windows") or []]
+        values["partitions"] = [_read(PartitionAttempt, p) for p in values.get("partitions") or []]
+        values["partitions_finished"] = [
+            _read(PartitionClosed, p) for p in values.get("partitions_finished") or []
         ]
-        if values.get("remote") is not None:
-            values["remote"] = RemoteEvidence(**_known(RemoteEvidence, values["remote"]))
-        if values.get("events") is not None:
-            values["events"] = EventEvidence(**_known(EventEvidence, values["events"]))
-        if values.get("covered_by") is not None:
-            values["covered_by"] = CoveredBy(**_known(CoveredBy, values["covered_by"]))
-        if values.get("bound") is not None:
-            values["bound"] = BoundEvidence(**_known(BoundEvidence, values["bound"]))
+        values["partitions_stranded"] = [
+            _read(PartitionStranded, p) for p in values.get("partitions_stranded") or []
+        ]
+        values["other_runs"] = [_read(OtherRun, r) for r in values.get("other_runs") or []]
+        for name, block in (
+            ("remote", RemoteEvidence),
+            ("drain", DrainEvidence),
+            ("bound", BoundEvidence),
+            ("events", EventEvidence),
+            ("covered_by", CoveredBy),
+        ):
+            if name in values:
+                values[name] = _read(block, values[name])
         return cls(**values)
 
+    @classmethod
+    def from_stored(cls, stored: RunSummary | Mapping[str, Any] | str | None) -> Self | None:
+        """A ``retention.runs.summary`` value read typed: the column as psycopg returns it
+        (a dict), its JSON text, or NULL (None: no summary recorded yet)."""
+        if stored is None:
+            return None
+        if isinstance(stored, str):
+            stored = json.loads(stored)
+        return cls.of(stored)  # type: ignore[arg-type]
+
+    @classmethod
+    def stopped(
+        cls,
+        *,
+        policy: str,
+        dag_id: str | None,
+        run_id: str,
+        plan_id: str | None,
+        table: str | None,
+        status: RunStatus,
+        reason: str,
+        dry_run: bool,
+        cutoff: dt.datetime,
+        windows_by_state: Mapping[str, int],
+        rows_planned: int | None,
+        rows_deleted_by_windows: int,
+        rows_deleted_by_drain: int,
+        rows_counted: int | None,
+        stopped_at: dt.datetime,
+    ) -> Self:
+        """The partial summary of a run that stopped before its reconcile: what its
+        windows (and drain passes) did so far, and the status :func:`run_status` gave it."""
+        return cls(
+            partial=True,
+            policy=policy,
+            dag_id=dag_id,
+            run_id=run_id,
+            plan_id=plan_id,
+            table=table,
+            status=status,
+            reason=reason,
+            dry_run=dry_run,
+            cutoff=cutoff.isoformat(),
+            windows=sum(windows_by_state.values()),
+            windows_by_state=dict(windows_by_state),
+            rows_planned=rows_planned,
+            rows_deleted=rows_deleted_by_windows + rows_deleted_by_drain,
+            rows_deleted_by_windows=rows_deleted_by_windows,
+            rows_deleted_by_drain=rows_deleted_by_drain,
+            rows_counted=rows_counted if dry_run else None,
+            stopped_at=stopped_at.isoformat(),
+        )
+
     def to_json(self) -> dict[str, Any]:
-        """The dict stored in ``retention.runs.summary`` and returned as the XCom (the
-        shape reconcile writes; a partial summary is only ever written by SQL)."""
+        """The dict stored in ``retention.runs.summary`` and returned as the XCom: the shape
+        reconcile writes, or a partial summary's shape for a run that stopped before it."""
+        if self.partial:
+            return {key: _plain(getattr(self, key)) for key in _PARTIAL_KEYS}
         data: dict[str, Any] = {}
         for key in _RECONCILED_KEYS:
             value = getattr(self, key)
             if key == "dirty_windows":
                 value = [dataclasses.asdict(w) for w in value]
-            data[key] = value
+            elif key in ("partitions", "partitions_finished", "partitions_stranded"):
+                value = [_without_nulls(p) for p in value]
+            data[key] = _plain(value)
         if self.rows_deleted_by_table is not None:
             data["rows_deleted_by_table"] = self.rows_deleted_by_table
             data["orphans"] = self.orphans or {}
@@ -320,10 +527,10 @@ class RunSummary:
         if self.remote is not None:
             data["remote"] = dataclasses.asdict(self.remote)
             data["max_lag_hours"] = self.max_lag_hours
-            data["drain"] = self.drain
+            data["drain"] = None if self.drain is None else self.drain.to_json()
             if self.bound is not None:
                 data["bound"] = dataclasses.asdict(self.bound)
-        data["other_runs"] = self.other_runs
+        data["other_runs"] = [dataclasses.asdict(r) for r in self.other_runs]
         if self.events is not None:
             data["events"] = dataclasses.asdict(self.events)
         if self.covered_by is not None:
@@ -331,3 +538,8 @@ class RunSummary:
         if self.rate_limit_headers_note is not None:
             data["rate_limit_headers_note"] = self.rate_limit_headers_note
         return data
+
+
+def _plain(value: Any) -> Any:
+    """A status as the plain string it is stored as (the XCom and JSON hold no enum)."""
+    return value.value if isinstance(value, RunStatus) else value

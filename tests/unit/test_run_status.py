@@ -1,12 +1,23 @@
 """The run's status rule, as a table: one pure function decides clean, dirty, backlog
 and dry run from the facts reconcile gathered (windows that failed or were cancelled
-count as unfinished)."""
+count as unfinished), and cancelled from those of a run stopped before its reconcile;
+what the view shows for a run (its status, or running, failed, unfinished) is a table too."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
-from retention.runs.status import RemoteFacts, RunFacts, RunStatus, run_status
+from retention.runs.status import (
+    RemoteFacts,
+    RunFacts,
+    RunStatus,
+    ShownState,
+    StoppedFacts,
+    run_status,
+    shown_state,
+)
 
 
 def remote(
@@ -104,14 +115,64 @@ CASES = [
         RunFacts(dry_run=False, rows_remaining=7, event_problems=1, remote=remote()),
         "dirty",
     ),
+    ("stopped, no window still runs", StoppedFacts(windows_running=0), "cancelled"),
+    (
+        "stopped again, none runs",
+        StoppedFacts(windows_running=0, recorded=RunStatus.CANCELLED),
+        "cancelled",
+    ),
+    ("stopped, another window works on", StoppedFacts(windows_running=1), "planned"),
+    (
+        "stopped once, a cleared window works again",
+        StoppedFacts(windows_running=2, recorded=RunStatus.CANCELLED),
+        "cancelled",
+    ),
 ]
 
 
 @pytest.mark.parametrize(("facts", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_run_status(facts: RunFacts, expected: str) -> None:
+def test_run_status(facts: RunFacts | StoppedFacts, expected: str) -> None:
     status = run_status(facts)
     assert status == expected
     assert isinstance(status, RunStatus)
+
+
+def test_every_stored_status_is_a_run_status() -> None:
+    """Every status retention.runs may hold (its CHECK constraint) is a member, no more."""
+    from retention.paths import SQL_DIR
+
+    schema = (SQL_DIR / "schema.sql").read_text()
+    check = schema[schema.index("runs_status_check") :].split("\n", 1)[0]
+    assert set(re.findall(r"'(\w+)'::text", check)) == {status.value for status in RunStatus}
+
+
+SHOWN = [
+    # (stored status, Airflow's state of the run, holds the run lease, shown)
+    ("clean", "running", False, "clean"),  # reconcile wrote it: the ledger's word
+    ("dirty", None, False, "dirty"),
+    ("backlog", "success", False, "backlog"),
+    ("dry_run", None, False, "dry_run"),
+    ("cancelled", "failed", False, "cancelled"),  # a stop recorded it
+    ("planned", "running", False, "running"),
+    ("planned", "queued", False, "running"),
+    ("planned", None, True, "running"),  # Airflow does not know it; it holds the lease
+    ("planned", "failed", True, "running"),  # the lease: its windows still work
+    ("planned", "failed", False, "failed"),  # stopped before reconcile
+    ("planned", None, False, "unfinished"),
+    ("planned", "success", False, "unfinished"),
+]
+
+
+@pytest.mark.parametrize(("stored", "airflow_state", "holds_lease", "shown"), SHOWN)
+def test_shown_state(stored: str, airflow_state: str | None, holds_lease: bool, shown: str) -> None:
+    state = shown_state(RunStatus(stored), airflow_state, holds_lease=holds_lease)
+    assert state == shown
+    assert isinstance(state, RunStatus | ShownState)
+
+
+def test_every_shown_state_is_reachable() -> None:
+    reached = {shown_state(RunStatus(c[0]), c[1], holds_lease=c[2]) for c in SHOWN}
+    assert reached == set(RunStatus) - {RunStatus.PLANNED} | set(ShownState)
 
 
 def test_every_status_is_reachable() -> None:

@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 from retention.policy.model import AlertsSpec
 from retention.rows.cutoff import FutureRun, future_run_note
-from retention.summary import RunSummary
+from retention.summary import RunStatus, RunSummary
 
 AlertKind = Literal["dirty", "lag", "dead_letters", "failure", "deadline", "erasure_late"]
 MessageFormat = Literal["json", "slack"]
@@ -137,7 +137,7 @@ def decide_alerts(spec: AlertsSpec, facts: RunFacts, *, remote: bool) -> list[Al
     """The alerts a finished run fires under ``spec`` (pure; see the module docs for the rules)."""
     summary = facts.recorded or RunSummary()
     dry_run = facts.was_dry_run
-    told_dirty = bool(spec.on_dirty) and summary.status == "dirty"
+    told_dirty = bool(spec.on_dirty) and summary.status == RunStatus.DIRTY
     alerts: list[Alert] = []
     if spec.on_dirty and told_dirty:
         alerts.append(_dirty(spec.on_dirty, facts, summary))
@@ -190,7 +190,7 @@ def _dirty(conn_id: str, facts: RunFacts, summary: RunSummary) -> Alert:
     if partitions:
         parts.append(partitions)
     figures = {
-        "status": "dirty",
+        "status": RunStatus.DIRTY.value,
         "cutoff": summary.cutoff,
         "rows_deleted": summary.rows_deleted,
         "rows_remaining": left,
@@ -238,7 +238,7 @@ def _failure(conn_id: str, facts: RunFacts, summary: RunSummary, *, remote: bool
         runbook = RUNBOOK["dirty"]
     figures = {
         "failed_tasks": failed,
-        "status": status,
+        "status": status and status.value,
         "dry_run": facts.was_dry_run,
         "rows_deleted": summary.rows_deleted,
         "rows_remaining": summary.rows_remaining,
@@ -266,7 +266,7 @@ def _lag(
         "lag_hours": round(facts.lag_hours, 2),
         "lag_minutes_limit": limit_minutes,
         "rows_remaining": summary.rows_remaining,
-        "status": summary.status,
+        "status": summary.status and summary.status.value,
         "eligible_rows_by_state": backlog,
     }
     if bound is not None:  # what bounded the drain, and the pool's slots it needs

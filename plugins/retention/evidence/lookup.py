@@ -13,6 +13,7 @@ from typing import Any
 
 from retention.db.connection import Connection
 from retention.db.sqlfiles import query
+from retention.summary import RunSummary
 
 OPERATION_KEY = re.compile(r"[0-9a-f]{64}")
 KEY_PREFIX = re.compile(r"[0-9a-f]{4,64}")
@@ -54,5 +55,7 @@ def dead_failure_classes(conn: Connection, *, policy: str | None = None) -> list
 def recent_runs(
     conn: Connection, *, policy: str | None = None, limit: int = 10
 ) -> list[dict[str, Any]]:
-    """The latest runs, newest first, with their progress and who holds the run lease."""
-    return conn.execute(query("run_recent"), {"policy": policy, "limit": limit}).fetchall()
+    """The latest runs, newest first, with their progress and who holds the run lease;
+    ``summary`` is the run's :class:`RunSummary` (None until reconcile or a stop)."""
+    rows = conn.execute(query("run_recent"), {"policy": policy, "limit": limit}).fetchall()
+    return [{**row, "summary": RunSummary.from_stored(row["summary"])} for row in rows]

@@ -37,7 +37,12 @@ from retention.summary import (
     BoundEvidence,
     CoveredBy,
     DirtyWindow,
+    DrainEvidence,
     EventEvidence,
+    OtherRun,
+    PartitionAttempt,
+    PartitionClosed,
+    PartitionStranded,
     RemoteEvidence,
     RunSummary,
     rate_limit_headers_note,
@@ -110,9 +115,9 @@ class _Gathered:
     ledger: dict[str, dict[str, Any]]
     drain_passes: list[dict[str, Any]]
     remote: dict[str, Any] | None
-    partitions: dict[str, Any]
+    partitions: PartitionEvidence
     events: dict[str, Any] | None
-    other_runs: list[dict[str, Any]]
+    other_runs: list[OtherRun]
     orphans: dict[str, int] | None  # None: the policy lists no children
     covering_run: dict[str, Any] | None  # a clean run that deleted this cutoff's rows first
     orphans_not_counted: list[str]  # listed children whose orphan count timed out
@@ -134,7 +139,7 @@ class _Gathered:
             rows_remaining=self.rows_remaining,
             rows_held=self.rows_held,
             windows_unfinished=len(self.unfinished),
-            partition_problems=len(self.partitions["partition_problems"]),
+            partition_problems=len(self.partitions.partition_problems),
             event_problems=len(self.events["problems"]) if self.events else 0,
             orphans=sum((self.orphans or {}).values()),
             remote=None
@@ -160,7 +165,7 @@ class _Gathered:
             run_id=run_id,
             plan_id=self.plan_id,
             table=policy.table,
-            status=status.value,
+            status=status,
             dry_run=dry_run,
             cutoff=run["cutoff"].isoformat(),
             anchor_source=run["anchor_source"],
@@ -192,7 +197,11 @@ class _Gathered:
             ),
             reconcile_seconds=_round(seconds),
             plan_notes=run["plan_notes"] or [],
-            **self.partitions,
+            partitions=self.partitions.partitions,
+            partitions_finished=self.partitions.partitions_finished,
+            partitions_stranded=self.partitions.partitions_stranded,
+            partitions_detach_pending=self.partitions.partitions_detach_pending,
+            partition_problems=self.partitions.partition_problems,
             **pause_totals(ledger.values()),
             remote=None if self.remote is None else RemoteEvidence(**self.remote),
             max_lag_hours=policy.max_lag_hours if self.remote is not None else None,
@@ -336,7 +345,7 @@ def _record(conn: Connection, summary: RunSummary) -> None:
         {
             "policy": summary.policy,
             "run_id": summary.run_id,
-            "status": summary.status,
+            "status": summary.status and summary.status.value,
             "windows": summary.windows,
             "rows_deleted": summary.rows_deleted,
             "rows_counted": summary.rows_counted,
@@ -363,22 +372,18 @@ def drain_bound(
     return judge(total, DrainSetting.of(policy))
 
 
-def drain_summary(passes: list[dict[str, Any]]) -> dict[str, Any]:
+def drain_summary(passes: list[dict[str, Any]]) -> DrainEvidence:
     """The drain's passes of this run, what they deleted and their errors."""
     errors = [p["error"] for p in passes if p.get("error")]
-    return {
-        "passes": len(passes),
-        "rows_deleted": sum(int(p.get("rows_deleted", 0)) for p in passes),
-        "errors": errors,
-        **(
-            {
-                "note": "a pass failed; what it deleted before is counted when its worker "
-                "recorded it (an error in a claim or a pause check records none)"
-            }
-            if errors
-            else {}
-        ),
-    }
+    return DrainEvidence(
+        passes=len(passes),
+        rows_deleted=sum(int(p.get("rows_deleted", 0)) for p in passes),
+        errors=errors,
+        note="a pass failed; what it deleted before is counted when its worker "
+        "recorded it (an error in a claim or a pause check records none)"
+        if errors
+        else None,
+    )
 
 
 def count_windows(conn: Connection, policy: Policy, windows: list[Window]) -> list[dict[str, Any]]:
@@ -397,9 +402,20 @@ def count_windows(conn: Connection, policy: Policy, windows: list[Window]) -> li
     return remaining
 
 
+@dataclass(frozen=True, kw_only=True)
+class PartitionEvidence:
+    """The summary's partition figures (see :func:`partition_evidence`)."""
+
+    partitions: list[PartitionAttempt]
+    partitions_finished: list[PartitionClosed]
+    partitions_stranded: list[PartitionStranded]
+    partitions_detach_pending: list[str]
+    partition_problems: list[str]
+
+
 def partition_evidence(
     conn: Connection, policy: str, run_id: str, table: TableSpec
-) -> dict[str, Any]:
+) -> PartitionEvidence:
     """What the partition fast path did in this run, what this run's finishing pass closed
     of earlier attempts, and the policy's partitions whose rows are outside the table.
 
@@ -416,71 +432,65 @@ def partition_evidence(
     finished = _drops_resolved_by_run(conn, keys)
     stranded = _drops_stranded(conn, policy)
     pending = _detaches_pending(conn, table)
-    return {
-        "partitions": mine,
-        "partitions_finished": finished,
-        "partitions_stranded": stranded,
-        "partitions_detach_pending": pending,
-        "partition_problems": _partition_problems(
+    return PartitionEvidence(
+        partitions=mine,
+        partitions_finished=finished,
+        partitions_stranded=stranded,
+        partitions_detach_pending=pending,
+        partition_problems=_partition_problems(
             run_id, f"{table.schema}.{table.name}", mine, finished, stranded, pending
         ),
-    }
+    )
 
 
-def _drops_of_run(conn: Connection, keys: dict[str, str]) -> list[dict[str, Any]]:
+def _drops_of_run(conn: Connection, keys: dict[str, str]) -> list[PartitionAttempt]:
     """The partitions this run detached, dropped or left to the row path
     (``partition_drop_for_run.sql``), each with its state and why: the run's own account
     of what it did besides deleting rows."""
     return [
-        _without_nulls(
-            {
-                "partition": r["partition_name"],
-                "bounds": r["bounds"],
-                "estimated_rows": rows_figure(r["estimated_rows"]),
-                "action": r["action"],
-                "state": r["state"],
-                "reason": r["reason"],
-                "error": r["last_error"],
-            }
+        PartitionAttempt(
+            partition=r["partition_name"],
+            bounds=r["bounds"],
+            estimated_rows=rows_figure(r["estimated_rows"]),
+            action=r["action"],
+            state=r["state"],
+            reason=r["reason"],
+            error=r["last_error"],
         )
         for r in conn.execute(query("partition_drop_for_run"), keys)
     ]
 
 
-def _drops_resolved_by_run(conn: Connection, keys: dict[str, str]) -> list[dict[str, Any]]:
+def _drops_resolved_by_run(conn: Connection, keys: dict[str, str]) -> list[PartitionClosed]:
     """Records of earlier attempts that this run's finishing pass closed (dropped, marked
     detached, not_detached or abandoned: ``partition_drop_resolved.sql``): their runs'
     summaries are already written, so this run's is where the close is seen."""
     return [
-        _without_nulls(
-            {
-                "partition": r["partition_name"],
-                "run_id": r["run_id"],
-                "action": r["action"],
-                "state": r["state"],
-                "reason": r["reason"],
-            }
+        PartitionClosed(
+            partition=r["partition_name"],
+            run_id=r["run_id"],
+            action=r["action"],
+            state=r["state"],
+            reason=r["reason"],
         )
         for r in conn.execute(query("partition_drop_resolved"), keys)
     ]
 
 
-def _drops_stranded(conn: Connection, policy: str) -> list[dict[str, Any]]:
+def _drops_stranded(conn: Connection, policy: str) -> list[PartitionStranded]:
     """The policy's drop-action partitions, of any run, whose rows are outside the table
     (``partition_drop_stranded.sql``): detached with the drop failed or never run, a detach
     still started, or abandoned while the detached table still exists. Each keeps every run
     dirty until it is gone, so every run names it, whichever run left it."""
     return [
-        _without_nulls(
-            {
-                "partition": r["partition_name"],
-                "run_id": r["run_id"],
-                "state": r["state"],
-                "reason": r["reason"],
-                "error": r["last_error"],
-                "drop_attempts": int(r["drop_attempts"]),
-                "table_now": r["table_now"],
-            }
+        PartitionStranded(
+            partition=r["partition_name"],
+            run_id=r["run_id"],
+            state=r["state"],
+            reason=r["reason"],
+            error=r["last_error"],
+            drop_attempts=int(r["drop_attempts"]),
+            table_now=r["table_now"],
         )
         for r in conn.execute(query("partition_drop_stranded"), {"policy": policy})
     ]
@@ -501,20 +511,23 @@ def _detaches_pending(conn: Connection, table: TableSpec) -> list[str]:
 def _partition_problems(
     run_id: str,
     table: str,
-    mine: list[dict[str, Any]],
-    finished: list[dict[str, Any]],
-    stranded: list[dict[str, Any]],
+    mine: list[PartitionAttempt],
+    finished: list[PartitionClosed],
+    stranded: list[PartitionStranded],
     pending: list[str],
 ) -> list[str]:
     """One line per partition that makes the run dirty: each stranded one, each drop
     abandoned in this run or closed by it that the stranded lines did not already name
     (one partition, one line), and each pending detach."""
     problems = [_stranded_problem(p, run_id, table) for p in stranded]
-    told = {(p["run_id"], p["partition"]) for p in stranded}
+    told = {(p.run_id, p.partition) for p in stranded}
+    abandoned = [(run_id, m.partition, m.state, m.reason) for m in mine] + [
+        (f.run_id, f.partition, f.state, f.reason) for f in finished
+    ]
     problems += [
-        f"{p['partition']}: its drop was abandoned: {p.get('reason') or 'no reason recorded'}"
-        for p in [{**m, "run_id": run_id} for m in mine] + finished
-        if p["state"] == "abandoned" and (p["run_id"], p["partition"]) not in told
+        f"{partition}: its drop was abandoned: {reason or 'no reason recorded'}"
+        for its_run, partition, state, reason in abandoned
+        if state == "abandoned" and (its_run, partition) not in told
     ]
     problems += [
         f"{name}: a DETACH … CONCURRENTLY of it is pending: its rows are outside "
@@ -524,29 +537,19 @@ def _partition_problems(
     return problems
 
 
-def _stranded_problem(p: dict[str, Any], run_id: str, table: str) -> str:
+def _stranded_problem(p: PartitionStranded, run_id: str, table: str) -> str:
     """One line for a drop-action partition whose rows are outside the table."""
-    run = f" (run {p['run_id']})" if p["run_id"] != run_id else ""
-    if p["state"] == "abandoned":
+    run = f" (run {p.run_id})" if p.run_id != run_id else ""
+    if p.state == "abandoned":
         return (
-            f"{p['partition']}: its drop was abandoned: {p.get('reason') or 'no reason recorded'}"
-            f"{run}; the table detached, {p['table_now']} still exists, outside {table}: "
+            f"{p.partition}: its drop was abandoned: {p.reason or 'no reason recorded'}"
+            f"{run}; the table detached, {p.table_now} still exists, outside {table}: "
             "drop it by hand if it is only old rows, or attach it again"
         )
-    return (
-        f"{p['partition']} is {p['state']}, not dropped"
-        + run
-        + (f": {p['error']}" if p.get("error") else "")
-    )
+    return f"{p.partition} is {p.state}, not dropped" + run + (f": {p.error}" if p.error else "")
 
 
-def _without_nulls(item: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in item.items() if v is not None}
-
-
-def other_runs(
-    conn: Connection, policy: str, run_id: str, since: dt.datetime
-) -> list[dict[str, Any]]:
+def other_runs(conn: Connection, policy: str, run_id: str, since: dt.datetime) -> list[OtherRun]:
     """What other runs of the policy deleted while this one was under way.
 
     This run's ``rows_deleted`` counts only its own work; when another run's
@@ -555,13 +558,13 @@ def other_runs(
     count next to "clean" look like a mystery.
     """
     return [
-        {
-            "run_id": row["run_id"],
-            "windows": int(row["windows"]),
-            "rows_deleted": int(row["rows_deleted"] or 0),
-            "first_started": row["first_started"].isoformat(),
-            "last_finished": row["last_finished"].isoformat() if row["last_finished"] else None,
-        }
+        OtherRun(
+            run_id=row["run_id"],
+            windows=int(row["windows"]),
+            rows_deleted=int(row["rows_deleted"] or 0),
+            first_started=row["first_started"].isoformat(),
+            last_finished=row["last_finished"].isoformat() if row["last_finished"] else None,
+        )
         for row in conn.execute(
             query("run_overlapping"), {"policy": policy, "run_id": run_id, "since": since}
         )

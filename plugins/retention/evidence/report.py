@@ -8,9 +8,10 @@ numbers with thousands separators (a large nested dict of counters, such
 as the drain's, without its zeros), nested dicts as dotted names
 (``remote.eligible_rows_by_state``), small flat dicts and lists of dicts
 (dirty windows, partitions) and long texts (notes, window keys) as one
-readable row each. It knows no key by
-heart beyond the first rows, so keys added to the summary later show up
-without a change here. Pure: the unit tests feed it dicts.
+readable row each. The values it lays out apart (the first rows, ``covered_by``,
+the planned rows' estimate) it reads from the typed :class:`RunSummary`, never
+from the JSON by key; every other row is the JSON's own, so keys added to the
+summary later show up without a change here. Pure: the unit tests feed it dicts.
 """
 
 from __future__ import annotations
@@ -21,30 +22,41 @@ from typing import Any
 
 from retention.summary import RunSummary
 
-FIRST_KEYS = ("status", "dry_run", "policy", "run_id")
 MAX_LIST_ITEMS = 10
 MAX_INLINE_ITEMS = 6  # a flat dict with more entries than this gets one row per entry
 LONG_TEXT = 40  # a list holding a longer string (a note, a window key) gets a row per item
 COUNTERS_ITEMS = 12  # a nested dict this large is a pass's counters: its zeros are left out
-ESTIMATE_FLAG = "rows_planned_is_estimate"
-COVERED_KEY = "covered_by"  # shown as its note, after the first rows
 
 
 def format_summary(summary: RunSummary | Mapping[str, Any]) -> str:
     """The summary as aligned ``name  value`` rows, one per line (no trailing newline).
 
-    A :class:`RunSummary` is laid out as its stored JSON, so the log shows the same
-    names as ``retention.runs.summary``."""
-    if isinstance(summary, RunSummary):
-        summary = summary.to_json()
-    ordered = {k: summary[k] for k in FIRST_KEYS if k in summary}
-    covered = summary.get(COVERED_KEY)
-    if isinstance(covered, Mapping) and covered.get("note"):  # why it deleted nothing, in words
-        ordered[COVERED_KEY] = f"{covered['note']} (run id {covered.get('run_id')})"
-    ordered |= {k: v for k, v in summary.items() if k not in ordered}
-    if ordered.get(ESTIMATE_FLAG) and isinstance(ordered.get("rows_planned"), int):
-        ordered["rows_planned"] = f"~{ordered['rows_planned']:,} (estimate)"
-        del ordered[ESTIMATE_FLAG]
+    The rows are the stored JSON's (:meth:`RunSummary.to_json` for a
+    :class:`RunSummary`, so the log shows the same names as ``retention.runs.summary``);
+    the few rows laid out apart are read from the typed summary's attributes: the status,
+    the dry run, the policy and the run id first, then why it deleted nothing
+    (``covered_by``, in words), and the planned rows as the estimate they are."""
+    typed = RunSummary.of(summary)
+    stored = typed.to_json() if isinstance(summary, RunSummary) else dict(summary)
+    first = {
+        "status": typed.status,
+        "dry_run": typed.dry_run,
+        "policy": typed.policy,
+        "run_id": typed.run_id,
+    }
+    ordered = {name: value for name, value in first.items() if name in stored}
+    covered = typed.covered_by
+    if covered is not None and covered.note:  # why it deleted nothing, in words
+        ordered["covered_by"] = f"{covered.note} (run id {covered.run_id})"
+    ordered |= {name: value for name, value in stored.items() if name not in ordered}
+    estimate = "rows_planned_is_estimate"
+    if (
+        estimate in stored
+        and typed.rows_planned_is_estimate
+        and isinstance(typed.rows_planned, int)
+    ):
+        ordered["rows_planned"] = f"~{typed.rows_planned:,} (estimate)"
+        del ordered[estimate]
     rows = list(_rows("", ordered))
     if not rows:
         return "(empty summary)"

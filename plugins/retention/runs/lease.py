@@ -31,9 +31,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from psycopg.types.json import Jsonb
+
 from retention.db.connection import Connection
 from retention.db.sqlfiles import query
-from retention.summary import day
+from retention.runs.status import StoppedFacts, run_status
+from retention.summary import RunStatus, RunSummary, day
 
 log = logging.getLogger(__name__)
 
@@ -379,12 +382,50 @@ def close_stale_windows(
 
 
 def record_stopped_run(conn: Connection, policy: str, run_id: str, reason: str) -> bool:
-    """Give a run that stopped before reconcile a partial summary (status ``cancelled``).
+    """Give a run that stopped before reconcile a partial summary (status ``cancelled``
+    once none of its windows still runs: :func:`run_status` decides; the SQL records).
 
-    A reconciled run keeps its summary; a later reconcile of this run replaces
+    A reconciled run keeps its summary (False); a later reconcile of this run replaces
     the partial one with the full count.
     """
-    row = conn.execute(
-        query("run_record_stopped"), {"policy": policy, "run_id": run_id, "reason": reason}
-    ).fetchone()
+    with conn.transaction():
+        facts = conn.execute(
+            query("run_stopped_facts"), {"policy": policy, "run_id": run_id}
+        ).fetchone()
+        if facts is None:  # reconciled (or never planned): nothing to close
+            return False
+        running = int(facts["windows_running"])
+        status = run_status(
+            StoppedFacts(windows_running=running, recorded=RunStatus(facts["status"]))
+        )
+        summary = RunSummary.stopped(
+            policy=facts["policy"],
+            dag_id=facts["dag_id"],
+            run_id=facts["run_id"],
+            plan_id=facts["plan_id"],
+            table=facts["table_name"],
+            status=status,
+            reason=reason,
+            dry_run=bool(facts["dry_run"]),
+            cutoff=facts["cutoff"],
+            windows_by_state={k: int(n) for k, n in facts["windows_by_state"].items()},
+            rows_planned=facts["rows_planned"],
+            rows_deleted_by_windows=int(facts["rows_deleted_by_windows"]),
+            rows_deleted_by_drain=int(facts["rows_deleted_by_drain"]),
+            rows_counted=facts["rows_counted"],
+            stopped_at=facts["stopped_at"],
+        )
+        row = conn.execute(
+            query("run_record_stopped"),
+            {
+                "policy": policy,
+                "run_id": run_id,
+                "status": status.value,
+                # finished once none of its windows still runs (NULL while it works)
+                "finished_at": None if running else facts["stopped_at"],
+                "windows": summary.windows,
+                "rows_deleted": summary.rows_deleted,
+                "summary": Jsonb(summary.to_json()),
+            },
+        ).fetchone()
     return row is not None

@@ -1,9 +1,12 @@
-"""The run's status: one pure rule over the facts reconcile gathered.
+"""The run's status: one pure rule over the facts reconcile (or a stop) gathered.
 
 A green run must mean the work was done, so every fact that can make a run
 unfinished is listed here and nowhere else; reconcile only gathers the facts
-and records what :func:`run_status` decides.  The rule is tested as a table
-(``tests/unit/test_run_status.py``).
+and records what :func:`run_status` decides, and so does the path that closes a
+run stopped before its reconcile (``cancelled``; :func:`retention.runs.lease.record_stopped_run`).
+What the Retention view shows for a run (its stored status, or, before reconcile,
+whether it is running, failed or unfinished) is :func:`shown_state`. Both rules are
+tested as tables (``tests/unit/test_run_status.py``).
 """
 
 from __future__ import annotations
@@ -11,14 +14,30 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from retention.summary import RunStatus
 
-class RunStatus(StrEnum):
-    """The values ``retention.runs.status`` takes once a run is reconciled."""
+__all__ = [
+    "ACTIVE_AIRFLOW_STATES",
+    "RemoteFacts",
+    "RunFacts",
+    "RunStatus",
+    "ShownState",
+    "StoppedFacts",
+    "run_status",
+    "shown_state",
+]
 
-    CLEAN = "clean"
-    DIRTY = "dirty"
-    BACKLOG = "backlog"
-    DRY_RUN = "dry_run"
+ACTIVE_AIRFLOW_STATES = frozenset({"queued", "running"})
+"""Airflow's DAG run states of a run that is still working."""
+
+
+class ShownState(StrEnum):
+    """What the view shows for a run still ``planned`` in the ledger (it has no other
+    status yet): Airflow's state of it, or its run lease, says which."""
+
+    RUNNING = "running"
+    FAILED = "failed"  # Airflow ended it before reconcile
+    UNFINISHED = "unfinished"  # neither Airflow nor the lease knows it (a shell's run)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,9 +72,22 @@ class RunFacts:
     remote: RemoteFacts | None = None
 
 
-def run_status(facts: RunFacts) -> RunStatus:
+@dataclass(frozen=True, kw_only=True)
+class StoppedFacts:
+    """A run stopped before its reconcile (a SIGTERM, or a DAG run that ended without
+    it): how many of its windows still run, and the status the ledger holds now
+    (``planned``, or ``cancelled`` when an earlier stop closed it)."""
+
+    windows_running: int
+    recorded: RunStatus = RunStatus.PLANNED
+
+
+def run_status(facts: RunFacts | StoppedFacts) -> RunStatus:
     """Decide the run's status.
 
+    - A run stopped before its reconcile is ``cancelled`` once none of its windows
+      still runs; while one does, the run works on and keeps the status it has
+      (``planned``), with partial figures. Its reconcile, if it comes, decides again.
     - A dry run deletes nothing, so it is ``dry_run`` whatever remains.
     - A window that did not finish, a partition detached to be dropped and not
       dropped, an event delivery problem, or orphans in a listed child table without a
@@ -66,6 +98,8 @@ def run_status(facts: RunFacts) -> RunStatus:
       none later than ``max_lag_hours``: ``backlog`` (the queue is working on them).
     - Any other rows left: ``dirty``.
     """
+    if isinstance(facts, StoppedFacts):
+        return facts.recorded if facts.windows_running else RunStatus.CANCELLED
     if facts.dry_run:
         return RunStatus.DRY_RUN
     if (
@@ -84,3 +118,21 @@ def run_status(facts: RunFacts) -> RunStatus:
     if limit is not None and lag is not None and lag > limit:
         return RunStatus.DIRTY
     return RunStatus.BACKLOG
+
+
+def shown_state(
+    stored: RunStatus | str, airflow_state: str | None, *, holds_lease: bool = False
+) -> RunStatus | ShownState:
+    """What a run is doing now, for the view: its stored status once reconcile (or a stop)
+    wrote one other than ``planned``; before that Airflow's state of the run, or the
+    policy's run lease (``holds_lease``), says whether it is ``running``, or has
+    ``failed`` (stopped before reconcile); ``unfinished`` when neither knows (a run
+    Airflow does not know, such as one started from a shell, that holds no lease)."""
+    status = RunStatus(stored)
+    if status != RunStatus.PLANNED:
+        return status
+    if airflow_state in ACTIVE_AIRFLOW_STATES or holds_lease:
+        return ShownState.RUNNING
+    if airflow_state == "failed":
+        return ShownState.FAILED
+    return ShownState.UNFINISHED

@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
+from retention.runs.status import shown_state
+
 DASH = "–"
 SHORT_ID = 21  # characters of a run id a card shows (``scheduled__2026-03-01``…)
-ACTIVE_AIRFLOW_STATES = {"queued", "running"}
 
 
 def number(value: float | None) -> str:
@@ -121,18 +122,9 @@ def path_part(value: str) -> str:
 
 
 def run_state(run: Any, airflow_state: str | None) -> str:
-    """What a run is doing now, for its card: its ledger status once reconcile wrote one
-    (``clean``, ``dirty``, ``dry_run``); before that (``planned`` in the ledger) Airflow's
-    state of the run, or the policy's run lease, says whether it is ``running``, or has
-    ``failed`` (stopped before reconcile); ``unfinished`` when neither knows (a run
-    Airflow does not know, such as one started from a shell, that holds no lease)."""
-    if run.status != "planned":
-        return str(run.status)
-    if airflow_state in ACTIVE_AIRFLOW_STATES or run.lease_holder == run.run_id:
-        return "running"
-    if airflow_state == "failed":
-        return "failed"
-    return "unfinished"
+    """What a run is doing now, for its card: :func:`retention.runs.status.shown_state`
+    of its stored status, Airflow's state of it, and whether it holds the run lease."""
+    return str(shown_state(run.status, airflow_state, holds_lease=run.lease_holder == run.run_id))
 
 
 FILTERS: dict[str, Callable[..., Any]] = {

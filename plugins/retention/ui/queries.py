@@ -22,6 +22,7 @@ from retention.db.table_check import TableFit, table_fit
 from retention.erasures.request import list_erasures
 from retention.policy import Policy
 from retention.rows.target import TargetTable
+from retention.summary import RunStatus, RunSummary
 
 DEAD_LETTER_LIMIT = 200  # rows one dead-letter page lists
 STATEMENT_MS = 5000  # a page view's statements: enough for index reads, short for a person
@@ -33,7 +34,7 @@ class LastRun:
     """One run of a policy, as ``retention.runs`` recorded it."""
 
     run_id: str
-    status: str  # planned (still running, or stopped before reconcile), clean, backlog, dirty…
+    status: RunStatus  # planned (still running, or stopped before reconcile), clean, dirty…
     dry_run: bool
     cutoff: dt.datetime
     rows_deleted: int | None  # None until reconcile wrote the summary
@@ -205,9 +206,10 @@ def _float(value: Any) -> float | None:
 def _last_run(row: dict[str, Any] | None) -> LastRun | None:
     if row is None:
         return None
+    summary = RunSummary.from_stored(row["summary"])  # read typed, never by key
     return LastRun(
         run_id=row["run_id"],
-        status=row["status"],
+        status=RunStatus(row["status"]),
         dry_run=bool(row["dry_run"]),
         cutoff=row["cutoff"],
         rows_deleted=row["rows_deleted"],
@@ -221,10 +223,10 @@ def _last_run(row: dict[str, Any] | None) -> LastRun | None:
         lease_taken_at=row["lease_taken_at"],
         dag_id=row["dag_id"],
         logical_date=row["logical_date"],
-        covered_note=row["covered_note"],
-        rate_limit_headers_note=row["rate_limit_headers_note"],
-        bound_by=row["bound_by"],
-        bound_says=row["bound_says"],
+        covered_note=summary.covered_note if summary else None,
+        rate_limit_headers_note=summary.rate_limit_headers_note if summary else None,
+        bound_by=summary.bound.verdict if summary and summary.bound else None,
+        bound_says=summary.bound.says if summary and summary.bound else None,
     )
 
 
