@@ -52,6 +52,7 @@ from retention.rows.deleter import WindowDeleteError, delete_window
 from retention.rows.planner import PlanError, plan_windows
 from tests.integration.test_alerts import CONN_ID as ALERTS_CONN_ID
 from tests.integration.test_alerts import dirty_run, send
+from tests.integration.test_children import children_by_legacy_id
 from tests.integration.test_cli import cli
 from tests.integration.test_events import delete_remotely, notifying_policy
 from tests.integration.test_hints_api import post_hint, signed_headers
@@ -415,6 +416,20 @@ def child_table_missing(row: Row, bench: Bench) -> list[str]:
     """The coupled-tables check the run's first task makes."""
     create_table(bench.db, bench.name, [(1, 1, old())])
     children = [{"table": "no_such_child", "foreign_key": "asset_id"}]
+    policy = make_policy("x", table=f"public.{bench.name}", children=children)
+    with pytest.raises(CoupledTableError) as refused:
+        check_coupled_tables(bench.db, policy)
+    return [str(refused.value)]
+
+
+@INTEGRATION.of(
+    "a listed child sets `references: legacy_id` while its `asset_id` has a foreign key "
+    "constraint to the parent's `id`"
+)
+def child_references_disagrees(row: Row, bench: Bench) -> list[str]:
+    """The coupled-tables check the run's first task makes, on the test's tables."""
+    children_by_legacy_id(bench.db, bench.name)
+    children = [{"table": f"{bench.name}_r", "foreign_key": "asset_id", "references": "legacy_id"}]
     policy = make_policy("x", table=f"public.{bench.name}", children=children)
     with pytest.raises(CoupledTableError) as refused:
         check_coupled_tables(bench.db, policy)

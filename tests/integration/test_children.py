@@ -351,3 +351,49 @@ def test_children_by_a_references_column_in_per_tenant_windows(
     ).fetchone()
     assert (left["n"], left["orphans"]) == (15 * 2 * 3, 0)
     assert count_orphans(db, policy) == {}
+
+
+def children_by_legacy_id(db: Connection, name: str) -> None:
+    """<name> with a unique legacy_id (row 1's is 2) and <name>_r whose asset_id has a
+    foreign key constraint to <name>.id: one child, of the young row 2; old row 1 has none."""
+    create_table(db, name, [(1, 1, old()), (2, 1, new())])
+    parent = sql.Identifier("public", name)
+    db.execute(sql.SQL("ALTER TABLE {} ADD COLUMN legacy_id bigint UNIQUE").format(parent))
+    db.execute(sql.SQL("UPDATE {} SET legacy_id = 3 - id").format(parent))
+    db.execute(
+        sql.SQL(
+            "CREATE TABLE {} (id bigint PRIMARY KEY, asset_id bigint NOT NULL "
+            "CONSTRAINT {} REFERENCES {} (id))"
+        ).format(sql.Identifier("public", f"{name}_r"), sql.Identifier(f"{name}_r_fk"), parent)
+    )
+    db.execute(
+        sql.SQL("INSERT INTO {} VALUES (20, 2)").format(sql.Identifier("public", f"{name}_r"))
+    )
+
+
+def test_references_that_disagrees_with_the_foreign_key_constraint_is_refused(
+    db: Connection, unique_name: str
+) -> None:
+    """The constraint says a child belongs to the parent whose id it holds: deleting by
+    ``references: legacy_id`` instead would take row 2's child with row 1 (whose
+    legacy_id is 2) while row 2 lives. Refused before anything is deleted; a references:
+    that matches the constraint is accepted."""
+    children_by_legacy_id(db, unique_name)
+    child = {"table": f"{unique_name}_r", "foreign_key": "asset_id"}
+    policy = make_policy(unique_name, children=[{**child, "references": "legacy_id"}])
+    with pytest.raises(CoupledTableError) as refused:
+        plan_windows(db, request(policy))  # before any delete_window
+    assert str(refused.value) == (
+        f"policy '{unique_name}', field 'children': child public.{unique_name}_r sets "
+        f"references: legacy_id, but its foreign key '{unique_name}_r_fk' "
+        f"(public.{unique_name}_r.asset_id → public.{unique_name}.id, ON DELETE NO ACTION) "
+        f"references public.{unique_name}.id: the constraint says which parent a row of "
+        f"public.{unique_name}_r belongs to, and deleting by legacy_id would take the children "
+        "of other, living parents; drop references: (the constraint's column is used) or make "
+        "it references: id"
+    )
+    assert ids_left(db, unique_name) == [1, 2], "nothing was deleted"
+    assert _count(db, f"{unique_name}_r") == 1, "the living row's child is still there"
+    matching = make_policy(unique_name, children=[{**child, "references": "id"}])
+    (link,) = check_coupled_tables(db, matching).links
+    assert (link.parent_column, link.constraint) == ("id", f"{unique_name}_r_fk")

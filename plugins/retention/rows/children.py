@@ -257,6 +257,22 @@ def coupled_tables(conn: Connection, policy: Policy) -> Coupling:
                 None,
             )
             column = child.references
+            if (
+                column is not None
+                and constraint is not None
+                and column != constraint.referenced_columns[0]
+            ):
+                used.add(constraint.name)  # listed, if wrongly: not "unaccounted" as well
+                problems.append(
+                    f"policy {policy.name!r}, field 'children': child {child.table} sets "
+                    f"references: {column}, but its {constraint.described()} references "
+                    f"{parent_table}.{constraint.referenced_columns[0]}: the constraint says "
+                    f"which parent a row of {child.table} belongs to, and deleting by {column} "
+                    "would take the children of other, living parents; drop references: (the "
+                    f"constraint's column is used) or make it references: "
+                    f"{constraint.referenced_columns[0]}"
+                )
+                continue
             if column is not None and not is_unique_column(conn, parent_table, column):
                 problems.append(
                     f"policy {policy.name!r}, field 'children': child {child.table} sets "
