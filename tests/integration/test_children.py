@@ -154,6 +154,37 @@ def test_an_unlisted_cascade_is_a_warning_not_a_failure(db: Connection, unique_n
     assert "not listed in children" in warning
 
 
+def test_an_unlisted_cascade_is_named_in_the_stored_run_summary_and_the_plan_log(
+    db: Connection, unique_name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The DAG docs are built without a database and cannot name an unlisted cascade:
+    each run does, in its plan log and its stored summary's plan_notes."""
+    create_family(db, unique_name)
+    cascading = sql.Identifier("public", f"{unique_name}_k")
+    db.execute(
+        sql.SQL(
+            "CREATE TABLE {} (id bigint PRIMARY KEY, asset_id bigint CONSTRAINT {} "
+            "REFERENCES {} (id) ON DELETE CASCADE)"
+        ).format(cascading, sql.Identifier(f"{unique_name}_k_fk"), sql.Identifier(unique_name))
+    )
+    policy = make_policy(unique_name, children=family_children(unique_name))
+    with caplog.at_level("WARNING", logger="retention.rows.planner"):
+        windows = plan_windows(db, request(policy, "run-1"))
+    for window in windows:
+        delete_window(db, policy, window, batch_rows=policy.batch_rows, dry_run=False)
+    reconcile_run(db, policy, "run-1")
+    stored = db.execute(
+        "SELECT summary FROM retention.runs WHERE policy = %s AND run_id = 'run-1'",
+        (policy.name,),
+    ).fetchone()["summary"]
+    (note,) = [n for n in stored["plan_notes"] if f"'{unique_name}_k_fk'" in n]
+    assert note.startswith(
+        f"foreign key '{unique_name}_k_fk' (public.{unique_name}_k.asset_id → "
+        f"public.{unique_name}.id, ON DELETE CASCADE) is not listed in children:"
+    )
+    assert f"policy {unique_name} plan: {note}" in [r.getMessage() for r in caplog.records]
+
+
 def test_orphans_of_a_child_without_a_constraint_are_counted(
     db: Connection, unique_name: str
 ) -> None:
