@@ -45,10 +45,13 @@ import datetime as dt
 import json
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from retention.db.connection import Connection, connect_dsn
 from retention.paths import load_local_env
+
+if TYPE_CHECKING:
+    from retention.policy import Policy
 
 DEFAULT_CONN_ID = "retention_target"
 
@@ -438,29 +441,31 @@ def _schema_sql(args: argparse.Namespace) -> int:
     return 0
 
 
-def _resources_of() -> dict[str, tuple[str, ...]]:
-    """Each remote policy's resources, for explain's row rule; empty when the policies
-    file cannot be read here (explain then takes the object's operations as all)."""
+def _remote_policies() -> dict[str, Policy]:
+    """The remote policies by name, for explain's row rule (their resources) and its
+    local side (their children); empty when the policies file cannot be read here
+    (explain then takes the object's operations as all, and shows no tables)."""
     from retention.policy.loader import load_policies
 
     try:
         loaded = load_policies()
     except Exception:  # explain still answers from the ledger alone
         return {}
-    return {p.name: p.remote.resources for p in loaded.policies if p.remote}
+    return {p.name: p for p in loaded.policies if p.remote}
 
 
 def _explain(args: argparse.Namespace) -> int:
     from retention.evidence.explain import UnknownOperation, explain, render
     from retention.evidence.lookup import MAX_MATCHES, find_operations, is_operation_key
 
-    resources_of = _resources_of()
+    policies = _remote_policies()
+    resources_of = {name: p.remote.resources for name, p in policies.items() if p.remote}
     term = args.term.strip()
     where = f" of policy {args.policy!r}" if args.policy else ""
     with _connection(args) as conn:
         if is_operation_key(term) and not args.policy:
             try:
-                record = explain(conn, term, resources_of)
+                record = explain(conn, term, resources_of, policies)
             except UnknownOperation:
                 record = None
             if record is not None:
@@ -472,7 +477,7 @@ def _explain(args: argparse.Namespace) -> int:
             print(empty, file=sys.stderr)
             return 2
         if len(matches) == 1:
-            record = explain(conn, matches[0]["operation_key"], resources_of)
+            record = explain(conn, matches[0]["operation_key"], resources_of, policies)
             print(json.dumps(record, indent=2) if args.json else render(record))
             return 0
         if not matches and (held := _holds_on(conn, term, args.policy)):

@@ -252,3 +252,21 @@ def test_a_row_policy_shows_its_own_pool_and_no_remote_rows(name: str) -> None:
     table = docs_table(policy)
     assert table["pool"].startswith(f"`{policy.pool}` ")
     assert not {"remote", "rate limit", "calls", "retries", "404"} & set(table)
+
+
+def test_the_coupled_tables_row_says_when_each_kind_deletes_children_and_names_cascades() -> None:
+    """A row policy's children go in each batch's transaction; a remote policy's in the
+    finish transaction, once the API confirmed every resource. Unlisted cascades cannot be
+    named at parse time: the row says where each run names them."""
+    children = [{"table": "public.renditions", "foreign_key": "asset_id"}]
+    rows = docs_table(make_policy("coupled_rows", children=children))["coupled tables"]
+    remote = docs_table(make_policy("coupled_remote", children=children, remote=REQUIRED_REMOTE))[
+        "coupled tables"
+    ]
+    assert "in each batch's transaction" in rows
+    assert "batch's transaction" not in remote
+    assert "in the finish transaction" in remote
+    assert "once the API confirmed every remote resource" in remote
+    for row in (rows, remote):
+        assert "unlisted `ON DELETE CASCADE` child" in row
+        assert "`plan_notes` and its plan log" in row

@@ -53,6 +53,7 @@ from retention.rows.deleter import WindowDeleteError, delete_window
 from retention.rows.planner import PlanError, plan_windows
 from tests.integration.test_alerts import CONN_ID as ALERTS_CONN_ID
 from tests.integration.test_alerts import dirty_run, send
+from tests.integration.test_children import children_by_legacy_id
 from tests.integration.test_cli import cli
 from tests.integration.test_events import delete_remotely, notifying_policy
 from tests.integration.test_hints_api import post_hint, signed_headers
@@ -539,6 +540,16 @@ def unlisted_cascade(row: Row, bench: Bench) -> list[str]:
         )
     )
     return first_task_warnings(bench, make_policy("x", table=f"public.{bench.name}"))
+
+
+@INTEGRATION.of(
+    "a listed child sets `references: legacy_id` while its `asset_id` has a foreign key "
+    "constraint to the parent's `id`"
+)
+def child_references_disagrees(row: Row, bench: Bench) -> list[str]:
+    children_by_legacy_id(bench.db, bench.name)
+    child = {"table": f"{bench.name}_r", "foreign_key": "asset_id", "references": "legacy_id"}
+    return coupled_table_problem(bench, [child])
 
 
 @INTEGRATION.of("no index on the timestamp column")

@@ -208,6 +208,37 @@ def test_an_unlisted_cascade_is_a_warning_not_a_failure(db: Connection, unique_n
     assert "not listed in children" in warning
 
 
+def test_an_unlisted_cascade_is_named_in_the_stored_run_summary_and_the_plan_log(
+    db: Connection, unique_name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The DAG docs are built without a database and cannot name an unlisted cascade:
+    each run does, in its plan log and its stored summary's plan_notes."""
+    create_family(db, unique_name)
+    cascading = sql.Identifier("public", f"{unique_name}_k")
+    db.execute(
+        sql.SQL(
+            "CREATE TABLE {} (id bigint PRIMARY KEY, asset_id bigint CONSTRAINT {} "
+            "REFERENCES {} (id) ON DELETE CASCADE)"
+        ).format(cascading, sql.Identifier(f"{unique_name}_k_fk"), sql.Identifier(unique_name))
+    )
+    policy = make_policy(unique_name, children=family_children(unique_name))
+    with caplog.at_level("WARNING", logger="retention.rows.planner"):
+        windows = plan_windows(db, request(policy, "run-1"))
+    for window in windows:
+        delete_window(db, policy, window, batch_rows=policy.batch_rows, dry_run=False)
+    reconcile_run(db, policy, "run-1")
+    stored = db.execute(
+        "SELECT summary FROM retention.runs WHERE policy = %s AND run_id = 'run-1'",
+        (policy.name,),
+    ).fetchone()["summary"]
+    (note,) = [n for n in stored["plan_notes"] if f"'{unique_name}_k_fk'" in n]
+    assert note.startswith(
+        f"foreign key '{unique_name}_k_fk' (public.{unique_name}_k.asset_id → "
+        f"public.{unique_name}.id, ON DELETE CASCADE) is not listed in children:"
+    )
+    assert f"policy {unique_name} plan: {note}" in [r.getMessage() for r in caplog.records]
+
+
 def test_orphans_of_a_child_without_a_constraint_are_counted(
     db: Connection, unique_name: str
 ) -> None:
@@ -405,3 +436,49 @@ def test_children_by_a_references_column_in_per_tenant_windows(
     ).fetchone()
     assert (left["n"], left["orphans"]) == (15 * 2 * 3, 0)
     assert count_orphans(db, policy) == {}
+
+
+def children_by_legacy_id(db: Connection, name: str) -> None:
+    """<name> with a unique legacy_id (row 1's is 2) and <name>_r whose asset_id has a
+    foreign key constraint to <name>.id: one child, of the young row 2; old row 1 has none."""
+    create_table(db, name, [(1, 1, old()), (2, 1, new())])
+    parent = sql.Identifier("public", name)
+    db.execute(sql.SQL("ALTER TABLE {} ADD COLUMN legacy_id bigint UNIQUE").format(parent))
+    db.execute(sql.SQL("UPDATE {} SET legacy_id = 3 - id").format(parent))
+    db.execute(
+        sql.SQL(
+            "CREATE TABLE {} (id bigint PRIMARY KEY, asset_id bigint NOT NULL "
+            "CONSTRAINT {} REFERENCES {} (id))"
+        ).format(sql.Identifier("public", f"{name}_r"), sql.Identifier(f"{name}_r_fk"), parent)
+    )
+    db.execute(
+        sql.SQL("INSERT INTO {} VALUES (20, 2)").format(sql.Identifier("public", f"{name}_r"))
+    )
+
+
+def test_references_that_disagrees_with_the_foreign_key_constraint_is_refused(
+    db: Connection, unique_name: str
+) -> None:
+    """The constraint says a child belongs to the parent whose id it holds: deleting by
+    ``references: legacy_id`` instead would take row 2's child with row 1 (whose
+    legacy_id is 2) while row 2 lives. Refused before anything is deleted; a references:
+    that matches the constraint is accepted."""
+    children_by_legacy_id(db, unique_name)
+    child = {"table": f"{unique_name}_r", "foreign_key": "asset_id"}
+    policy = make_policy(unique_name, children=[{**child, "references": "legacy_id"}])
+    with pytest.raises(CoupledTableError) as refused:
+        plan_windows(db, request(policy))  # before any delete_window
+    assert str(refused.value) == (
+        f"policy '{unique_name}', field 'children': child public.{unique_name}_r sets "
+        f"references: legacy_id, but its foreign key '{unique_name}_r_fk' "
+        f"(public.{unique_name}_r.asset_id → public.{unique_name}.id, ON DELETE NO ACTION) "
+        f"references public.{unique_name}.id: the constraint says which parent a row of "
+        f"public.{unique_name}_r belongs to, and deleting by legacy_id would take the children "
+        "of other, living parents; drop references: (the constraint's column is used) or make "
+        "it references: id"
+    )
+    assert ids_left(db, unique_name) == [1, 2], "nothing was deleted"
+    assert _count(db, f"{unique_name}_r") == 1, "the living row's child is still there"
+    matching = make_policy(unique_name, children=[{**child, "references": "id"}])
+    (link,) = check_coupled_tables(db, matching).links
+    assert (link.parent_column, link.constraint) == ("id", f"{unique_name}_r_fk")

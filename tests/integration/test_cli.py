@@ -4,6 +4,7 @@ by what an operator has at hand, and names the dead letters' failure classes."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -11,9 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from retention.db.connection import Connection
+from retention.policy import parse_policy
+from tests.support.children import remote_family
 from tests.support.env import ENV_FILE, ROOT
+from tests.support.remote import enqueue_all
 
 
 def cli(
@@ -241,3 +246,30 @@ def test_runs_shows_progress_and_the_run_lease_holder(
     assert line.endswith("[holds the run lease]")
     none = cli("--dsn", test_dsn, "runs", "--policy", f"{unique_name}_none")
     assert none.stdout.strip() == f"no runs recorded for policy '{unique_name}_none'"
+
+
+def test_explain_shows_the_rows_of_each_table_waiting_with_the_row(
+    db: Connection, unique_name: str, test_dsn: str, tmp_path: Path
+) -> None:
+    """A policy with children: explain's text counts the rows of the policy's table and
+    of each listed child still there for the object's row key (issue 19's local side)."""
+    fields = remote_family(db, unique_name)
+    policy, problems = parse_policy(unique_name, fields)
+    assert policy is not None, problems
+    enqueue_all(db, policy)
+    policies = tmp_path / "policies.yaml"
+    policies.write_text(yaml.safe_dump({"policies": {unique_name: fields}}))
+    env = {**os.environ, "RETENTION_POLICIES": str(policies)}
+    run = cli("--dsn", test_dsn, "explain", "obj-2", "--policy", unique_name, env=env)
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    (tables,) = [line for line in lines if line.startswith("  tables:")]
+    assert tables.startswith("  tables:     present: still there for row 2, waiting with the row")
+    assert f"    public.{unique_name}: 1 row(s) still there" in lines
+    assert f"    public.{unique_name}_r: 3 row(s) still there" in lines
+    as_json = cli("--dsn", test_dsn, "explain", "obj-2", "--policy", unique_name, "--json", env=env)
+    assert json.loads(as_json.stdout)["tables"]["counts"][1] == {
+        "table": f"public.{unique_name}_r",
+        "rows": 3,
+        "more": False,
+    }

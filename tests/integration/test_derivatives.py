@@ -28,11 +28,13 @@ from retention.objects.enqueue import enqueue_window
 from retention.objects.finish import AtomicFinish
 from retention.objects.keys import Operation, derivative_key
 from retention.objects.kind import EndpointSuspect, OperationsKind
+from retention.policy import parse_policy
 from retention.queue.classify import Outcome
 from retention.queue.leased import OPERATIONS, Finish, LeasedQueue, State
 from retention.queue.worker import Attempt
-from retention.rows.children import CoupledTableError
+from retention.rows.children import CoupledTableError, rows_of_key
 from retention.rows.planner import plan_windows
+from tests.support.children import remote_family
 from tests.support.policies import make_policy, remote_fields, remote_policy
 from tests.support.remote import deliver, enqueue_all, work
 from tests.support.tables import count, create_media_table, media_with_renditions
@@ -825,3 +827,49 @@ def test_a_timeout_on_the_objects_advisory_lock_is_not_blamed_on_a_row_lock(
     (warning,) = [r.getMessage() for r in caplog.records if "local delete" in r.getMessage()]
     assert "the wait was for the object's advisory lock" in warning
     assert resources(db, policy, "obj-1")[op.resource]["failure_class"] == "local_delete_pending"
+
+
+def test_explain_shows_each_tables_rows_waiting_with_the_row_then_those_deleted(
+    db, unique_name, sandbox, test_dsn
+) -> None:
+    """Tables are resources of an object too: while its row waits, explain counts the rows
+    of the policy's table and of each listed child still there for the row key (bounded:
+    up to a limit, through the foreign key); once the row is gone, the rows its
+    retention.deleted event records by table."""
+    policy, problems = parse_policy(unique_name, remote_family(db, unique_name))
+    assert policy is not None, problems
+    enqueue_all(db, policy)
+    (match,) = find_operations(db, "obj-1", policy=policy.name, limit=2)
+    key, table, renditions = (
+        match["operation_key"],
+        f"public.{unique_name}",
+        f"public.{unique_name}_r",
+    )
+    policies = {policy.name: policy}
+    waiting = explain(db, key, None, policies)["tables"]
+    assert (waiting["state"], waiting["source"]) == ("present", "database"), waiting
+    assert waiting["counts"] == [
+        {"table": table, "rows": 1, "more": False},
+        {"table": renditions, "rows": 3, "more": False},
+    ]
+    assert waiting["detail"].startswith(f"still there for row {match['row_key']}, waiting with")
+    lines = render(explain(db, key, None, policies)).splitlines()
+    assert f"    {table}: 1 row(s) still there" in lines
+    assert f"    {renditions}: 3 row(s) still there" in lines
+    counted = rows_of_key(db, policy, match["row_key"], limit=2)
+    assert [one.shown() for one in counted] == ["1", "2+"], "counted up to the limit only"
+    assert explain(db, key)["tables"] is None, "without the policy, no tables"
+
+    work(test_dsn, policy, sandbox)
+    assert rows_left(db, unique_name) == []
+    deleted = explain(db, key, None, policies)["tables"]
+    assert (deleted["state"], deleted["source"]) == ("deleted", "event")
+    assert deleted["counts"] == [
+        {"table": table, "rows": 1, "more": False},
+        {"table": renditions, "rows": 3, "more": False},
+    ]
+    assert f"    {renditions}: 3 row(s) deleted" in render(explain(db, key, None, policies))
+    db.execute("DELETE FROM retention.outbox WHERE policy = %s", (policy.name,))  # purged
+    gone = explain(db, key, None, policies)["tables"]
+    assert (gone["state"], gone["source"], gone["counts"]) == ("deleted", None, [])
+    assert "recorded by table only in a retention.deleted event" in gone["detail"]

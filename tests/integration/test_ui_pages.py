@@ -28,10 +28,14 @@ from retention.airflow.access import REPLAY_DAG_ID, FutureRun
 from retention.db.connection import Connection, connect_dsn
 from retention.db.table_check import table_fit
 from retention.erasures.request import ERASURE_DAG_ID
+from retention.evidence.lookup import find_operations
+from retention.policy import parse_policy
 from retention.queue.bound import DrainSetting, PassTime, judge
 from retention.summary import rate_limit_headers_note
 from retention.ui.app import create_app
+from tests.support.children import remote_family
 from tests.support.policies import make_policy, policy_fields
+from tests.support.remote import enqueue_all
 from tests.support.tables import create_table, old
 from tests.support.ui_access import StandInAccess, StandInUser
 from tests.support.ui_seed import SeededLedger, seeded_remote_policy
@@ -819,3 +823,26 @@ def test_the_limiter_tile_says_when_the_last_run_ignored_rate_limit_headers(
         (note, name, pages.seeded.run_id),
     )
     assert tile() == [note]
+
+
+def test_the_evidence_page_shows_each_tables_rows_waiting_with_the_row(
+    pages: Pages, db: Connection, unique_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A policy with children: the page counts the rows of the policy's table and of each
+    listed child still there for the object's row key, as explain does."""
+    name = f"{unique_name}_family"
+    fields = remote_family(db, name)
+    policy, problems = parse_policy(name, fields)
+    assert policy is not None, problems
+    enqueue_all(db, policy)
+    (match,) = find_operations(db, "obj-1", policy=name, limit=2)
+    policies = tmp_path / "family.yaml"
+    policies.write_text(yaml.safe_dump({"policies": {name: fields}}))
+    monkeypatch.setenv("RETENTION_POLICIES", str(policies))
+    page = pages.as_user("viewer-token").get(f"/retention/ui/operations/{match['operation_key']}")
+    assert page.status_code == 200
+    text = unescape(page.text)
+    assert "Tables of the row" in text
+    assert "still there for row 1, waiting with the row" in text
+    rows = re.findall(r"<tr><td>([^<]+)</td><td class=\"num\">([^<]+)</td></tr>", text)
+    assert rows == [(f"public.{name}", "1"), (f"public.{name}_r", "3")]

@@ -1,11 +1,15 @@
-"""A parent table with three levels of children, for the tests of ``children:``."""
+"""A parent table with three levels of children, for the tests of ``children:``, and a
+remote policy with a child table."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from psycopg import sql
 
 from retention.db.connection import Connection
-from tests.support.tables import create_table, new, old
+from tests.support.policies import policy_fields, remote_fields
+from tests.support.tables import create_table, media_with_renditions, new, old
 
 PARENTS = 60  # keys 1..60; odd keys are old (eligible), even ones young
 
@@ -68,3 +72,20 @@ def family_children(name: str) -> list[dict]:
             ],
         }
     ]
+
+
+def remote_family(db: Connection, name: str) -> dict[str, Any]:
+    """A remote policy's fields (as a policies file holds them) over the media table
+    public.<name> (two old objects, obj-1 and obj-2) whose rows each have three renditions
+    in <name>_r, listed in ``children:``; it notifies, so each retention.deleted event
+    records the rows deleted by table."""
+    media_with_renditions(db, name, 2, per_row=3)
+    return policy_fields(
+        name,
+        window_rows=10_000,
+        batch_rows=500,
+        window_per_tenant=False,
+        remote=remote_fields(name),
+        notify={"http_conn_id": "events_receiver", "endpoint": "/hooks/retention"},
+        children=[{"table": f"{name}_r", "foreign_key": "asset_id"}],
+    )

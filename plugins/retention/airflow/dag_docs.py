@@ -380,8 +380,10 @@ def settings_rows(policy: Policy) -> list[str]:
 
 
 def coupled_rows(policy: Policy) -> list[str]:
-    """The coupled tables: each listed child (deleted with its parents, deepest first, in
-    the batch's transaction) and each foreign key the policy leaves alone, with its reason."""
+    """The coupled tables: each listed child (deleted with its parents: a row policy's in
+    each batch's transaction, a remote policy's in the finish transaction once the API
+    confirmed every resource of the object) and each foreign key the policy leaves alone,
+    with its reason."""
     rows = []
     if policy.children:
         listed = "; ".join(
@@ -389,10 +391,17 @@ def coupled_rows(policy: Policy) -> list[str]:
             + (f" → `{child.references}`" if child.references else "")
             for depth, child in policy.child_tables()
         )
+        when = (
+            "in the finish transaction that deletes their row, once the API confirmed every "
+            "remote resource of its object, so a row that stays keeps its children"
+            if policy.remote
+            else "deepest first, in each batch's transaction"
+        )
         rows.append(
-            f"| coupled tables | {listed} (deleted with their parents, deepest first, in each "
-            "batch's transaction; reconcile counts orphans of a child without a foreign key "
-            "constraint) |"
+            f"| coupled tables | {listed} (deleted with their parents, {when}; reconcile "
+            "counts orphans of a child without a foreign key constraint; an unlisted "
+            "`ON DELETE CASCADE` child is left to the database, and each run names it in its "
+            "summary's `plan_notes` and its plan log) |"
         )
     for ignored in policy.ignore_foreign_keys:
         rows.append(

@@ -117,9 +117,9 @@ def find_operation(
 
     resources_of = {p.name: p.remote.resources for p in policies if p.remote}
 
-    def record_in(conn: Connection, _members: list[Policy]) -> dict[str, Any] | None:
+    def record_in(conn: Connection, members: list[Policy]) -> dict[str, Any] | None:
         try:
-            return explain(conn, key, resources_of)
+            return explain(conn, key, resources_of, {p.name: p for p in members})
         except (UnknownOperation, *NO_LEDGER):
             return None
 

@@ -5,7 +5,10 @@ eligible; whether the deletion was confirmed and when; which event announced
 it; how many attempts it took; which legal holds keep it (``holds``); and
 what happens next. An object with derivatives (``remote.derivatives``) has one
 operation per resource; the record of any of them lists every resource's state,
-and names those its row waits on.
+and names those its row waits on. A policy with ``children:`` counts tables among
+an object's resources too: the record shows, for its row key, the rows still there
+in the policy's table and each listed child (waiting with the row), or once the row
+is gone the rows its ``retention.deleted`` event says were deleted, by table.
 """
 
 from __future__ import annotations
@@ -14,10 +17,14 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import psycopg
+
 from retention.db.connection import Connection
 from retention.db.sqlfiles import query
 from retention.holds.store import Hold, matching_holds
 from retention.objects.finish import all_resources_confirmed
+from retention.policy import Policy
+from retention.rows.children import ROWS_COUNTED, TableRows, rows_of_key
 
 
 class UnknownOperation(LookupError):
@@ -38,14 +45,19 @@ def _iso(value: Any) -> Any:
 
 
 def explain(
-    conn: Connection, key: str, resources_of: Mapping[str, Sequence[str]] | None = None
+    conn: Connection,
+    key: str,
+    resources_of: Mapping[str, Sequence[str]] | None = None,
+    policies: Mapping[str, Policy] | None = None,
 ) -> dict[str, Any]:
     """The evidence record of one operation (JSON-friendly).
 
     ``resources_of`` names each policy's remote resources (``RemoteSpec.resources``)
     when the caller knows its policies: a resource the policy names but the object has
     no operation for keeps the row, and is listed as waited on. Without it, the
-    object's operations are taken as all its resources."""
+    object's operations are taken as all its resources. ``policies`` (by name) gives
+    the local side of a policy with ``children:`` (``tables``, see :func:`_tables`);
+    without it, or for a policy without children, ``tables`` is None."""
     op = conn.execute(query("explain_operation"), {"key": key}).fetchone()
     if op is None:
         raise UnknownOperation(f"no operation with key {key!r}")
@@ -124,6 +136,7 @@ def explain(
             for r in resources
         ],
         "row": _row(resources, named),
+        "tables": _tables(conn, op, (policies or {}).get(op["policy"])),
         "holds": [hold.as_json() for hold in holds],
         "next": _next_step(op, resources, named, holds),
     }
@@ -138,6 +151,67 @@ def _row(resources: list[dict[str, Any]], named: Sequence[str]) -> dict[str, Any
     return {
         "all_resources_confirmed": all_resources_confirmed(states, named),
         "waiting_on": waiting,
+    }
+
+
+def _tables(conn: Connection, op: dict[str, Any], policy: Policy | None) -> dict[str, Any] | None:
+    """The local side of the object: for a policy with ``children:`` (of the table the
+    operation was made for), the rows of the policy's table and of each listed child
+    still there for the row key, counted up to :data:`ROWS_COUNTED` each through the
+    children's foreign keys (``present``); once the row is gone, the rows its
+    ``retention.deleted`` event says were deleted, by table (``deleted``)."""
+    if policy is None or not policy.children or op["table_name"] != policy.table:
+        return None
+    try:
+        counted = rows_of_key(conn, policy, op["row_key"])
+    except psycopg.Error as failed:  # the table changed since: the record still answers
+        first = str(failed).splitlines()[0] if str(failed) else type(failed).__name__
+        return {
+            "state": "not counted",
+            "source": "database",
+            "counts": [],
+            "detail": f"the rows of row {op['row_key']} could not be counted: {first}",
+        }
+    row = counted[0]
+    if row.rows is None:
+        return {
+            "state": "not counted",
+            "source": "database",
+            "counts": [one.as_json() for one in counted],
+            "detail": f"row {op['row_key']} could not be looked up in time (statement_ms); "
+            "ask again later",
+        }
+    if row.rows:
+        return {
+            "state": "present",
+            "source": "database",
+            "counts": [one.as_json() for one in counted],
+            "detail": f"still there for row {op['row_key']}, waiting with the row: they go "
+            "with it in the finish transaction that deletes it"
+            + (
+                f" (each table counted up to {ROWS_COUNTED})"
+                if any(one.more for one in counted)
+                else ""
+            ),
+        }
+    recorded = op["event_tables"]
+    if isinstance(recorded, dict):
+        order = [one.table for one in counted]
+        tables = sorted(recorded, key=lambda t: order.index(t) if t in order else len(order))
+        return {
+            "state": "deleted",
+            "source": "event",
+            "counts": [TableRows(t, int(recorded[t])).as_json() for t in tables],
+            "detail": f"row {op['row_key']} is gone; deleted with it, as its "
+            f"retention.deleted event {op['event_id']} records",
+        }
+    return {
+        "state": "deleted",
+        "source": None,
+        "counts": [],
+        "detail": f"row {op['row_key']} is gone; the rows deleted with it are recorded by "
+        "table only in a retention.deleted event, and this object has none (the policy "
+        "does not notify, or the event was purged)",
     }
 
 
@@ -291,6 +365,16 @@ def render(record: dict[str, Any]) -> str:
             + (f", {r['failure_class']}: {r['reason']}" if r["state"] == "dead" else "")
             + f", key {r['operation_key']}"
             for r in record["resources"]
+        ]
+    tables = record.get("tables")
+    if tables:
+        lines.append(f"  tables:     {tables['state']}: {tables['detail']}")
+        what = {"present": " row(s) still there", "deleted": " row(s) deleted"}
+        lines += [
+            f"    {t['table']}: "
+            + TableRows(t["table"], t["rows"], t["more"]).shown()
+            + (what.get(tables["state"], "") if t["rows"] is not None else "")
+            for t in tables["counts"]
         ]
     lines += [f"  replayed:   {r['at']} by {r['by']}: {r['reason']}" for r in record["replays"]]
     lines += [

@@ -25,7 +25,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from retention.db.connection import Connection
+from retention.db.connection import Connection, bounded
 from retention.db.sqlfiles import query
 from retention.db.table_check import TableMismatch
 from retention.policy.model import Policy
@@ -257,6 +257,22 @@ def coupled_tables(conn: Connection, policy: Policy) -> Coupling:
                 None,
             )
             column = child.references
+            if (
+                column is not None
+                and constraint is not None
+                and column != constraint.referenced_columns[0]
+            ):
+                used.add(constraint.name)  # listed, if wrongly: not "unaccounted" as well
+                problems.append(
+                    f"policy {policy.name!r}, field 'children': child {child.table} sets "
+                    f"references: {column}, but its {constraint.described()} references "
+                    f"{parent_table}.{constraint.referenced_columns[0]}: the constraint says "
+                    f"which parent a row of {child.table} belongs to, and deleting by {column} "
+                    "would take the children of other, living parents; drop references: (the "
+                    f"constraint's column is used) or make it references: "
+                    f"{constraint.referenced_columns[0]}"
+                )
+                continue
             if column is not None and not is_unique_column(conn, parent_table, column):
                 problems.append(
                     f"policy {policy.name!r}, field 'children': child {child.table} sets "
@@ -449,3 +465,81 @@ def count_orphans(
         if count:
             orphans[link.table] = count
     return orphans
+
+
+ROWS_COUNTED = 1000  # per table, by rows_of_key: a larger family shows as "1000+"
+
+
+@dataclass(frozen=True)
+class TableRows:
+    """The rows of one table of a policy's family still there for one row key."""
+
+    table: str  # schema.table
+    rows: int | None  # at most ROWS_COUNTED; None: the count ran out of time
+    more: bool = False  # at least ``rows``: this table or a level above it had more
+
+    def as_json(self) -> dict[str, Any]:
+        return {"table": self.table, "rows": self.rows, "more": self.more}
+
+    def shown(self) -> str:
+        """``12``, ``1000+``, or ``not counted`` (timed out)."""
+        if self.rows is None:
+            return "not counted (timed out)"
+        return f"{self.rows}{'+' if self.more else ''}"
+
+
+def rows_of_key(
+    conn: Connection, policy: Policy, row_key: int, limit: int = ROWS_COUNTED
+) -> list[TableRows]:
+    """The rows still there for ``row_key``: the policy's row, then each listed child's
+    rows that descend from it (parents first), each counted up to ``limit`` (a level
+    past it makes the levels below "at least"), found level by level through each
+    foreign key (``explain_family_level.sql``), in one transaction bounded by the
+    policy's ``statement_ms`` and ``lock_ms``: a count that runs out of time is
+    ``None`` and the others are still counted. Read-only."""
+    table = sql.Identifier(*policy.table.split("."))
+    key = sql.Identifier(policy.key_column)
+
+    def rows_of(link: ChildLink | None, column: sql.Composable) -> sql.Composable:
+        if link is None:
+            return query(
+                "explain_family_level",
+                column=column,
+                table=table,
+                match=key,
+                above=sql.SQL("%(row_key)s"),
+            )
+        return query(
+            "explain_family_level",
+            column=column,
+            table=link.identifier,
+            match=sql.Identifier(link.foreign_key),
+            above=rows_of(link.parent, sql.Identifier(link.parent_column)),
+        )
+
+    def above_tables(link: ChildLink | None) -> list[str]:
+        """The tables above ``link``'s: its parents' up to the policy's."""
+        if link is None:
+            return []
+        return [link.parent.table if link.parent else policy.table, *above_tables(link.parent)]
+
+    counted: list[TableRows] = []
+    past: set[str] = set()  # the tables whose level ran past ``limit``
+    with bounded(conn, policy.timeouts):
+        links = coupled_tables(conn, policy).links
+        for link in [None, *links]:
+            statement = query("explain_family_rows", rows=rows_of(link, sql.SQL("1")))
+            try:
+                with conn.transaction():  # a savepoint: a timeout spoils only this count
+                    row = conn.execute(statement, {"row_key": row_key, "cap": limit + 1})
+                    found = int(row.fetchone()["row_count"])  # type: ignore[index]
+            except (psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable):
+                counted.append(TableRows(link.table if link else policy.table, None))
+                continue
+            name = link.table if link else policy.table
+            if found > limit:
+                past.add(name)
+            counted.append(
+                TableRows(name, min(found, limit), more=bool({name, *above_tables(link)} & past))
+            )
+    return counted
