@@ -350,7 +350,9 @@ class RunSummary:
     run_id: str | None = None
     plan_id: str | None = None
     table: str | None = None
-    status: RunStatus | None = None  # 'cancelled' or 'planned' in a partial summary
+    # 'cancelled' or 'planned' in a partial summary. A status this release does not know
+    # (a newer release's) stays the plain string stored: see :meth:`of`.
+    status: RunStatus | str | None = None
     dry_run: bool = False
     cutoff: str | None = None  # ISO 8601
     anchor_source: str | None = None
@@ -427,12 +429,14 @@ class RunSummary:
         """Read a stored summary (or an XCom) back typed; a RunSummary passes through.
 
         Written by any release: a key the summary lacks takes its default, a key this
-        release does not know is left out (nested blocks alike)."""
+        release does not know is left out (nested blocks alike), and a status it does not
+        know stays the plain string stored (it equals no :class:`RunStatus` member, is
+        shown as stored, and :meth:`to_json` writes it back unchanged)."""
         if isinstance(data, RunSummary):
             return data  # type: ignore[return-value]
         values = _known(cls, data)
         if values.get("status") is not None:
-            values["status"] = RunStatus(values["status"])
+            values["status"] = _status(values["status"])
         values["dirty_windows"] = [_read(DirtyWindow, w) for w in values.get("dirty_windows") or []]
         values["partitions"] = [_read(PartitionAttempt, p) for p in values.get("partitions") or []]
         values["partitions_finished"] = [
@@ -475,16 +479,21 @@ class RunSummary:
         status: RunStatus,
         reason: str,
         dry_run: bool,
-        cutoff: dt.datetime,
+        cutoff: str,
         windows_by_state: Mapping[str, int],
         rows_planned: int | None,
         rows_deleted_by_windows: int,
         rows_deleted_by_drain: int,
         rows_counted: int | None,
-        stopped_at: dt.datetime,
+        stopped_at: str,
     ) -> Self:
         """The partial summary of a run that stopped before its reconcile: what its
-        windows (and drain passes) did so far, and the status :func:`run_status` gave it."""
+        windows (and drain passes) did so far, and the status :func:`run_status` gave it.
+
+        ``cutoff`` and ``stopped_at`` are the text Postgres writes for a timestamptz in
+        JSON (``to_jsonb``: ``2026-01-01T00:00:00.12+00:00``, no trailing zeros in the
+        fraction, unlike ``isoformat()``), as ``run_stopped_facts.sql`` returns them: the
+        partial summary has always stored them so."""
         return cls(
             partial=True,
             policy=policy,
@@ -495,7 +504,7 @@ class RunSummary:
             status=status,
             reason=reason,
             dry_run=dry_run,
-            cutoff=cutoff.isoformat(),
+            cutoff=cutoff,
             windows=sum(windows_by_state.values()),
             windows_by_state=dict(windows_by_state),
             rows_planned=rows_planned,
@@ -503,7 +512,7 @@ class RunSummary:
             rows_deleted_by_windows=rows_deleted_by_windows,
             rows_deleted_by_drain=rows_deleted_by_drain,
             rows_counted=rows_counted if dry_run else None,
-            stopped_at=stopped_at.isoformat(),
+            stopped_at=stopped_at,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -538,6 +547,15 @@ class RunSummary:
         if self.rate_limit_headers_note is not None:
             data["rate_limit_headers_note"] = self.rate_limit_headers_note
         return data
+
+
+def _status(value: str) -> RunStatus | str:
+    """A stored status read typed; one this release does not know (a newer release's)
+    stays the plain string, so a view page or a report listing it still reads."""
+    try:
+        return RunStatus(value)
+    except ValueError:
+        return str(value)
 
 
 def _plain(value: Any) -> Any:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
+import threading
+import time
 
 import pytest
 
@@ -211,6 +213,55 @@ def test_a_run_is_cancelled_only_once_none_of_its_windows_still_runs(
     assert both["status"] == "cancelled"
     assert both["finished_at"] is not None
     assert both["summary"]["status"] == "cancelled"
+
+
+def test_a_stop_that_waited_for_another_counts_what_that_one_left(
+    db: Connection, unique_name: str, test_dsn: str
+) -> None:
+    """Two stops of one run at once: the earlier one closes the last running window and
+    records while holding the run's row; the later one waits for that row, then counts
+    the windows as the earlier one left them (cancelled, finished, both windows counted),
+    not as they were before it waited (a window 'running', finished_at NULL)."""
+    from retention.runs.lease import record_stopped_run
+
+    create_table(db, unique_name, [(i, 1, old(i)) for i in range(1, 21)])
+    policy = make_policy(unique_name, window_rows=10, batch_rows=5, window_per_tenant=False)
+    first, second = plan(db, policy, run_id="run-A")[:2]
+    db.execute(query("window_start"), {"window_key": second.window_key})
+    db.execute(  # the later stop's own window, closed before it records
+        "UPDATE retention.windows SET state = 'cancelled' WHERE window_key = %s",
+        (first.window_key,),
+    )
+    recorded: list[bool] = []
+    with connect_dsn(test_dsn) as earlier, connect_dsn(test_dsn) as later:
+        later_stop = threading.Thread(
+            target=lambda: recorded.append(record_stopped_run(later, unique_name, "run-A", "b"))
+        )
+        with earlier.transaction():  # as a lease take closes a stale window, then records
+            earlier.execute(
+                "UPDATE retention.windows SET state = 'cancelled' WHERE window_key = %s",
+                (second.window_key,),
+            )
+            assert record_stopped_run(earlier, unique_name, "run-A", "a")
+            later_stop.start()
+            deadline = time.monotonic() + 10
+            while not db.execute(
+                "SELECT wait_event_type = 'Lock' AS waits FROM pg_stat_activity WHERE pid = %s",
+                (later.info.backend_pid,),
+            ).fetchone()["waits"]:
+                assert time.monotonic() < deadline, "the later stop never waited for the row"
+                time.sleep(0.05)
+        later_stop.join(timeout=10)
+    assert recorded == [True]
+    row = db.execute(
+        "SELECT status, finished_at, summary FROM retention.runs "
+        "WHERE policy = %s AND run_id = 'run-A'",
+        (unique_name,),
+    ).fetchone()
+    assert (row["status"], row["summary"]["status"]) == ("cancelled", "cancelled")
+    assert row["finished_at"] is not None, "no window runs: the run is finished"
+    assert row["summary"]["windows_by_state"] == {"cancelled": 2}
+    assert row["summary"]["reason"] == "b"
 
 
 DAY = dt.timedelta(days=1)

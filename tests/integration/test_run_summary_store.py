@@ -6,7 +6,6 @@ the partial summary of a cancelled run is the one the SQL used to build by hand.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 from typing import Any
 
@@ -61,21 +60,24 @@ def test_the_stored_summary_is_the_typed_summary_json(db: Connection, unique_nam
 
 
 # What run_record_stopped.sql built by hand before RunSummary built the partial summary:
-# the contract its JSON keeps (the same keys, the same values but the moment of the stop).
+# the contract its JSON keeps, to the byte (the same keys and values; the moment of the
+# stop too, when both are built in one transaction), as the text of the stored jsonb.
 PARTIAL_AS_SQL_BUILT_IT = """
 SELECT jsonb_build_object(
     'policy', r.policy, 'dag_id', r.dag_id, 'run_id', r.run_id, 'plan_id', r.plan_id,
-    'table', r.table_name, 'status', %(status)s::text, 'partial', true,
+    'table', r.table_name,
+    'status', CASE WHEN w.running = 0 THEN 'cancelled' ELSE r.status END, 'partial', true,
     'reason', %(reason)s::text, 'dry_run', r.dry_run, 'cutoff', r.cutoff,
     'windows', w.windows, 'windows_by_state', w.by_state, 'rows_planned', r.rows_planned,
     'rows_deleted', w.rows_deleted + d.rows_deleted, 'rows_deleted_by_windows', w.rows_deleted,
     'rows_deleted_by_drain', d.rows_deleted,
     'rows_counted', CASE WHEN r.dry_run THEN w.rows_counted END, 'stopped_at', now()
-) AS summary
+)::text AS summary
 FROM retention.runs AS r,
 (
     SELECT coalesce(sum(n), 0) AS windows, coalesce(sum(deleted), 0) AS rows_deleted,
            sum(counted) AS rows_counted,
+           coalesce(sum(n) FILTER (WHERE state = 'running'), 0) AS running,
            coalesce(jsonb_object_agg(state, n), jsonb_build_object()) AS by_state
     FROM (
         SELECT state, count(*) AS n, sum(rows_deleted) AS deleted, sum(rows_counted) AS counted
@@ -222,13 +224,34 @@ def test_a_partitions_run_round_trips(db: Connection, unique_name: str) -> None:
     assert set(stored["partitions_finished"][0]) == {"partition", "run_id", "action", "state"}
 
 
-@pytest.mark.parametrize("dry_run", [False, True])
-def test_a_cancelled_run_keeps_the_partial_summary_sql_built(
-    db: Connection, unique_name: str, dry_run: bool
+def stored_and_as_sql_built(
+    db: Connection, policy: str, run_id: str, reason: str
+) -> tuple[dict[str, Any], str, str]:
+    """Stop the run, and in the same transaction (one ``now()``) build what the old
+    statement would have stored: the stored row, its summary's text and the old one's."""
+    with db.transaction():
+        assert record_stopped_run(db, policy, run_id, reason)
+        row = db.execute(
+            "SELECT status, finished_at, summary, summary::text AS text FROM retention.runs"
+            " WHERE policy = %s AND run_id = %s",
+            (policy, run_id),
+        ).fetchone()
+        assert row is not None
+        params = {"policy": policy, "run_id": run_id, "reason": reason}
+        as_sql_built = db.execute(PARTIAL_AS_SQL_BUILT_IT, params).fetchone()["summary"]
+    return row, row["text"], as_sql_built
+
+
+@pytest.mark.parametrize(
+    ("dry_run", "still_running"), [(False, False), (True, False), (False, True)]
+)
+def test_a_stopped_run_stores_the_partial_summary_sql_built_byte_for_byte(
+    db: Connection, unique_name: str, dry_run: bool, still_running: bool
 ) -> None:
-    """A run stopped before reconcile: RunSummary.stopped writes what the SQL built by
-    hand before (the same keys and values; only the moment of the stop differs), and
-    it reads back typed and writes back the same."""
+    """A run stopped before reconcile: RunSummary.stopped stores exactly the text the SQL
+    built by hand before, every key (the cutoff and the moment of the stop as Postgres
+    writes them, ".12", not ".120000"), whether it is cancelled or still works ('planned',
+    a window still running, finished_at NULL); it reads back typed and writes back the same."""
     create_table(db, unique_name, [(i, 1, old() if i <= 20 else new()) for i in range(1, 31)])
     policy = make_policy(unique_name, window_rows=10, batch_rows=5)
     first, second, *_ = plan_windows(db, request(policy, "run-1", dry_run=dry_run))
@@ -239,22 +262,29 @@ def test_a_cancelled_run_keeps_the_partial_summary_sql_built(
         {"policy": unique_name, "run_id": "run-1", "drain": json.dumps({"rows_deleted": 2})},
     )
     db.execute(
-        "UPDATE retention.windows SET state = 'cancelled', rows_deleted = 3 WHERE window_key = %s",
-        (second.window_key,),
+        "UPDATE retention.windows SET state = %s, rows_deleted = 3 WHERE window_key = %s",
+        ("running" if still_running else "cancelled", second.window_key),
     )
-    assert record_stopped_run(db, unique_name, "run-1", "SIGTERM")
-    stored = stored_summary(db, unique_name, "run-1")
-    params = {"policy": unique_name, "run_id": "run-1", "status": "cancelled", "reason": "SIGTERM"}
-    as_sql_built = db.execute(PARTIAL_AS_SQL_BUILT_IT, params).fetchone()["summary"]
-    assert set(stored) == set(as_sql_built)
-    stopped = dt.datetime.fromisoformat(stored.pop("stopped_at"))
-    moment = dt.datetime.fromisoformat(as_sql_built.pop("stopped_at"))
-    assert abs(moment - stopped) < dt.timedelta(minutes=1), "both an ISO 8601 moment"
-    assert stored == as_sql_built
+    db.execute(  # a fraction whose isoformat() ("…00.120000") is not Postgres's ("…00.12")
+        "UPDATE retention.runs SET cutoff = '2026-01-01 00:00:00.12+00'"
+        " WHERE policy = %s AND run_id = 'run-1'",
+        (unique_name,),
+    )
+    row, stored_text, as_sql_built = stored_and_as_sql_built(db, unique_name, "run-1", "SIGTERM")
+    assert stored_text == as_sql_built, "the very text the old statement stored"
+    stored = row["summary"]
+    assert stored["cutoff"] == "2026-01-01T00:00:00.12+00:00"
     assert (stored["rows_deleted"], stored["rows_deleted_by_drain"]) == (
         (5, 2) if dry_run else (15, 2)
     )
     summary = round_trips(stored_summary(db, unique_name, "run-1"))
-    assert (summary.status, summary.partial) == (RunStatus.CANCELLED, True)
+    assert summary.partial is True
     assert summary.rows_counted == (10 if dry_run else None)
+    if still_running:
+        assert (summary.status, row["finished_at"]) == (RunStatus.PLANNED, None)
+        assert summary.windows_by_state is not None
+        assert summary.windows_by_state["running"] == 1
+    else:
+        assert summary.status == RunStatus.CANCELLED
+        assert row["finished_at"] is not None
     assert not record_stopped_run(db, unique_name, "run-2", "SIGTERM"), "no such run"

@@ -14,6 +14,7 @@ from retention.summary import (
     DirtyWindow,
     EventEvidence,
     RemoteEvidence,
+    RunStatus,
     RunSummary,
     covered_note,
     rate_limit_headers_note,
@@ -201,6 +202,20 @@ def test_a_partial_summary_of_a_stopped_run_reads_typed() -> None:
     assert summary.windows_by_state == {"done": 3, "cancelled": 1}
     assert summary.rows_remaining is None
     assert summary.event_problems == []
+
+
+def test_a_status_a_newer_release_wrote_stays_readable() -> None:
+    """A status this release does not know does not fail the reader (a whole view page, a
+    report): it stays the string stored, equals no RunStatus member and writes back the same."""
+    data = stored(other_runs=[]) | {"status": "paused_by_a_newer_release"}
+    summary = RunSummary.from_stored(data)
+    assert summary is not None
+    assert summary.status == "paused_by_a_newer_release"
+    assert not isinstance(summary.status, RunStatus)
+    assert summary.status not in set(RunStatus)
+    assert summary.to_json() == data
+    assert str(summary.status) == "paused_by_a_newer_release"
+    assert RunSummary.of(stored()).status is RunStatus.DIRTY, "a known status reads typed"
 
 
 def test_a_run_summary_passes_through() -> None:

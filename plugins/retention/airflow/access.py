@@ -17,6 +17,7 @@ from fastapi import Request
 
 from retention.airflow.rights import may_trigger_dag, request_user
 from retention.rows.cutoff import FutureRun  # the view's, the lag alert's (dag_runs.py)
+from retention.runs.status import ACTIVE_AIRFLOW_STATES
 
 REPLAY_DAG_ID = "retention__replay"
 
@@ -172,7 +173,6 @@ class AirflowAccess:
         metadata database, asks the REST API: ``retention.airflow.dag_runs``)."""
         from airflow.models.dagrun import DagRun
         from airflow.utils.session import create_session
-        from airflow.utils.state import DagRunState
         from sqlalchemy import select
 
         with create_session() as session:
@@ -180,7 +180,7 @@ class AirflowAccess:
                 select(DagRun.dag_id, DagRun.run_id, DagRun.logical_date, DagRun.state)
                 .where(
                     DagRun.dag_id.in_(dag_ids),
-                    DagRun.state.in_([DagRunState.QUEUED, DagRunState.RUNNING]),
+                    DagRun.state.in_(ACTIVE_AIRFLOW_STATES),
                     DagRun.logical_date > now,
                 )
                 .order_by(DagRun.dag_id, DagRun.logical_date)

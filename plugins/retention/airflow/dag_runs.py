@@ -20,9 +20,9 @@ import requests
 
 from retention.airflow.rest import ApiUnreadable, answer, api_settings, get, token
 from retention.rows.cutoff import FutureRun
+from retention.runs.status import ACTIVE_AIRFLOW_STATES
 
 MAX_RUNS = 50  # one page: the alert names a few of them and counts the rest
-ACTIVE_STATES = ("queued", "running")
 
 
 def read_future_runs(dag_id: str, now: dt.datetime) -> list[FutureRun]:
@@ -45,7 +45,7 @@ def api_future_runs(
     path = f"/api/v2/dags/{quote(dag_id, safe='')}/dagRuns"
     try:
         access_token = token(http, base_url, login, password)
-        params = [("state", state) for state in ACTIVE_STATES] + [
+        params = [("state", state) for state in ACTIVE_AIRFLOW_STATES] + [
             ("logical_date_gt", now.isoformat()),
             ("order_by", "logical_date"),
             ("limit", str(MAX_RUNS)),

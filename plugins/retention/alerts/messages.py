@@ -266,7 +266,7 @@ def _lag(
         "lag_hours": round(facts.lag_hours, 2),
         "lag_minutes_limit": limit_minutes,
         "rows_remaining": summary.rows_remaining,
-        "status": summary.status and summary.status.value,
+        "status": summary.status and str(summary.status),
         "eligible_rows_by_state": backlog,
     }
     if bound is not None:  # what bounded the drain, and the pool's slots it needs

@@ -345,7 +345,7 @@ def _record(conn: Connection, summary: RunSummary) -> None:
         {
             "policy": summary.policy,
             "run_id": summary.run_id,
-            "status": summary.status and summary.status.value,
+            "status": summary.status and str(summary.status),
             "windows": summary.windows,
             "rows_deleted": summary.rows_deleted,
             "rows_counted": summary.rows_counted,

@@ -385,15 +385,21 @@ def record_stopped_run(conn: Connection, policy: str, run_id: str, reason: str) 
     """Give a run that stopped before reconcile a partial summary (status ``cancelled``
     once none of its windows still runs: :func:`run_status` decides; the SQL records).
 
-    A reconciled run keeps its summary (False); a later reconcile of this run replaces
-    the partial one with the full count.
+    The run's row is locked first (``run_stopped_lock.sql``) and its facts read after
+    (``run_stopped_facts.sql``), so two stops of one run record in turn and the later one
+    counts what the earlier one left. A reconciled run keeps its summary (False); a later
+    reconcile of this run replaces the partial one with the full count.
+
+    A run an earlier stop cancelled whose window runs again (a retried task) keeps
+    ``cancelled`` while its ``finished_at`` turns NULL (it works again), as the single
+    statement that recorded a stop always did; its next stop, or its reconcile, closes it.
     """
+    params = {"policy": policy, "run_id": run_id}
     with conn.transaction():
-        facts = conn.execute(
-            query("run_stopped_facts"), {"policy": policy, "run_id": run_id}
-        ).fetchone()
-        if facts is None:  # reconciled (or never planned): nothing to close
-            return False
+        if conn.execute(query("run_stopped_lock"), params).fetchone() is None:
+            return False  # reconciled (or never planned): nothing to close
+        facts = conn.execute(query("run_stopped_facts"), params).fetchone()
+        assert facts is not None, "the locked row is not reconciled"
         running = int(facts["windows_running"])
         status = run_status(
             StoppedFacts(windows_running=running, recorded=RunStatus(facts["status"]))
@@ -407,21 +413,20 @@ def record_stopped_run(conn: Connection, policy: str, run_id: str, reason: str) 
             status=status,
             reason=reason,
             dry_run=bool(facts["dry_run"]),
-            cutoff=facts["cutoff"],
+            cutoff=facts["cutoff_json"],
             windows_by_state={k: int(n) for k, n in facts["windows_by_state"].items()},
             rows_planned=facts["rows_planned"],
             rows_deleted_by_windows=int(facts["rows_deleted_by_windows"]),
             rows_deleted_by_drain=int(facts["rows_deleted_by_drain"]),
             rows_counted=facts["rows_counted"],
-            stopped_at=facts["stopped_at"],
+            stopped_at=facts["stopped_at_json"],
         )
         row = conn.execute(
             query("run_record_stopped"),
             {
-                "policy": policy,
-                "run_id": run_id,
+                **params,
                 "status": status.value,
-                # finished once none of its windows still runs (NULL while it works)
+                # finished once none of its windows still runs (NULL while one works)
                 "finished_at": None if running else facts["stopped_at"],
                 "windows": summary.windows,
                 "rows_deleted": summary.rows_deleted,

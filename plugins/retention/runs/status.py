@@ -27,8 +27,10 @@ __all__ = [
     "shown_state",
 ]
 
-ACTIVE_AIRFLOW_STATES = frozenset({"queued", "running"})
-"""Airflow's DAG run states of a run that is still working."""
+ACTIVE_AIRFLOW_STATES = ("queued", "running")
+"""Airflow's DAG run states of a run that is still working (``DagRunState`` values): the
+one spelling the view's rule here, the metadata database's read
+(``retention.airflow.access``) and the REST API's (``retention.airflow.dag_runs``) use."""
 
 
 class ShownState(StrEnum):
