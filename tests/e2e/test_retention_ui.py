@@ -9,6 +9,10 @@ operation keys. ``retention__replay`` is created unpaused; paused, the view star
 no run and offers the admin (not the viewer) to unpause it. A third policy's card
 shows its latest run by logical date as Airflow has it (running), the backfill that
 finished last and a dry run apart, and links the run to its page in Airflow's UI.
+On the same server, the overview's notes and next steps come last: a dirty card's
+(its dead-letters link followed in the view's frame), a run dated in the future, a
+run whose cutoff an earlier run had covered, a policy added to the file with a
+misspelt column and child column, and the policies file broken.
 Screenshots are kept under ``.local/screenshots/``; the
 screenshot of docs/retention-view.md, ``docs/retention-view.png``, is the admin's
 overview taken here.
@@ -19,6 +23,7 @@ test skips and says so. Nothing is downloaded.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import shutil
 from collections.abc import Iterator
@@ -29,6 +34,7 @@ from typing import Any
 import pytest
 import requests
 import yaml
+from psycopg import sql
 
 from devtools.airflow_services import (
     api_server,
@@ -36,10 +42,15 @@ from devtools.airflow_services import (
     service_environment,
     tail,
 )
+from devtools.plans import CUTOFF
+from retention.alerts.messages import RUNBOOK, RUNBOOK_PAGE
 from retention.db.connection import Connection
+from retention.db.table_check import table_fit
 from retention.evidence.reconcile import reconcile_run
-from retention.policy import Policy, parse_policy
+from retention.policy import Policy, load_policies, parse_policy
+from retention.rows.children import coupled_tables
 from retention.rows.deleter import delete_window
+from retention.summary import covered_note
 from tests.support.env import ROOT
 from tests.support.policies import policy_fields, remote_fields
 from tests.support.tables import create_table, new, old, plan
@@ -50,6 +61,7 @@ pytestmark = pytest.mark.scheduler
 SCREENSHOTS = ROOT / ".local" / "screenshots"
 ADMIN, VIEWER = "ops_admin", "ops_viewer"
 REMOTE_POLICY, ROWS_POLICY, ORDERS_POLICY = "ui_media_assets", "ui_event_logs", "ui_orders"
+TYPO_POLICY = "ui_misspelt"  # added to the policies file late: its table check
 TIMEOUT_MS = 60_000  # per browser step: the machine is shared, the first page load is slow
 
 
@@ -71,6 +83,7 @@ class Served:
     passwords: dict[str, str]
     seeded: SeededLedger
     logs: Path
+    policies: Path  # RETENTION_POLICIES: read by the view at each request
 
 
 def remote_policy_fields(table: str) -> dict[str, Any]:
@@ -134,7 +147,9 @@ def served(
     )
     serialize_replay_dag(env)  # so that the view's replay action can trigger it
     with api_server(env, tmp_path) as url:
-        yield Served(url, json.loads(passwords.read_text()), seeded, tmp_path)
+        served = Served(url, json.loads(passwords.read_text()), seeded, tmp_path, policies)
+        drop_future_runs(served)
+        yield served
 
 
 def add_run(db: Connection, run_id: str, logical: str, status: str, finished: str | None) -> None:
@@ -155,6 +170,25 @@ def add_run(db: Connection, run_id: str, logical: str, status: str, finished: st
             "finished": finished,
         },
     )
+
+
+def drop_future_runs(served: Served) -> None:
+    """Delete the runs of ``ui_orders`` dated in the future that an earlier test left in
+    Airflow's metadata database (kept between tests): each would add its note to the card,
+    and to the docs' screenshot."""
+    runs = api(
+        served,
+        "GET",
+        f"dags/retention__{ORDERS_POLICY}/dagRuns",
+        params={"logical_date_gte": dt.datetime.now(dt.UTC).isoformat()},
+    )
+    for run in runs["dag_runs"]:
+        gone = requests.delete(
+            f"{served.url}/api/v2/dags/retention__{ORDERS_POLICY}/dagRuns/{run['dag_run_id']}",
+            headers={"Authorization": f"Bearer {token(served, ADMIN)}"},
+            timeout=30,
+        )
+        assert gone.status_code == 204, gone.text
 
 
 def api(served: Served, method: str, path: str, **kwargs: Any) -> Any:
@@ -468,7 +502,141 @@ def check_holds(admin: Any, viewer: Any, served: Served, db: Connection) -> None
     }
 
 
-def test_the_retention_view_in_chromium(chromium: str, served: Served, db: Connection) -> None:
+def seed_notes(served: Served, db: Connection, unique_name: str) -> dict[str, Any]:
+    """What the overview's notes and next steps are about, added once the first checks
+    (and the docs' screenshot) are done: a dirty latest run of the remote policy; a run of
+    the rows policy planned at an older cutoff after ``run-1`` had deleted its rows
+    (reconciled: its summary says who did); a run of ``ui_orders`` Airflow will not start
+    before its logical date, three weeks ahead; and, in the policies file, a policy whose
+    timestamp column and child's ``foreign_key`` are misspelt."""
+    db.execute(
+        "INSERT INTO retention.runs (policy, run_id, plan_id, dag_id, table_name, logical_date, "
+        "anchor_source, cutoff, dry_run, status, window_rows, batch_rows, planned_at, "
+        "finished_at) SELECT policy, 'manual__dirty', 'manual__dirty', dag_id, table_name, "
+        "now(), anchor_source, cutoff, false, 'dirty', window_rows, batch_rows, now(), now() "
+        "FROM retention.runs WHERE policy = %s AND run_id = 'run-1'",
+        (REMOTE_POLICY,),
+    )
+    rows_policy = {p.name: p for p in load_policies(served.policies).policies}[ROWS_POLICY]
+    earlier = CUTOFF - dt.timedelta(days=1)
+    ten_years = dt.timedelta(days=rows_policy.retain_days)
+    # nothing older than its cutoff is left: run-1 deleted it
+    assert (
+        plan(db, rows_policy, run_id="run-0", cutoff=earlier, logical_date=earlier + ten_years)
+        == []
+    )
+    reconcile_run(db, rows_policy, "run-0")
+    run_1 = db.execute(
+        "SELECT logical_date FROM retention.runs WHERE policy = %s AND run_id = 'run-1'",
+        (ROWS_POLICY,),
+    ).fetchone()
+    assert run_1 is not None
+    ahead = (dt.datetime.now(dt.UTC) + dt.timedelta(days=21)).replace(
+        hour=0, minute=0, second=0, microsecond=0
+    )
+    future = api(
+        served,
+        "POST",
+        f"dags/retention__{ORDERS_POLICY}/dagRuns",
+        json={
+            "dag_run_id": f"manual__{unique_name}",
+            "logical_date": ahead.isoformat(),
+            "conf": {},
+        },
+    )
+    typo = f"{unique_name}_typo"
+    create_table(db, typo, [(1, 1, old())])
+    db.execute(
+        sql.SQL("CREATE TABLE {} (id bigint PRIMARY KEY, asset_id bigint REFERENCES {})").format(
+            sql.Identifier("public", f"{typo}_r"), sql.Identifier("public", typo)
+        )
+    )
+    fields = policy_fields(
+        typo,
+        timestamp_column="creatd_at",
+        children=[{"table": f"{typo}_r", "foreign_key": "asset_idd"}],
+    )
+    document = yaml.safe_load(served.policies.read_text())
+    document["policies"][TYPO_POLICY] = fields
+    served.policies.write_text(yaml.safe_dump(document))
+    typo_policy = parsed(TYPO_POLICY, fields)
+    return {
+        "covered": covered_note(earlier, "run-1", run_1["logical_date"]),
+        "future_run": str(future["dag_run_id"]),
+        "ahead": ahead,
+        # what the run's first task refuses: the table's check, then its children's
+        "table_check": table_fit(db, typo_policy).problems
+        + coupled_tables(db, typo_policy).problems,
+    }
+
+
+def check_notes(view: Any, notes: dict[str, Any]) -> None:
+    """The overview's notes, each on its policy's card."""
+    orders = view.locator(f"section[data-policy={ORDERS_POLICY}]")
+    future_runs = orders.locator("[data-figure=future_run]")
+    assert future_runs.count() == 1, future_runs.all_inner_texts()
+    future = " ".join(future_runs.inner_text().split())
+    run_id = notes["future_run"]
+    assert future.startswith(f"run {run_id} has the logical date {notes['ahead']:%Y-%m-%d} ("), (
+        future
+    )
+    assert f"Mark run {run_id} failed" in future
+    rows = view.locator(f"section[data-policy={ROWS_POLICY}]")
+    assert figure(rows, "last_finished_run_id") == "run-0"
+    assert figure(rows, "last_finished_covered") == notes["covered"]
+    assert figure(rows, "status") == "clean", "run-1 is still the latest by logical date"
+    typo = view.locator(f"section[data-policy={TYPO_POLICY}]")
+    listed = typo.locator("[data-figure=table_check] li").all_inner_texts()
+    assert listed == notes["table_check"]
+    assert any("did you mean 'created_at'?" in problem for problem in listed)
+    assert any("column 'asset_idd' does not exist" in problem for problem in listed)
+    assert typo.locator("[data-figure=status]").count() == 0, "no figures"
+
+
+def check_dirty_card(admin: Any, view: Any, served: Served) -> None:
+    """The dirty card's next steps: its reconcile task in Airflow, its dead letters (the
+    link leads to them, in the view's frame), the runbook section for dead letters."""
+    card = view.locator(f"section[data-policy={REMOTE_POLICY}]")
+    assert figure(card, "status") == "dirty"
+    steps = card.locator("[data-figure=next_step]")
+    reconcile = steps.locator("[data-link=reconcile]")
+    assert reconcile.evaluate("a => a.href") == (
+        f"{served.url}/dags/retention__{REMOTE_POLICY}/runs/manual__dirty/tasks/reconcile"
+    )
+    assert reconcile.get_attribute("target") == "_top"
+    runbook = steps.locator("[data-link=runbook]").inner_text()
+    assert runbook == RUNBOOK["dead_letters"].heading
+    assert RUNBOOK_PAGE in steps.inner_text()
+    kept = served.seeded.dead_keys[0]  # the other was discarded
+    dead = steps.locator("[data-link=dead_letters]")
+    assert dead.inner_text() == f"its {figure(card, 'dead')} dead letters"
+    dead.click()
+    listed = view.locator("table[data-table=dead-letters] tbody tr[data-operation]")
+    listed.first.wait_for()
+    frames = [frame.url for frame in admin.frames]
+    assert f"{served.url}/retention/ui/dead-letters?policy={REMOTE_POLICY}" in frames, frames
+    assert listed.evaluate_all("rows => rows.map(r => r.dataset.operation)") == [kept]
+
+
+def check_broken_file(page: Any, served: Served) -> None:
+    """A policies file that does not parse: the overview shows its problem first, and does
+    not read as a permissions problem."""
+    served.policies.write_text("policies:\n  ledger: {retain_days: [\n")
+    page.goto(f"{served.url}/retention/ui/")
+    problems = page.locator("[data-figure=policy_problems]")
+    assert "not valid YAML" in problems.inner_text()
+    none = page.locator("[data-figure=no_policy]")
+    assert none.inner_text().startswith("No policy is shown: the policies file has the problems")
+    assert "No policy whose DAG you may read" not in page.inner_text("body")
+    above, below = problems.bounding_box(), none.bounding_box()
+    assert above is not None
+    assert below is not None
+    assert above["y"] < below["y"], "the file's problems first"
+
+
+def test_the_retention_view_in_chromium(
+    chromium: str, served: Served, db: Connection, unique_name: str
+) -> None:
     from playwright.sync_api import sync_playwright
 
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
@@ -506,6 +674,14 @@ def test_the_retention_view_in_chromium(chromium: str, served: Served, db: Conne
             discard_as_admin(admin, served)
             check_evidence(admin, seeded.dead_keys[0])
             check_holds(admin, viewer, served, db)
+            notes = seed_notes(served, db, unique_name)
+            admin.goto(f"{served.url}/plugin/retention")
+            view = admin.frame_locator("iframe")
+            view.locator("section.policy").first.wait_for()
+            check_notes(view, notes)
+            check_dirty_card(admin, view, served)
+            for user in (viewer, admin):  # both may read every DAG: both see the problems
+                check_broken_file(user, served)
         finally:
             browser.close()
 

@@ -31,6 +31,7 @@ from retention.erasures.request import ERASURE_DAG_ID
 from retention.evidence.lookup import find_operations
 from retention.policy import parse_policy
 from retention.queue.bound import DrainSetting, PassTime, judge
+from retention.rows.children import coupled_tables
 from retention.summary import rate_limit_headers_note
 from retention.ui.app import create_app
 from tests.support.children import remote_family
@@ -127,6 +128,44 @@ def test_a_policy_naming_a_column_its_table_lacks_shows_what_its_run_would_refus
     assert 'data-figure="error"' not in card
     seeded = page.text[page.text.index(f'data-policy="{pages.seeded.policy.name}"') :]
     assert 'data-figure="table_check"' not in seeded[: seeded.index("</section>")]
+
+
+def test_a_policy_whose_children_do_not_fit_shows_what_its_run_would_refuse(
+    pages: Pages, db: Connection, unique_name: str
+) -> None:
+    """A child table whose ``foreign_key`` is misspelt, and one that does not exist: the
+    run's first task refuses both (``check_coupled_tables``), so the card names them too,
+    with the same words, though the policy's own table fits."""
+    parent = f"{unique_name}_kin"
+    create_table(db, parent, [(1, 1, old())])
+    child = sql.Identifier("public", f"{parent}_r")
+    db.execute(
+        sql.SQL("CREATE TABLE {} (id bigint PRIMARY KEY, asset_id bigint REFERENCES {})").format(
+            child, sql.Identifier("public", parent)
+        )
+    )
+    children = [
+        {"table": f"{parent}_r", "foreign_key": "asset_idd"},
+        {"table": f"{parent}_gone", "foreign_key": "asset_id"},
+    ]
+    path = Path(os.environ["RETENTION_POLICIES"])
+    policies = yaml.safe_load(path.read_text())
+    policies["policies"][parent] = policy_fields(parent, children=children)
+    path.write_text(yaml.safe_dump(policies))
+    page = pages.as_user("viewer-token").get("/retention/ui/")
+    card = page.text[page.text.index(f'data-policy="{parent}"') :]
+    card = card[: card.index("</section>")]
+    (check,) = re.findall(r'data-figure="table_check">(.*?)</div>', card, flags=re.DOTALL)
+    shown = [unescape(item) for item in re.findall(r"<li>(.*?)</li>", check, flags=re.DOTALL)]
+    policy = make_policy(parent, children=children)
+    assert table_fit(db, policy).fits
+    assert shown == coupled_tables(db, policy).problems
+    assert f"field 'children' (public.{parent}_r): column 'asset_idd' does not exist" in shown[0]
+    assert (
+        f"field 'children' (public.{parent}_gone): table public.{parent}_gone does not"
+        in (shown[1])
+    )
+    assert 'data-figure="error"' not in card
 
 
 def test_a_policy_whose_dag_the_user_may_not_read_is_not_shown(pages: Pages) -> None:

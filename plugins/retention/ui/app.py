@@ -564,8 +564,9 @@ def _overview_rows(access: Access, policies: list[Policy]) -> list[PolicyRow]:
         figures: dict[str, Figures] = {}
         for policy in members:
             try:
-                # a table that lacks a column its policy names has no figures: say why (a
-                # missing table is told by the figures' own error: no table yet)
+                # a table that lacks a column its policy names (or whose children: do not
+                # fit) has no figures: say why (a missing table is told by the figures' own
+                # error: no table yet)
                 fit = table_check(conn, policy)
                 figures[policy.name] = (
                     tuple(fit.problems)

@@ -9,6 +9,7 @@ Airflow: the view's Airflow side (who may see what, the paused flags) is in
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +22,7 @@ from retention.db.sqlfiles import query
 from retention.db.table_check import TableFit, table_fit
 from retention.erasures.request import list_erasures
 from retention.policy import Policy
+from retention.rows.children import coupled_tables
 from retention.rows.target import TargetTable
 from retention.summary import RunStatus, RunSummary
 
@@ -190,13 +192,19 @@ def _minute(row: dict[str, Any]) -> Minute:
 
 
 def table_check(conn: Connection, policy: Policy) -> TableFit:
-    """What the first task of a run would find wrong with the policy's table: the same
-    check (:func:`retention.db.table_check.table_fit`), read-only and bounded like the
-    figures."""
+    """What the first task of a run would find wrong with the policy's table and its
+    ``children:``: the same checks (:func:`retention.db.table_check.table_fit`, then
+    :func:`retention.rows.children.coupled_tables`: a child table or its
+    ``foreign_key`` that does not exist, a foreign key the policy does not account
+    for), read-only and bounded like the figures."""
     with conn.transaction():
         conn.execute("SET TRANSACTION READ ONLY")
         set_local(conn, statement_ms=STATEMENT_MS, lock_ms=policy.lock_timeout_ms)
-        return table_fit(conn, policy)
+        fit = table_fit(conn, policy)
+        if not fit.exists:  # the card says so by itself (no table yet)
+            return fit
+        coupled = coupled_tables(conn, policy).problems
+        return dataclasses.replace(fit, problems=[*fit.problems, *coupled]) if coupled else fit
 
 
 def _float(value: Any) -> float | None:
