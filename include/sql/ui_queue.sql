@@ -1,12 +1,20 @@
--- The Retention view: a policy's remote backlog (operations by state), the age of
--- its oldest pending operation, its events by state, and its limiter scope's
+-- The Retention view: a policy's remote backlog (operations by state; dead_discarded:
+-- the dead ones reviewed and discarded, retention.discards), the age of its oldest
+-- pending operation, its events by state, and its limiter scope's
 -- rate now (the AIMD arithmetic of retention.take_tokens, read without taking a
 -- token). Read-only; takes no row locks.
 SELECT
     (SELECT coalesce(jsonb_object_agg(state, n), jsonb_build_object())
      FROM (SELECT state, count(*) AS n FROM retention.operations
            WHERE policy = %(policy)s AND state IN ('pending', 'in_flight', 'dead')
-           GROUP BY state) AS by_state) AS operations_by_state,
+           GROUP BY state
+           UNION ALL
+           SELECT 'dead_discarded', count(*) FROM retention.dead_operations AS o
+           WHERE o.policy = %(policy)s
+             AND EXISTS (SELECT 1 FROM retention.discards AS d
+                         WHERE d.operation_key = o.operation_key
+                           AND d.dead_since = o.dead_since)
+           HAVING count(*) > 0) AS by_state) AS operations_by_state,
     (SELECT extract(epoch FROM now() - min(created_at)) FROM retention.operations
      WHERE policy = %(policy)s AND state = 'pending') AS oldest_pending_seconds,
     (SELECT coalesce(jsonb_object_agg(state, n), jsonb_build_object())

@@ -78,7 +78,8 @@ class PolicyFigures:
     last_run: LastRun | None  # the latest real run by logical date: the current state
     cutoff_now: dt.datetime  # now − retain_days: what a run started now would delete
     oldest_eligible: dt.datetime | None  # the oldest row older than cutoff_now
-    operations: dict[str, int] = field(default_factory=dict)  # pending, in_flight, dead
+    # pending, in_flight, dead; dead_discarded: the dead ones reviewed and discarded
+    operations: dict[str, int] = field(default_factory=dict)
     oldest_pending_seconds: float | None = None
     events: dict[str, int] = field(default_factory=dict)  # pending, in_flight, dead
     effective_rate: float | None = None  # calls/s the limiter allows now (0 while closed)
