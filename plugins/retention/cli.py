@@ -7,7 +7,10 @@
 - ``runs``: the latest runs (status, rows deleted so far, windows by state) and
   which run holds each policy's run lease;
 - ``explain TERM``: the evidence record of one operation, found by its key, a
-  key prefix, its object id or its row key (several matches are listed);
+  key prefix, its object id or its row key (several matches are listed); with
+  ``--policy P`` naming a policy without ``remote:`` (whose rows have no operation),
+  the record of row key TERM: whether its row is there, with ``children:`` the rows
+  of each table still there for it, and the holds keeping it;
 - ``holds place|lift|list``: legal holds (``retention.holds``). ``holds place
   [--policy P] (--tenant T | --key K | --object O) --reason "…"`` (no ``--policy``:
   every policy, one hold in each policy database, each named on its own line with its
@@ -133,7 +136,14 @@ def _parser() -> argparse.ArgumentParser:
     dead.add_argument("--json", action="store_true", help="one JSON object per line")
     explain_cmd = commands.add_parser(
         "explain",
-        help="the evidence record of one operation (by key, key prefix, object id or row key)",
+        help="the evidence record of one operation (by key, key prefix, object id or row "
+        "key), or with --policy of a policy without remote: of one row key",
+        description="The evidence record of one operation, found by its key, a key prefix, "
+        "its object id or its row key. With --policy naming a policy without remote: (its "
+        "rows have no operation), the record of one row key: whether the row is in the "
+        "policy's table, with children: the rows of each table still there for it (each "
+        "counted up to 1000, within the policy's statement_ms), and the holds keeping it; "
+        "a term that is no value of the policy's key column is an error (exit 2).",
     )
     explain_cmd.add_argument(
         "term",
@@ -142,7 +152,11 @@ def _parser() -> argparse.ArgumentParser:
         help="an operation key, its first digits (4 or more), an object id or a row key",
     )
     explain_cmd.add_argument("--erasure", type=int, metavar="ID", help="an erasure, by its id")
-    explain_cmd.add_argument("--policy", help="only operations of this policy")
+    explain_cmd.add_argument(
+        "--policy",
+        help="only operations of this policy; for a policy without remote:, TERM is a row "
+        "key and the record is its row's",
+    )
     explain_cmd.add_argument("--json", action="store_true")
     erase = commands.add_parser(
         "erase", help="request an urgent erasure of a tenant's, a key's or an object's data"
@@ -441,24 +455,27 @@ def _schema_sql(args: argparse.Namespace) -> int:
     return 0
 
 
-def _remote_policies() -> dict[str, Policy]:
-    """The remote policies by name, for explain's row rule (their resources) and its
-    local side (their children); empty when the policies file cannot be read here
-    (explain then takes the object's operations as all, and shows no tables)."""
+def _all_policies() -> dict[str, Policy]:
+    """Every policy by name: for explain, the remote ones' row rule (their resources) and
+    local side (their children), and the others' row keys. Empty when the policies file
+    cannot be read here (explain then takes an object's operations as all, shows no
+    tables, and answers a row key with the holds on it alone)."""
     from retention.policy.loader import load_policies
 
     try:
         loaded = load_policies()
     except Exception:  # explain still answers from the ledger alone
         return {}
-    return {p.name: p for p in loaded.policies if p.remote}
+    return {p.name: p for p in loaded.policies}
 
 
 def _explain(args: argparse.Namespace) -> int:
     from retention.evidence.explain import UnknownOperation, explain, render
     from retention.evidence.lookup import MAX_MATCHES, find_operations, is_operation_key
 
-    policies = _remote_policies()
+    every = _all_policies()
+    policies = {name: p for name, p in every.items() if p.remote}
+    rows_only = every.get(args.policy) if args.policy not in policies else None
     resources_of = {name: p.remote.resources for name, p in policies.items() if p.remote}
     term = args.term.strip()
     where = f" of policy {args.policy!r}" if args.policy else ""
@@ -480,6 +497,8 @@ def _explain(args: argparse.Namespace) -> int:
             record = explain(conn, matches[0]["operation_key"], resources_of, policies)
             print(json.dumps(record, indent=2) if args.json else render(record))
             return 0
+        if not matches and rows_only is not None:
+            return _explain_row(conn, rows_only, term, as_json=args.json)
         if not matches and (held := _holds_on(conn, term, args.policy)):
             # a row of a row policy has no operation: the holds keeping it are its record
             for hold in held:
@@ -511,6 +530,28 @@ def _explain(args: argparse.Namespace) -> int:
         "explain one by its key (or narrow with --policy or a longer prefix)",
         file=sys.stderr,
     )
+    return 0
+
+
+def _explain_row(conn: Connection, policy: Policy, term: str, *, as_json: bool) -> int:
+    """A row key of a policy without ``remote:`` (no operation names its rows): the
+    row's record (whether it is there, its tables, the holds keeping it). A term that
+    is no row key prints the holds whose value it is (a tenant's), as it always has, or
+    an error naming the key column and its type."""
+    from retention.evidence.explain import NotARowKey, explain_row, render_row, row_key_of
+
+    held = _holds_on(conn, term, policy.name)
+    try:
+        row_key = row_key_of(conn, policy, term)
+    except NotARowKey as wrong:
+        if not held:
+            print(f"explain: {wrong}", file=sys.stderr)
+            return 2
+        for hold in held:
+            print(json.dumps(hold.as_json()) if as_json else f"held by {hold.described}")
+        return 0
+    record = explain_row(conn, policy, row_key, held)
+    print(json.dumps(record, indent=2) if as_json else render_row(record))
     return 0
 
 

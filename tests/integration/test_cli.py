@@ -14,11 +14,16 @@ from typing import Any
 import pytest
 import yaml
 
+from devtools.plans import request
 from retention.db.connection import Connection
 from retention.policy import parse_policy
-from tests.support.children import remote_family
+from retention.rows.deleter import delete_window
+from retention.rows.planner import plan_windows
+from tests.support.children import create_family, family_children, remote_family
 from tests.support.env import ENV_FILE, ROOT
+from tests.support.policies import policy_fields
 from tests.support.remote import enqueue_all
+from tests.support.tables import create_table, new, old
 
 
 def cli(
@@ -273,3 +278,113 @@ def test_explain_shows_the_rows_of_each_table_waiting_with_the_row(
         "rows": 3,
         "more": False,
     }
+
+
+FAMILY = (1, 2, 4, 8)  # create_family's rows of one key, table by table
+
+
+def _policies_env(tmp_path: Path, name: str, fields: dict[str, Any]) -> dict[str, str]:
+    policies = tmp_path / "policies.yaml"
+    policies.write_text(yaml.safe_dump({"policies": {name: fields}}))
+    return {**os.environ, "RETENTION_POLICIES": str(policies)}
+
+
+def test_explain_a_row_key_of_a_row_policy_shows_its_tables_and_holds_until_it_is_gone(
+    db: Connection, unique_name: str, test_dsn: str, tmp_path: Path
+) -> None:
+    """A policy without remote: has no operation for a row: explain --policy P KEY
+    answers with the row's record (issue 19): the rows of its table, its child and its
+    grandchildren still there for the key, the holds keeping it, and once a run has
+    deleted it, that it is gone."""
+    create_family(db, unique_name)  # row k: 2 children, 4 grandchildren, 8 below those
+    fields = policy_fields(
+        unique_name, window_rows=1000, batch_rows=50, children=family_children(unique_name)
+    )
+    policy, problems = parse_policy(unique_name, fields)
+    assert policy is not None, problems
+    env = _policies_env(tmp_path, unique_name, fields)
+    tables = [f"public.{unique_name}{suffix}" for suffix in ("", "_r", "_c", "_p")]
+
+    def explained(key: str, *more: str) -> subprocess.CompletedProcess[str]:
+        run = cli("--dsn", test_dsn, "explain", key, "--policy", unique_name, *more, env=env)
+        assert run.returncode == 0, run.stderr
+        return run
+
+    lines = explained("1").stdout.splitlines()
+    assert lines[:2] == [
+        f"row 1 of policy {unique_name} (public.{unique_name}.id)",
+        f"  row:        present: in public.{unique_name}; a run of the policy deletes it "
+        "once it is older than the run's cutoff, its children with it in the same batch",
+    ]
+    assert lines[2].startswith("  tables:     present: still there for row 1, waiting with")
+    assert lines[3:] == [
+        f"    {table}: {n} row(s) still there" for table, n in zip(tables, FAMILY, strict=True)
+    ]
+    record = json.loads(explained("1", "--json").stdout)
+    assert (record["row_key"], record["row"]["state"], record["holds"]) == (1, "present", [])
+    assert record["tables"]["counts"] == [
+        {"table": table, "rows": n, "more": False} for table, n in zip(tables, FAMILY, strict=True)
+    ]
+
+    placed = cli(
+        "--dsn", test_dsn, "holds", "place", "--policy", unique_name, "--key", "3",
+        "--reason", "case 12", env=env,
+    )  # fmt: skip
+    assert placed.returncode == 0, placed.stderr
+    hold_id = int(placed.stdout.strip().splitlines()[-1])
+    for window in plan_windows(db, request(policy)):
+        delete_window(db, policy, window, batch_rows=50, dry_run=False)
+
+    gone = explained("1").stdout.splitlines()
+    assert gone[1].startswith(
+        f"  row:        gone: not in public.{unique_name}: deleted (by a run, an erasure or "
+        "by hand) or never there"
+    )
+    assert gone[2] == "  tables:     gone: no row of any table is there for row 1"
+    assert gone[3:] == [f"    {table}: 0 row(s) still there" for table in tables]
+    assert json.loads(explained("1", "--json").stdout)["row"]["state"] == "gone"
+
+    held = explained("3").stdout.splitlines()
+    assert held[0] == f"held by hold {hold_id} (key 3, policy {unique_name}: case 12)"
+    assert held[1] == f"row 3 of policy {unique_name} (public.{unique_name}.id)"
+    assert held[2] == (
+        f"  row:        present: in public.{unique_name}; kept by hold {hold_id}: no run "
+        "deletes it while a hold keeps it (lift with holds lift ID --reason …)"
+    )
+    assert held[4:] == [
+        f"    {table}: {n} row(s) still there" for table, n in zip(tables, FAMILY, strict=True)
+    ]
+    tenant = cli(
+        "--dsn", test_dsn, "holds", "place", "--policy", unique_name, "--tenant", "1",
+        "--reason", "case 13", env=env,
+    )  # fmt: skip
+    assert tenant.returncode == 0, tenant.stderr
+    tenant_id = int(tenant.stdout.strip().splitlines()[-1])
+    record = json.loads(explained("3", "--json").stdout)
+    assert [(h["id"], h["match"], h["value"]) for h in record["holds"]] == [
+        (hold_id, "key", "3"),
+        (tenant_id, "tenant", "1"),
+    ], "a hold of the row's tenant keeps it too"
+
+
+def test_explain_refuses_a_term_that_is_no_row_key_of_a_row_policy(
+    db: Connection, unique_name: str, test_dsn: str, tmp_path: Path
+) -> None:
+    """A policy without remote: and without children: explain names the key column and
+    its type for a term that is not one of its values, and prints nothing else; a row
+    key's record has no tables (tables: null), only whether the row is there."""
+    create_table(db, unique_name, [(1, 7, old()), (2, 7, new())])
+    db.execute(f"ALTER TABLE public.{unique_name} ALTER COLUMN id TYPE integer")
+    env = _policies_env(tmp_path, unique_name, policy_fields(unique_name))
+    for term in ("abc", "2147483648", "1.5"):
+        run = cli("--dsn", test_dsn, "explain", term, "--policy", unique_name, env=env)
+        assert run.returncode == 2, (term, run.stdout, run.stderr)
+        assert run.stdout == ""
+        assert run.stderr.strip() == (
+            f"explain: {term!r} is not a row key of policy {unique_name!r}: its key column "
+            f"public.{unique_name}.id is integer (an integer from -2147483648 to 2147483647)"
+        )
+    run = cli("--dsn", test_dsn, "explain", "2", "--policy", unique_name, "--json", env=env)
+    assert run.returncode == 0, run.stderr
+    record = json.loads(run.stdout)
+    assert (record["row"]["state"], record["tables"], record["holds"]) == ("present", None, [])

@@ -9,17 +9,23 @@ and names those its row waits on. A policy with ``children:`` counts tables amon
 an object's resources too: the record shows, for its row key, the rows still there
 in the policy's table and each listed child (waiting with the row), or once the row
 is gone the rows its ``retention.deleted`` event says were deleted, by table.
+
+A policy without ``remote:`` makes no operation: a row key of such a policy has its
+own record (:func:`explain_row`): whether the row is there, the same counts of its
+tables, and the holds keeping it.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import psycopg
+from psycopg import sql
 
-from retention.db.connection import Connection
+from retention.db.connection import Connection, bounded
 from retention.db.sqlfiles import query
 from retention.holds.store import Hold, matching_holds
 from retention.objects.finish import all_resources_confirmed
@@ -162,25 +168,10 @@ def _tables(conn: Connection, op: dict[str, Any], policy: Policy | None) -> dict
     ``retention.deleted`` event says were deleted, by table (``deleted``)."""
     if policy is None or not policy.children or op["table_name"] != policy.table:
         return None
-    try:
-        counted = rows_of_key(conn, policy, op["row_key"])
-    except psycopg.Error as failed:  # the table changed since: the record still answers
-        first = str(failed).splitlines()[0] if str(failed) else type(failed).__name__
-        return {
-            "state": "not counted",
-            "source": "database",
-            "counts": [],
-            "detail": f"the rows of row {op['row_key']} could not be counted: {first}",
-        }
+    counted = _count_family(conn, policy, op["row_key"])
+    if isinstance(counted, dict):
+        return counted
     row = counted[0]
-    if row.rows is None:
-        return {
-            "state": "not counted",
-            "source": "database",
-            "counts": [one.as_json() for one in counted],
-            "detail": f"row {op['row_key']} could not be looked up in time (statement_ms); "
-            "ask again later",
-        }
     if row.rows:
         return {
             "state": "present",
@@ -213,6 +204,34 @@ def _tables(conn: Connection, op: dict[str, Any], policy: Policy | None) -> dict
         "table only in a retention.deleted event, and this object has none (the policy "
         "does not notify, or the event was purged)",
     }
+
+
+def _count_family(
+    conn: Connection, policy: Policy, row_key: int
+) -> list[TableRows] | dict[str, Any]:
+    """The rows of the policy's table and of each listed child still there for
+    ``row_key`` (:func:`rows_of_key`: its caps and timeouts), the policy's first; or the
+    ``not counted`` tables record, when the table cannot be read or the row itself could
+    not be looked up in time."""
+    try:
+        counted = rows_of_key(conn, policy, row_key)
+    except psycopg.Error as failed:  # the table changed since: the record still answers
+        first = str(failed).splitlines()[0] if str(failed) else type(failed).__name__
+        return {
+            "state": "not counted",
+            "source": "database",
+            "counts": [],
+            "detail": f"the rows of row {row_key} could not be counted: {first}",
+        }
+    if counted[0].rows is None:
+        return {
+            "state": "not counted",
+            "source": "database",
+            "counts": [one.as_json() for one in counted],
+            "detail": f"row {row_key} could not be looked up in time (statement_ms); "
+            "ask again later",
+        }
+    return counted
 
 
 def _blocked(resources: list[dict[str, Any]], named: Sequence[str]) -> str:
@@ -366,16 +385,7 @@ def render(record: dict[str, Any]) -> str:
             + f", key {r['operation_key']}"
             for r in record["resources"]
         ]
-    tables = record.get("tables")
-    if tables:
-        lines.append(f"  tables:     {tables['state']}: {tables['detail']}")
-        what = {"present": " row(s) still there", "deleted": " row(s) deleted"}
-        lines += [
-            f"    {t['table']}: "
-            + TableRows(t["table"], t["rows"], t["more"]).shown()
-            + (what.get(tables["state"], "") if t["rows"] is not None else "")
-            for t in tables["counts"]
-        ]
+    lines += _table_lines(record.get("tables"))
     lines += [f"  replayed:   {r['at']} by {r['by']}: {r['reason']}" for r in record["replays"]]
     lines += [
         f"  held by:    hold {h['id']} ({h['match']} {h['value']}, "
@@ -386,4 +396,170 @@ def render(record: dict[str, Any]) -> str:
     lines.append(
         f"  next:       {n['action']}" + (f" at {n['at']}" if n["at"] else "") + f"; {n['detail']}"
     )
+    return "\n".join(lines)
+
+
+def _table_lines(tables: dict[str, Any] | None) -> list[str]:
+    """The ``tables`` section of a record as text (none for ``tables: null``)."""
+    if not tables:
+        return []
+    still = " row(s) still there"
+    what = {"present": still, "gone": still, "deleted": " row(s) deleted"}
+    return [f"  tables:     {tables['state']}: {tables['detail']}"] + [
+        f"    {t['table']}: "
+        + TableRows(t["table"], t["rows"], t["more"]).shown()
+        + (what.get(tables["state"], "") if t["rows"] is not None else "")
+        for t in tables["counts"]
+    ]
+
+
+# The rows of a policy without ``remote:`` have no operation: explain answers a row key
+# of such a policy (``explain --policy P KEY``) with the row's own record.
+
+KEY_BOUNDS = {"smallint": 2**15, "integer": 2**31, "bigint": 2**63}
+INTEGER_TEXT = re.compile(r"[+-]?[0-9]+")
+
+
+class NotARowKey(ValueError):
+    """A term that is no value of a policy's key column."""
+
+
+def row_key_of(conn: Connection, policy: Policy, term: str) -> int:
+    """``term`` as a value of the policy's key column, of the type the catalog gives it
+    (bigint while the table is not there: a key column is an integer column), or
+    :class:`NotARowKey` naming the column and its type. Reads the catalog only."""
+    spec = policy.table_spec
+    columns = {
+        row["column_name"]: row["column_type"]
+        for row in conn.execute(
+            query("target_columns"), {"schema": spec.schema, "table": spec.name}
+        )
+    }
+    kind = columns.get(policy.key_column, "bigint")
+    bound = KEY_BOUNDS.get(kind, KEY_BOUNDS["bigint"])
+    text = term.strip()
+    if INTEGER_TEXT.fullmatch(text) and -bound <= int(text) < bound:
+        return int(text)
+    raise NotARowKey(
+        f"{term!r} is not a row key of policy {policy.name!r}: its key column "
+        f"{policy.table}.{policy.key_column} is {kind} (an integer from {-bound} to "
+        f"{bound - 1})"
+    )
+
+
+def _tenant_of(conn: Connection, policy: Policy, row_key: int) -> str | None:
+    """The tenant of the row, as text (what a tenant hold's value is compared with), or
+    None (no ``tenant_column``, no such row, or it could not be read in time)."""
+    if policy.tenant_column is None:
+        return None
+    spec = policy.table_spec
+    statement = query(
+        "explain_row_tenant",
+        tenant=sql.Identifier(policy.tenant_column),
+        table=sql.Identifier(spec.schema, spec.name),
+        key=sql.Identifier(policy.key_column),
+    )
+    try:
+        with bounded(conn, policy.timeouts):
+            row = conn.execute(statement, {"row_key": row_key}).fetchone()
+    except psycopg.Error:  # the holds of its key are still shown
+        return None
+    return None if row is None else row["tenant"]
+
+
+def explain_row(
+    conn: Connection, policy: Policy, row_key: int, held_by_term: Sequence[Hold] = ()
+) -> dict[str, Any]:
+    """The record of one row key of a policy without ``remote:`` (JSON-friendly): whether
+    its row is in the policy's table and, with ``children:``, the rows of each table still
+    there for it (:func:`rows_of_key`, as an operation's ``tables``), and the holds
+    keeping it: those of its key and its tenant, and ``held_by_term`` (the holds whose
+    value is the term asked, as the command line has always named them). A row that is
+    not there is ``gone``: such a policy sends no ``retention.deleted`` event
+    (``notify:`` needs ``remote:``), so nothing records what was deleted with one row."""
+    counted = _count_family(conn, policy, row_key)
+    present = not isinstance(counted, dict) and bool(counted[0].rows)
+    tenant = _tenant_of(conn, policy, row_key) if present else None
+    found = {hold.hold_id: hold for hold in held_by_term}
+    found.update(
+        (hold.hold_id, hold)
+        for hold in matching_holds(conn, policy.name, tenant=tenant, key=row_key)
+    )
+    holds = [found[hold_id] for hold_id in sorted(found)]
+    family = bool(policy.children)
+    tables: dict[str, Any] | None
+    if isinstance(counted, dict):
+        row = {"state": "not counted", "detail": counted["detail"]}
+        tables = counted if family else None
+    elif present:
+        capped = any(one.more for one in counted)
+        row = {
+            "state": "present",
+            "detail": f"in {policy.table}; "
+            + (
+                "kept by " + ", ".join(f"hold {hold.hold_id}" for hold in holds) + ": no run "
+                "deletes it while a hold keeps it (lift with holds lift ID --reason …)"
+                if holds
+                else "a run of the policy deletes it once it is older than the run's cutoff"
+            )
+            + (", its children with it in the same batch" if family and not holds else ""),
+        }
+        tables = (
+            {
+                "state": "present",
+                "source": "database",
+                "counts": [one.as_json() for one in counted],
+                "detail": f"still there for row {row_key}, waiting with the row: they go "
+                "with it in the batch that deletes it"
+                + (f" (each table counted up to {ROWS_COUNTED})" if capped else ""),
+            }
+            if family
+            else None
+        )
+    else:
+        row = {
+            "state": "gone",
+            "detail": f"not in {policy.table}: deleted (by a run, an erasure or by hand) or "
+            "never there; a policy without remote: sends no retention.deleted event, so "
+            "nothing records the rows deleted with one row (runs --policy counts a run's "
+            "rows by table)",
+        }
+        tables = (
+            {
+                "state": "gone",
+                "source": "database",
+                "counts": [one.as_json() for one in counted],
+                "detail": f"no row of any table is there for row {row_key}",
+            }
+            if family
+            else None
+        )
+    return {
+        "policy": policy.name,
+        "table": policy.table,
+        "key_column": policy.key_column,
+        "row_key": row_key,
+        "row": row,
+        "tables": tables,
+        "holds": [hold.as_json() for hold in holds],
+    }
+
+
+def render_row(record: dict[str, Any]) -> str:
+    """A row key's record as text: first the holds keeping it, one line each as the
+    command line has always named them (``held by hold 7 (key 42, …)``), then the row
+    and its tables."""
+    lines = [
+        f"held by hold {h['id']} ({h['match']} {h['value']}, "
+        + (f"policy {h['policy']}" if h["policy"] else "every policy")
+        + f": {h['reason']})"
+        for h in record["holds"]
+    ]
+    row = record["row"]
+    lines.append(
+        f"row {record['row_key']} of policy {record['policy']} "
+        f"({record['table']}.{record['key_column']})"
+    )
+    lines.append(f"  row:        {row['state']}: {row['detail']}")
+    lines += _table_lines(record["tables"])
     return "\n".join(lines)
