@@ -19,7 +19,7 @@ from typing import Any
 
 import psycopg
 
-from retention.db.connection import Connection
+from retention.db.connection import PAGE_STATEMENT_MS, Connection
 from retention.db.sqlfiles import query
 from retention.holds.store import Hold, matching_holds
 from retention.objects.finish import all_resources_confirmed
@@ -178,8 +178,8 @@ def _tables(conn: Connection, op: dict[str, Any], policy: Policy | None) -> dict
             "state": "not counted",
             "source": "database",
             "counts": [one.as_json() for one in counted],
-            "detail": f"row {op['row_key']} could not be looked up in time (statement_ms); "
-            "ask again later",
+            "detail": f"row {op['row_key']} could not be looked up in time (the policy's "
+            f"statement_ms, at most {PAGE_STATEMENT_MS} ms for the whole lookup); ask again later",
         }
     if row.rows:
         return {
@@ -372,7 +372,7 @@ def render(record: dict[str, Any]) -> str:
         what = {"present": " row(s) still there", "deleted": " row(s) deleted"}
         lines += [
             f"    {t['table']}: "
-            + TableRows(t["table"], t["rows"], t["more"]).shown()
+            + TableRows(t["table"], t["rows"], t["more"], t.get("not_counted")).shown()
             + (what.get(tables["state"], "") if t["rows"] is not None else "")
             for t in tables["counts"]
         ]
