@@ -829,6 +829,8 @@ def test_a_future_dated_erasure_or_replay_run_is_named_with_the_fix(pages: Pages
     assert "It replays nothing until then" in replay
     pages.access.unreadable_dags = {ERASURE_DAG_ID}
     assert notes("/retention/ui/", "erasure_future_run") == [], "only for who may read it"
+    pages.access.unreadable_dags = {REPLAY_DAG_ID}
+    assert notes("/retention/ui/dead-letters", "replay_future_run") == [], "the same"
 
 
 def test_the_limiter_tile_says_when_the_last_run_ignored_rate_limit_headers(
