@@ -39,11 +39,15 @@ from typing import Any
 from airflow.sdk import DAG, Param, get_current_context, task
 
 from retention.airflow.connections import postgres
-from retention.airflow.dag_factory import MAX_ACTIVE_RUNS
 from retention.airflow.rights import require_replay_right
 from retention.airflow.steps import migrate_schema_step
 from retention.evidence.replay import replay_dead, replay_dead_events
 from retention.policy import Policy, load_policies
+
+REPLAY_MAX_ACTIVE_RUNS = 16
+"""Replay runs that may run at once: enough that one run Airflow never starts (a logical
+date in the future) holds up none of the others; replays of the same operations take
+turns on their row locks (see below)."""
 
 _remote_policies = {p.name: p for p in load_policies().policies if p.remote is not None}
 
@@ -72,12 +76,13 @@ with DAG(
     schedule=None,
     start_date=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
     catchup=False,
-    # Replays may run side by side: each is one statement that moves only operations
-    # still dead (queue_replay.sql), so of two replays naming the same operation the
-    # second waits for the first's row lock, finds it pending and leaves it; migrate_schema
-    # takes an advisory lock. One run Airflow never starts (a logical date in the future)
-    # then holds one slot, not every later replay.
-    max_active_runs=MAX_ACTIVE_RUNS,
+    # Replays may run side by side: each is one statement that locks the operations still
+    # dead in key order, then moves them (queue_replay.sql), so of two replays naming the
+    # same operation the second waits for the first's row lock, finds it pending and
+    # leaves it, and two replays cannot deadlock; migrate_schema takes an advisory lock.
+    # One run Airflow never starts (a logical date in the future) then holds one slot,
+    # not every later replay.
+    max_active_runs=REPLAY_MAX_ACTIVE_RUNS,
     # it runs only when triggered (from the Retention view too): created paused, a run
     # started there would stay queued for ever
     is_paused_upon_creation=False,

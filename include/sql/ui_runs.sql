@@ -1,11 +1,12 @@
--- The Retention view's runs of one policy: the latest real run by logical date
--- (a backfill of an old date is not the current state, even when it finished
--- last), the real run that finished last, and the latest dry run (shown apart:
--- it deleted nothing). A run without a logical date (a manual run) counts from
--- when it was planned. Each row says which of the three it is, with the columns
--- of run_recent.sql (with the summary whole: Python reads its covered_by note, its
--- rate_limit_headers_note and what bounded its drain through RunSummary). Read-only; runs by policy (its primary key), then each
--- plan's windows (windows_policy_plan) and one run_leases row.
+-- The Retention view's runs of one policy: the latest real run by logical date (a
+-- backfill of an old date is not the current state, even when it finished last), the
+-- real run that finished last, and the latest dry run (shown apart: it deleted
+-- nothing). A run without a logical date (a manual run) counts from when it was
+-- planned. Each row says which of the three it is, with the columns of run_recent.sql
+-- (with the summary whole: Python reads its covered_by note, its
+-- rate_limit_headers_note and what bounded its drain through RunSummary). Read-only;
+-- runs by policy (its primary key), then each plan's windows (windows_policy_plan) and
+-- one run_leases row.
 WITH picks AS (
     SELECT (SELECT run_id FROM retention.runs
             WHERE policy = %(policy)s AND NOT dry_run

@@ -16,8 +16,9 @@ from psycopg import sql
 from devtools.plans import CUTOFF
 from devtools.receiver import Receiver
 from retention.airflow.alerts import AlertsNotSent, deadline_alert_of, send_alerts_step
+from retention.airflow.dag_runs import MAX_RUNS
 from retention.alerts.delivery import read_run_facts
-from retention.db.connection import Connection
+from retention.db.connection import APPLICATION_NAME, Connection, connect_dsn
 from retention.evidence.reconcile import reconcile_run
 from retention.policy import Policy
 from retention.rows.partitions import drop_expired_partitions
@@ -294,13 +295,48 @@ def test_the_lag_alert_names_a_run_airflow_will_not_start_before_its_future_date
     assert ("POST", "/auth/token") in airflow_api.requests, "read through the REST API"
 
 
+def test_the_lag_alert_counts_every_future_run_and_holds_no_connection_while_reading_them(
+    db: Connection,
+    unique_name: str,
+    test_dsn: str,
+    receiver: Receiver,
+    airflow_api: AirflowPools,
+) -> None:
+    """More runs than one page of the REST API: the alert names five and counts the rest
+    from the API's total_entries, not from the page. While Airflow is asked (up to its
+    timeouts), send_alerts holds no connection to the policy's database."""
+    policy = dirty_run(db, unique_name, on_lag=CONN_ID, lag_minutes=60)
+    today = dt.datetime.now(dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    airflow_api.dag_runs = [
+        dag_run(policy.dag_id, f"manual__{n}", today + dt.timedelta(days=10 + n), "queued")
+        for n in range(MAX_RUNS + 5)
+    ]
+    held: list[int] = []
+
+    def sessions_of_retention() -> None:
+        with connect_dsn(test_dsn) as probe:
+            row = probe.execute(
+                "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() "
+                "AND application_name = %s AND pid NOT IN (pg_backend_pid(), %s)",
+                (APPLICATION_NAME, db.info.backend_pid),
+            ).fetchone()
+        held.append(row["n"])
+
+    airflow_api.on_dag_runs = sessions_of_retention
+    assert send(policy)["alerts"][0]["state"] == "sent"
+    [message] = receiver.received
+    assert message["json"]["message"].endswith(f" And {MAX_RUNS} more such run(s) of the DAG.")
+    assert message["json"]["figures"]["future_runs_total"] == MAX_RUNS + 5
+    assert held == [0], "no connection of send_alerts is open while Airflow is asked"
+
+
 def test_the_dag_runs_query_uses_parameters_the_installed_airflow_knows() -> None:
     """An unknown query parameter is ignored by Airflow, not refused: a misspelt filter
     would list every run. The stand-in above honours these names; so must Airflow."""
     from airflow.api_fastapi.core_api.routes.public.dag_run import get_dag_runs
     from fastapi.dependencies.utils import get_dependant, get_flat_dependant
 
-    from retention.airflow.dag_runs import api_future_runs
+    from retention.airflow.dag_runs import FutureRuns, api_future_runs
 
     sent: list[tuple[str, str]] = []
 
@@ -312,7 +348,9 @@ def test_the_dag_runs_query_uses_parameters_the_installed_airflow_knows() -> Non
             sent.extend(kwargs["params"])
             return answer(200, {"dag_runs": []})
 
-    assert api_future_runs("http://api", "u", "p", "d", dt.datetime.now(dt.UTC), Session()) == []
+    assert api_future_runs(
+        "http://api", "u", "p", "d", dt.datetime.now(dt.UTC), Session()
+    ) == FutureRuns((), 0)
     route = get_flat_dependant(get_dependant(path="/dags/{dag_id}/dagRuns", call=get_dag_runs))
     known = {param.alias for param in route.query_params}
     assert {name for name, _ in sent} <= known

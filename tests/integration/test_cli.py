@@ -277,6 +277,7 @@ def test_explain_shows_the_rows_of_each_table_waiting_with_the_row(
         "table": f"public.{unique_name}_r",
         "rows": 3,
         "more": False,
+        "not_counted": None,
     }
 
 

@@ -849,8 +849,8 @@ def test_explain_shows_each_tables_rows_waiting_with_the_row_then_those_deleted(
     waiting = explain(db, key, None, policies)["tables"]
     assert (waiting["state"], waiting["source"]) == ("present", "database"), waiting
     assert waiting["counts"] == [
-        {"table": table, "rows": 1, "more": False},
-        {"table": renditions, "rows": 3, "more": False},
+        {"table": table, "rows": 1, "more": False, "not_counted": None},
+        {"table": renditions, "rows": 3, "more": False, "not_counted": None},
     ]
     assert waiting["detail"].startswith(f"still there for row {match['row_key']}, waiting with")
     lines = render(explain(db, key, None, policies)).splitlines()
@@ -865,11 +865,74 @@ def test_explain_shows_each_tables_rows_waiting_with_the_row_then_those_deleted(
     deleted = explain(db, key, None, policies)["tables"]
     assert (deleted["state"], deleted["source"]) == ("deleted", "event")
     assert deleted["counts"] == [
-        {"table": table, "rows": 1, "more": False},
-        {"table": renditions, "rows": 3, "more": False},
+        {"table": table, "rows": 1, "more": False, "not_counted": None},
+        {"table": renditions, "rows": 3, "more": False, "not_counted": None},
     ]
     assert f"    {renditions}: 3 row(s) deleted" in render(explain(db, key, None, policies))
     db.execute("DELETE FROM retention.outbox WHERE policy = %s", (policy.name,))  # purged
     gone = explain(db, key, None, policies)["tables"]
     assert (gone["state"], gone["source"], gone["counts"]) == ("deleted", None, [])
     assert "recorded by table only in a retention.deleted event" in gone["detail"]
+
+
+def test_explain_shows_a_child_the_catalog_check_refused_as_not_counted_with_why(
+    db, unique_name
+) -> None:
+    """A listed child the check refuses (here a references: the foreign key contradicts) is
+    left out of the family: explain shows it as not counted, with the check's words, instead
+    of leaving it out silently."""
+    fields = remote_family(db, unique_name)
+    policy, problems = parse_policy(unique_name, fields)
+    assert policy is not None, problems
+    enqueue_all(db, policy)
+    (match,) = find_operations(db, "obj-1", policy=policy.name, limit=2)
+    other = f"{unique_name}_x"
+    db.execute(
+        f"CREATE TABLE public.{other} (id bigserial PRIMARY KEY, "
+        f"asset_id bigint NOT NULL REFERENCES public.{unique_name} (id))"
+    )
+    wrong = {"table": other, "foreign_key": "asset_id", "references": "version"}
+    refused, problems = parse_policy(
+        unique_name, {**fields, "children": [*fields["children"], wrong]}
+    )
+    assert refused is not None, problems
+    tables = explain(db, match["operation_key"], None, {refused.name: refused})["tables"]
+    assert tables["state"] == "present"
+    assert [(c["table"], c["rows"]) for c in tables["counts"]] == [
+        (f"public.{unique_name}", 1),
+        (f"public.{unique_name}_r", 3),
+        (f"public.{other}", None),
+    ]
+    why = tables["counts"][2]["not_counted"]
+    assert f"child public.{other} sets references: version" in why
+    lines = render(explain(db, match["operation_key"], None, {refused.name: refused}))
+    assert f"    public.{other}: not counted ({why})" in lines.splitlines()
+
+
+def test_explain_counts_within_one_short_deadline_whatever_the_policys_timeouts(
+    db, unique_name, test_dsn
+) -> None:
+    """A person waits for explain: a child table locked by another transaction is "not
+    counted (timed out)" within the lookup's deadline, not after the policy's statement_ms
+    and lock_timeout_ms (here a minute each); the tables before it are still counted."""
+    fields = remote_family(db, unique_name)
+    slow = {**fields, "statement_timeout_ms": 60_000, "lock_timeout_ms": 60_000}
+    policy, problems = parse_policy(unique_name, slow)
+    assert policy is not None, problems
+    enqueue_all(db, policy)
+    (match,) = find_operations(db, "obj-1", policy=policy.name, limit=2)
+    with connect_dsn(test_dsn) as other, other.transaction():
+        other.execute(f"LOCK TABLE public.{unique_name}_r IN ACCESS EXCLUSIVE MODE")
+        started = time.monotonic()
+        counted = rows_of_key(db, policy, match["row_key"], within_ms=300)
+        assert time.monotonic() - started < 5
+        assert [one.shown() for one in counted] == ["1", "not counted (timed out)"]
+        started = time.monotonic()
+        tables = explain(db, match["operation_key"], None, {policy.name: policy})["tables"]
+        assert time.monotonic() - started < 15, "the whole lookup: at most 5 s"
+    assert tables["counts"][1] == {
+        "table": f"public.{unique_name}_r",
+        "rows": None,
+        "more": False,
+        "not_counted": "timed out",
+    }

@@ -73,15 +73,25 @@ DOWN_PASSWORD = "not-to-be-shown"
 DOWN = {"conn_type": "postgres", "host": "127.0.0.1", "port": 1, "login": "postgres"}
 
 
-def add_policy_on_a_database_that_is_down(api, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A second policy, readable by the user, whose database does not answer."""
-    monkeypatch.setenv(
-        f"AIRFLOW_CONN_{DOWN_CONN_ID.upper()}", json.dumps({**DOWN, "password": DOWN_PASSWORD})
-    )
+# a policy whose postgres_conn_id names no Airflow connection at all
+UNDEFINED_CONN_ID = "retention_undefined"
+
+
+def add_policy_on_a_database_that_is_down(
+    api, monkeypatch: pytest.MonkeyPatch, conn_id: str = DOWN_CONN_ID
+) -> None:
+    """A second policy, readable by the user, whose database does not answer: nothing
+    listens (``DOWN_CONN_ID``), or Airflow has no such connection (``UNDEFINED_CONN_ID``)."""
+    if conn_id == DOWN_CONN_ID:
+        monkeypatch.setenv(
+            f"AIRFLOW_CONN_{DOWN_CONN_ID.upper()}", json.dumps({**DOWN, "password": DOWN_PASSWORD})
+        )
+    else:
+        monkeypatch.delenv(f"AIRFLOW_CONN_{conn_id.upper()}", raising=False)
     path = Path(os.environ["RETENTION_POLICIES"])
     policies = yaml.safe_load(path.read_text())
     down = f"{api['policy']}_down"
-    policies["policies"][down] = policy_fields(down, postgres_conn_id=DOWN_CONN_ID)
+    policies["policies"][down] = policy_fields(down, postgres_conn_id=conn_id)
     path.write_text(yaml.safe_dump(policies))
 
 
@@ -231,29 +241,32 @@ def test_a_request_key_cannot_take_the_key_an_urgent_hint_will_use(db, api) -> N
     )
 
 
+@pytest.mark.parametrize("conn_id", [DOWN_CONN_ID, UNDEFINED_CONN_ID])
 def test_an_erasure_not_found_while_a_readable_database_is_down_is_a_503(
-    db, api, monkeypatch: pytest.MonkeyPatch
+    db, api, monkeypatch: pytest.MonkeyPatch, conn_id: str
 ) -> None:
     """The answer policy of every lookup (retention.airflow.lookup): not found in the
-    databases that answered, and one of a readable policy did not, is a 503 naming that
-    connection (not 404, which would say the erasure does not exist), and nothing secret:
-    no password, no host, no driver error."""
-    add_policy_on_a_database_that_is_down(api, monkeypatch)
+    databases that answered, and one of a readable policy did not (nothing listens, or
+    Airflow has no such connection), is a 503 naming that connection (not 404, which would
+    say the erasure does not exist), and nothing secret: no password, no host, no driver
+    error."""
+    add_policy_on_a_database_that_is_down(api, monkeypatch, conn_id)
     answer = requests.get(f"{api['url']}/erasures/987654321", timeout=30)
     assert answer.status_code == 503, answer.text
     detail = answer.json()["detail"]
-    assert DOWN_CONN_ID in detail
+    assert conn_id in detail
     for secret in (DOWN_PASSWORD, "127.0.0.1", "port 1", "refused"):
         assert secret not in detail
 
 
+@pytest.mark.parametrize("conn_id", [DOWN_CONN_ID, UNDEFINED_CONN_ID])
 def test_an_erasure_on_a_database_that_answers_is_found_while_another_is_down(
-    db, api, monkeypatch: pytest.MonkeyPatch
+    db, api, monkeypatch: pytest.MonkeyPatch, conn_id: str
 ) -> None:
     body = {"policy": api["policy"], "tenant": "2", "reason": "ticket 81"}
     made = requests.post(f"{api['url']}/erasures", json=body, timeout=10)
     assert made.status_code == 201, made.text
-    add_policy_on_a_database_that_is_down(api, monkeypatch)
+    add_policy_on_a_database_that_is_down(api, monkeypatch, conn_id)
     shown = requests.get(f"{api['url']}/erasures/{made.json()['erasure_id']}", timeout=30)
     assert shown.status_code == 200, shown.text
     assert shown.json()["policy"] == api["policy"]

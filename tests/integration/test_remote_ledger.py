@@ -7,6 +7,7 @@ import os
 import threading
 import time
 
+import psycopg
 import pytest
 
 from retention.db.connection import Connection, connect_dsn
@@ -490,6 +491,76 @@ def test_two_replays_at_once_move_and_audit_each_operation_once(
     ).fetchall()
     assert audited == [{"requested_by": "a", "n": 2}, {"requested_by": "b", "n": 0}]
     assert states(db, policy) == {"pending": 2, "done": 1}
+
+
+def test_a_replay_locks_its_operations_in_key_order_so_two_replays_cannot_deadlock(
+    db, unique_name, sandbox, test_dsn
+) -> None:
+    """A replay by failure class finds its rows in its index's (here the table's) order and
+    one by ids in key order; both lock in key order, so neither can hold a row the other
+    needs while waiting for one it holds. Here another transaction holds the lowest key:
+    the replay waits for it having locked nothing else (every other row is free), even
+    though the table holds the rows highest key first."""
+    create_media_table(db, unique_name, 6)
+    rejected = [f"obj-{n}" for n in range(1, 7)]
+    sandbox.state.configure(reject=rejected)
+    policy = remote_policy(unique_name)
+    enqueue_all(db, policy)
+    work(test_dsn, policy, sandbox)
+    keys = [
+        r["operation_key"]
+        for r in db.execute(
+            "SELECT operation_key FROM retention.operations WHERE policy = %s "
+            "AND state = 'dead' ORDER BY operation_key",
+            (policy.name,),
+        )
+    ]
+    assert len(keys) == 6
+    for key in reversed(keys):  # new row versions, highest key first in the table
+        db.execute(
+            "UPDATE retention.operations SET updated_at = updated_at WHERE operation_key = %s",
+            (key,),
+        )
+    lock_one = "SELECT 1 FROM retention.operations WHERE operation_key = %s FOR UPDATE"
+    done: dict = {}
+    with (
+        connect_dsn(test_dsn) as holder,
+        connect_dsn(test_dsn) as replayer,
+        connect_dsn(test_dsn) as probe,
+    ):
+        with holder.transaction():
+            holder.execute(lock_one, (keys[0],))
+            pid = replayer.info.backend_pid
+            racer = threading.Thread(
+                target=lambda: done.update(
+                    replay_dead(
+                        replayer, policy=policy.name, failure_class="http_422", requested_by="a"
+                    )
+                )
+            )
+            racer.start()
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                row = probe.execute(
+                    "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", (pid,)
+                ).fetchone()
+                if row and row["wait_event_type"] == "Lock":
+                    break
+                time.sleep(0.05)
+            else:
+                pytest.fail("the replay did not wait for the held row")
+            free = []
+            for key in keys[1:]:
+                try:
+                    with probe.transaction():
+                        probe.execute("SET LOCAL lock_timeout = '100ms'")
+                        probe.execute(lock_one, (key,))
+                    free.append(key)
+                except psycopg.errors.LockNotAvailable:
+                    pass
+            assert free == keys[1:], "the replay locked nothing past the row it waits for"
+        racer.join(10)
+    assert sorted(done["operation_keys"]) == keys
 
 
 def test_dead_letters_command_lists_dead_operations(db, unique_name, sandbox, test_dsn) -> None:

@@ -35,7 +35,7 @@ from retention.rows.children import coupled_tables
 from retention.summary import rate_limit_headers_note
 from retention.ui.app import create_app
 from tests.support.children import remote_family
-from tests.support.policies import make_policy, policy_fields
+from tests.support.policies import make_policy, policy_fields, remote_fields
 from tests.support.remote import enqueue_all
 from tests.support.tables import create_table, old
 from tests.support.ui_access import StandInAccess, StandInUser
@@ -571,6 +571,32 @@ def test_the_json_api_and_the_view_answer_a_lookup_alike(
         assert api.json()["detail"] in unescape(view.text)
 
 
+UNDEFINED_CONN_ID = "retention_undefined"  # no Airflow connection has this id
+
+
+def test_a_policy_whose_connection_is_not_defined_is_a_database_that_did_not_answer(
+    pages: Pages, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A remote policy whose postgres_conn_id names no Airflow connection: an unknown key is
+    a 503 naming that connection (JSON API and view alike), and an operation of a policy on
+    a database that answers is still found."""
+    monkeypatch.delenv(f"AIRFLOW_CONN_{UNDEFINED_CONN_ID.upper()}", raising=False)
+    path = Path(os.environ["RETENTION_POLICIES"])
+    policies = yaml.safe_load(path.read_text())
+    other = f"{pages.seeded.policy.name}_nowhere"
+    policies["policies"][other] = policy_fields(
+        other, postgres_conn_id=UNDEFINED_CONN_ID, remote=remote_fields(other)
+    )
+    path.write_text(yaml.safe_dump(policies))
+    client = pages.as_user("viewer-token")
+    for path_of in ("/retention/operations/{}", "/retention/ui/operations/{}"):
+        unknown = client.get(path_of.format("0" * 64))
+        assert unknown.status_code == 503, unknown.text
+        assert UNDEFINED_CONN_ID in unescape(unknown.text)
+        known = client.get(path_of.format(pages.seeded.dead_keys[0]))
+        assert known.status_code == 200, known.text
+
+
 def test_every_page_needs_the_login_dependency(pages: Pages) -> None:
     """The login guard is one FastAPI dependency on every page, not a check each page
     repeats (or forgets)."""
@@ -842,6 +868,8 @@ def test_a_future_dated_erasure_or_replay_run_is_named_with_the_fix(pages: Pages
     assert "It replays nothing until then" in replay
     pages.access.unreadable_dags = {ERASURE_DAG_ID}
     assert notes("/retention/ui/", "erasure_future_run") == [], "only for who may read it"
+    pages.access.unreadable_dags = {REPLAY_DAG_ID}
+    assert notes("/retention/ui/dead-letters", "replay_future_run") == [], "the same"
 
 
 def test_the_limiter_tile_says_when_the_last_run_ignored_rate_limit_headers(

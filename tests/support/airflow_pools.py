@@ -17,7 +17,7 @@ import datetime as dt
 import json
 import secrets
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -58,6 +58,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(401, {"detail": "Not authenticated"})
         elif url.path.startswith("/api/v2/dags/") and url.path.endswith("/dagRuns"):
             dag_id = unquote(url.path[len("/api/v2/dags/") : -len("/dagRuns")])
+            if self.server.on_dag_runs is not None:
+                self.server.on_dag_runs()
             self._json(200, self.server.dag_runs_answer(dag_id, parse_qs(url.query)))
         elif not self.path.startswith(prefix) or unquote(self.path[len(prefix) :]) != (
             self.server.pool
@@ -82,6 +84,7 @@ class AirflowPools(ThreadingHTTPServer):
         self.lock = threading.Lock()
         self.requests: list[tuple[str, str]] = []
         self.dag_runs: list[dict[str, Any]] = []  # DAGRunResponse-like: dag_id, dag_run_id, …
+        self.on_dag_runs: Callable[[], None] | None = None  # called as a dagRuns GET arrives
 
     @property
     def url(self) -> str:

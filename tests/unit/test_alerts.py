@@ -277,6 +277,11 @@ def test_the_lag_alert_names_each_run_airflow_will_not_start_yet_with_the_fix() 
     assert alert.text.count("Airflow starts none of its tasks before then") == 5
     assert alert.text.endswith(" And 2 more such run(s) of the DAG.")
     assert len(alert.figures["future_runs"]) == 7
+    # the REST API answers one page: the count of the rest is its total_entries
+    paged = dataclasses.replace(late, future_runs=many, future_runs_total=120)
+    [alert] = decide_alerts(SPEC, paged, remote=False)
+    assert alert.text.endswith(" And 115 more such run(s) of the DAG.")
+    assert alert.figures["future_runs_total"] == 120
     [unread] = decide_alerts(SPEC, dataclasses.replace(late, future_runs=()), remote=False)
     assert "Not started" not in unread.text
     assert "future_runs" not in unread.figures

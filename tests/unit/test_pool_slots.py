@@ -10,12 +10,13 @@ from typing import Any
 import pytest
 import requests
 
-from retention.airflow.pools import PoolUnreadable, api_pool_slots, pool_slots_now
+from retention.airflow.pools import api_pool_slots, pool_slots_now
+from retention.airflow.rest import ApiUnreadable
 from tests.support.policies import make_policy
 
 
 def unreadable(pool: str) -> int:
-    raise PoolUnreadable("POST /auth/token as 'planner' answered 401: bad credentials")
+    raise ApiUnreadable("POST /auth/token as 'planner' answered 401: bad credentials")
 
 
 def broken(pool: str) -> int:
@@ -101,7 +102,7 @@ def test_the_slots_are_read_with_a_token_of_the_connections_user() -> None:
 def test_an_answer_that_is_not_the_pool_says_what_went_wrong(
     answers: list[tuple[int, Any]], message: str
 ) -> None:
-    with pytest.raises(PoolUnreadable, match=message):
+    with pytest.raises(ApiUnreadable, match=message):
         api_pool_slots("http://api", "planner", "secret", "p", Answers(*answers))  # type: ignore[arg-type]
 
 
@@ -165,7 +166,7 @@ def test_an_expired_token_is_asked_for_again_once() -> None:
     assert session.calls[-1][2]["headers"] == {"Authorization": "Bearer new"}
     refused = Answers((201, {"access_token": "a"}), (401, "no"), (201, {"access_token": "b"}))
     refused.answers.append((401, "still no"))
-    with pytest.raises(PoolUnreadable, match="GET /api/v2/pools/p answered 401"):
+    with pytest.raises(ApiUnreadable, match="GET /api/v2/pools/p answered 401"):
         PoolStats("http://api", "planner", "secret", refused)("p")  # type: ignore[arg-type]
 
 

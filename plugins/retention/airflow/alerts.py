@@ -45,10 +45,11 @@ from airflow.sdk import (
     get_current_context,
     task,
 )
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from retention.airflow.connections import api_base_url, http_sender, postgres
-from retention.airflow.dag_runs import read_future_runs
+from retention.airflow.dag_runs import FutureRuns, read_future_runs
+from retention.airflow.rest import ApiUnreadable
 from retention.alerts.delivery import (
     ALERT_TIMEOUT_SECONDS,
     ENDPOINT_EXTRA,
@@ -70,7 +71,6 @@ from retention.alerts.messages import (
 )
 from retention.policy.model import AlertsSpec, Policy
 from retention.queue.http import HttpSender
-from retention.rows.cutoff import FutureRun
 from retention.runs.lease import holds_run_lease
 
 log = logging.getLogger(__name__)
@@ -152,14 +152,18 @@ def send_alerts_step(
 ) -> dict[str, Any]:
     """Decide and send the run's alerts; raise :class:`AlertsNotSent` if one did not go out."""
     assert policy.alerts is not None
+    remote = policy.remote is not None
     with postgres(policy.postgres_conn_id) as conn:
         facts = read_run_facts(
             conn, policy, run_id, failed_tasks=failed_tasks, dry_run=dry_run, url=url
         )
-        alerts = decide_alerts(policy.alerts, facts, remote=policy.remote is not None)
-        if any(alert.kind == "lag" for alert in alerts):  # name what Airflow holds back
-            facts = replace(facts, future_runs=future_runs_of(policy.dag_id, facts.now))
-            alerts = decide_alerts(policy.alerts, facts, remote=policy.remote is not None)
+    alerts = decide_alerts(policy.alerts, facts, remote=remote)
+    if any(alert.kind == "lag" for alert in alerts):  # name what Airflow holds back
+        # read without holding a database connection: the REST API may take its timeouts
+        future = future_runs_of(policy.dag_id, facts.now)
+        facts = replace(facts, future_runs=future.runs, future_runs_total=future.total)
+        alerts = decide_alerts(policy.alerts, facts, remote=remote)
+    with postgres(policy.postgres_conn_id) as conn:
         outcomes = [
             deliver(conn, alert, policy=policy.name, dag_id=policy.dag_id, run_id=run_id, url=url)
             for alert in alerts
@@ -177,20 +181,20 @@ def send_alerts_step(
     return {"alerts": [o.as_dict() for o in outcomes], "purged_alert_rows": purged}
 
 
-def future_runs_of(dag_id: str, now: dt.datetime | None) -> tuple[FutureRun, ...]:
+def future_runs_of(dag_id: str, now: dt.datetime | None) -> FutureRuns:
     """The DAG's runs Airflow will not start before their logical date, for the lag alert
     (read through ``retention_airflow_api``); none when they cannot be read, and the log
     says why: the alert goes out without them."""
     try:
-        return tuple(read_future_runs(dag_id, now or dt.datetime.now(dt.UTC)))
-    except Exception as unreadable:  # the alert matters more than this line of it
+        return read_future_runs(dag_id, now or dt.datetime.now(dt.UTC))
+    except (ApiUnreadable, AirflowException) as unreadable:  # the alert matters more
         log.warning(
             "lag alert of %s: the runs Airflow will not start yet were not read, so the "
             "alert does not name them: %s",
             dag_id,
             unreadable,
         )
-        return ()
+        return FutureRuns((), 0)
 
 
 def alerts_doc(spec: AlertsSpec) -> str:

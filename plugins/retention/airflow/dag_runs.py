@@ -13,6 +13,8 @@ so the lag alert's ``send_alerts`` asks the public REST API through
 from __future__ import annotations
 
 import datetime as dt
+from contextlib import nullcontext
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
@@ -25,7 +27,15 @@ from retention.runs.status import ACTIVE_AIRFLOW_STATES
 MAX_RUNS = 50  # one page: the alert names a few of them and counts the rest
 
 
-def read_future_runs(dag_id: str, now: dt.datetime) -> list[FutureRun]:
+@dataclass(frozen=True)
+class FutureRuns:
+    """One page of the runs Airflow will not start yet, and how many there are in all."""
+
+    runs: tuple[FutureRun, ...]
+    total: int  # the API's total_entries: all such runs, not only the page's
+
+
+def read_future_runs(dag_id: str, now: dt.datetime) -> FutureRuns:
     """The DAG's queued or running runs whose logical date is after ``now``, through the
     REST API the connection ``retention_airflow_api`` names."""
     base, login, password = api_settings(user_may=f"read the DAG runs of {dag_id}")
@@ -39,24 +49,27 @@ def api_future_runs(
     dag_id: str,
     now: dt.datetime,
     session: requests.Session | Any | None = None,
-) -> list[FutureRun]:
-    """``GET /api/v2/dags/{dag_id}/dagRuns`` for the runs Airflow will not start yet."""
-    http = session or requests.Session()
+) -> FutureRuns:
+    """``GET /api/v2/dags/{dag_id}/dagRuns`` for the runs Airflow will not start yet (the
+    first :data:`MAX_RUNS`, and the count of all of them)."""
     path = f"/api/v2/dags/{quote(dag_id, safe='')}/dagRuns"
-    try:
-        access_token = token(http, base_url, login, password)
-        params = [("state", state) for state in ACTIVE_AIRFLOW_STATES] + [
-            ("logical_date_gt", now.isoformat()),
-            ("order_by", "logical_date"),
-            ("limit", str(MAX_RUNS)),
-        ]
-        body = answer(get(http, base_url, access_token, path, params=params), f"GET {path}")
-    except requests.RequestException as failed:
-        raise ApiUnreadable(f"{type(failed).__name__}: {failed}") from None
+    with nullcontext(session) if session is not None else requests.Session() as http:
+        try:
+            access_token = token(http, base_url, login, password)
+            params = [("state", state) for state in ACTIVE_AIRFLOW_STATES] + [
+                ("logical_date_gt", now.isoformat()),
+                ("order_by", "logical_date"),
+                ("limit", str(MAX_RUNS)),
+            ]
+            body = answer(get(http, base_url, access_token, path, params=params), f"GET {path}")
+        except requests.RequestException as failed:
+            raise ApiUnreadable(f"{type(failed).__name__}: {failed}") from None
     runs = body.get("dag_runs")
     if not isinstance(runs, list):
         raise ApiUnreadable(f"GET {path} answered without a list of dag_runs")
-    return [_future_run(dag_id, run, path) for run in runs]
+    found = tuple(_future_run(dag_id, run, path) for run in runs)
+    total = body.get("total_entries")
+    return FutureRuns(found, max(total, len(found)) if type(total) is int else len(found))
 
 
 def _future_run(dag_id: str, run: Any, path: str) -> FutureRun:

@@ -90,13 +90,20 @@ def read_each_database(
     what: str,
 ) -> PerDatabase[T]:
     """``read(conn, policies of that database)`` once per database. A database that
-    cannot be reached, or whose ``read`` fails with a database error, is reported in
-    ``unanswered`` (and logged with ``what`` was being read); the others still count."""
+    cannot be reached, whose connection id Airflow does not know, or whose ``read`` fails
+    with a database error, is reported in ``unanswered`` (and logged with ``what`` was
+    being read); the others still count."""
+    # imported here: the view (ui/) imports this module, and only airflow/ may load Airflow
+    from airflow.sdk.exceptions import AirflowNotFoundException
+
     found: PerDatabase[T] = PerDatabase()
     for conn_id, members in by_database(policies).items():
         try:
             with postgres(conn_id) as conn:
                 found.answers[conn_id] = read(conn, members)
+        except AirflowNotFoundException:
+            log.warning("%s: no Airflow connection %s", what, conn_id)
+            found.unanswered[conn_id] = "no Airflow connection with this id"
         except (psycopg.Error, OSError) as failed:
             log.warning("%s: connection %s did not answer: %s", what, conn_id, failed)
             found.unanswered[conn_id] = str(failed)

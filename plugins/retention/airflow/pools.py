@@ -19,6 +19,7 @@ read fails, the pass goes on and its verdict says the pool's share is unknown, a
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from urllib.parse import quote
 
@@ -37,10 +38,6 @@ from retention.queue.bound import PoolReading, PoolWatch
 # A pass's samples wait less: the first that fails ends the sampling, never the pass.
 SAMPLE_TIMEOUT_SECONDS = (1.0, 2.0)
 SETTINGS_FILE = "airflow_settings.yaml"
-
-
-# Airflow's pools did not say how many slots the pool has; the message says why.
-PoolUnreadable = ApiUnreadable
 
 
 @dataclass(frozen=True)
@@ -71,7 +68,7 @@ def pool_slots_now(
         return PoolSlots(pool, (read or read_pool_slots)(pool))
     except Exception as error:  # only the plan's size depends on it: never fail the run
         reason = (
-            str(error) if isinstance(error, PoolUnreadable) else f"{type(error).__name__}: {error}"
+            str(error) if isinstance(error, ApiUnreadable) else f"{type(error).__name__}: {error}"
         )
         return PoolSlots(pool, declared, unreadable=reason)
 
@@ -86,14 +83,14 @@ def api_pool_slots(
     base_url: str, login: str, password: str, pool: str, session: requests.Session | None = None
 ) -> int:
     """``slots`` of ``GET /api/v2/pools/{pool}``, with a token for ``login`` (-1: unlimited)."""
-    http = session or requests.Session()
-    access_token = token(http, base_url, login, password, TIMEOUT_SECONDS)
     path = f"/api/v2/pools/{quote(pool, safe='')}"
-    slots = answer(get(http, base_url, access_token, path), f"GET {path}").get("slots")
+    with nullcontext(session) if session is not None else requests.Session() as http:
+        access_token = token(http, base_url, login, password, TIMEOUT_SECONDS)
+        slots = answer(get(http, base_url, access_token, path), f"GET {path}").get("slots")
     if type(slots) is not int:
-        raise PoolUnreadable(f"GET {path} answered slots={slots!r}, not a whole number")
+        raise ApiUnreadable(f"GET {path} answered slots={slots!r}, not a whole number")
     if slots < 0:  # Airflow's -1: unlimited, which says nothing about how many windows
-        raise PoolUnreadable(f"GET {path} answered slots={slots}: the pool is unlimited")
+        raise ApiUnreadable(f"GET {path} answered slots={slots}: the pool is unlimited")
     return slots
 
 
@@ -112,7 +109,7 @@ class PoolStats:
         try:
             return self._read(pool)
         except requests.RequestException as failed:
-            raise PoolUnreadable(f"{type(failed).__name__}: {failed}") from None
+            raise ApiUnreadable(f"{type(failed).__name__}: {failed}") from None
 
     def _read(self, pool: str) -> PoolReading:
         path = f"/api/v2/pools/{quote(pool, safe='')}"
@@ -129,7 +126,7 @@ class PoolStats:
         body = answer(response, f"GET {path}")
         slots, occupied = body.get("slots"), body.get("occupied_slots")
         if type(slots) is not int or type(occupied) is not int:
-            raise PoolUnreadable(
+            raise ApiUnreadable(
                 f"GET {path} answered slots={slots!r}, occupied_slots={occupied!r}: "
                 "not whole numbers"
             )
@@ -141,6 +138,6 @@ def pool_watch(pool: str, task_slots: int) -> PoolWatch:
     ``retention_airflow_api``; without that connection, a watch that says so."""
     try:
         base, login, password = api_settings()
-    except PoolUnreadable as missing:
+    except ApiUnreadable as missing:
         return PoolWatch(pool, task_slots, None, unread=str(missing))
     return PoolWatch(pool, task_slots, PoolStats(base, login, password))

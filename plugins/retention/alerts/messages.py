@@ -107,6 +107,7 @@ class RunFacts:
     # runs of the DAG that Airflow will not start before their logical date, still to come
     # at ``now`` (read from the REST API for the lag alert; empty when not read)
     future_runs: tuple[FutureRun, ...] = ()
+    future_runs_total: int = 0  # how many such runs there are (the API counts past its page)
     now: dt.datetime | None = None  # when the facts were read
 
     @property
@@ -272,11 +273,12 @@ def _lag(
     if bound is not None:  # what bounded the drain, and the pool's slots it needs
         figures |= {"bound_by": bound.verdict, "slots_needed": bound.slots_needed}
     if facts.future_runs and facts.now is not None:  # the view's words for such a run
-        text += _future_runs_text(facts.future_runs, facts.now)
+        text += _future_runs_text(facts.future_runs, facts.future_runs_total, facts.now)
         figures["future_runs"] = [
             {"run_id": run.run_id, "logical_date": run.logical_date.isoformat()}
             for run in facts.future_runs
         ]
+        figures["future_runs_total"] = max(facts.future_runs_total, len(facts.future_runs))
     # a drain short of slots: the pool's section; any other remote lag starts at the API
     if bound is not None and bound.verdict == "capacity":
         runbook = RUNBOOK["slow"]
@@ -285,10 +287,11 @@ def _lag(
     return Alert("lag", conn_id, f"Retention {facts.policy}: lagging", text, figures, runbook)
 
 
-def _future_runs_text(runs: tuple[FutureRun, ...], now: dt.datetime) -> str:
-    """The runs of the DAG Airflow will not start yet, each with its date and the fix."""
+def _future_runs_text(runs: tuple[FutureRun, ...], total: int, now: dt.datetime) -> str:
+    """The runs of the DAG Airflow will not start yet, each with its date and the fix (the
+    first few of ``runs``), then how many more there are of ``total``."""
     notes = [future_run_note(run.run_id, run.logical_date, now) for run in runs[:MAX_LISTED]]
-    more = len(runs) - MAX_LISTED
+    more = max(total, len(runs)) - len(notes)
     return (
         " Not started by Airflow: "
         + " ".join(notes)

@@ -60,6 +60,11 @@ def configure(raw: psycopg.Connection[Any]) -> Connection:
     return raw  # type: ignore[return-value]
 
 
+# a statement read while a person waits (a page of the view, an API lookup, explain):
+# enough for index reads, short for a person
+PAGE_STATEMENT_MS = 5000
+
+
 def connect_dsn(dsn: str) -> Connection:
     """Open a connection from a libpq DSN (the CLI with ``--dsn``, scripts and tests)."""
     return configure(psycopg.connect(dsn, application_name=APPLICATION_NAME))

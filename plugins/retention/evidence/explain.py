@@ -25,7 +25,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from retention.db.connection import Connection, bounded
+from retention.db.connection import PAGE_STATEMENT_MS, Connection, bounded
 from retention.db.sqlfiles import query
 from retention.holds.store import Hold, matching_holds
 from retention.objects.finish import all_resources_confirmed
@@ -228,8 +228,8 @@ def _count_family(
             "state": "not counted",
             "source": "database",
             "counts": [one.as_json() for one in counted],
-            "detail": f"row {row_key} could not be looked up in time (statement_ms); "
-            "ask again later",
+            "detail": f"row {row_key} could not be looked up in time (the policy's "
+            f"statement_ms, at most {PAGE_STATEMENT_MS} ms for the whole lookup); ask again later",
         }
     return counted
 
@@ -407,7 +407,7 @@ def _table_lines(tables: dict[str, Any] | None) -> list[str]:
     what = {"present": still, "gone": still, "deleted": " row(s) deleted"}
     return [f"  tables:     {tables['state']}: {tables['detail']}"] + [
         f"    {t['table']}: "
-        + TableRows(t["table"], t["rows"], t["more"]).shown()
+        + TableRows(t["table"], t["rows"], t["more"], t.get("not_counted")).shown()
         + (what.get(tables["state"], "") if t["rows"] is not None else "")
         for t in tables["counts"]
     ]

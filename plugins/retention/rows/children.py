@@ -19,13 +19,14 @@ in ``children:``, ``ON DELETE CASCADE`` / ``SET NULL``, or named in
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import time
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import psycopg
 from psycopg import sql
 
-from retention.db.connection import Connection, bounded
+from retention.db.connection import PAGE_STATEMENT_MS, Connection, bounded, set_local
 from retention.db.sqlfiles import query
 from retention.db.table_check import TableMismatch
 from retention.policy.model import Policy
@@ -94,6 +95,8 @@ class Coupling:
     problems: list[str] = field(default_factory=list)  # each fails the run
     unlisted_cascades: list[ForeignKey] = field(default_factory=list)  # warnings
     ignored_unknown: list[str] = field(default_factory=list)  # warnings: a typo, or dropped
+    # a listed child left out of ``links`` → why: its own problem, or its parent's refusal
+    refused: dict[str, str] = field(default_factory=dict)
 
     def deepest_first(self) -> list[ChildLink]:
         return sorted(self.links, key=lambda link: -link.depth)
@@ -234,6 +237,14 @@ def coupled_tables(conn: Connection, policy: Policy) -> Coupling:
     links: list[ChildLink] = []
     problems: list[str] = []
     used: set[str] = set()
+    refused: dict[str, str] = {}
+
+    def refuse(child: Any, *why: str) -> None:
+        """``child`` is left out for ``why`` (each a problem), and its descendants with it."""
+        problems.extend(why)
+        refused[child.table] = "; ".join(why)
+        for _, below in child.walk()[1:]:
+            refused.setdefault(below.table, f"its parent {child.table} was refused")
 
     def resolve(children: Any, parent_table: str, parent: ChildLink | None, depth: int) -> None:
         for child in children:
@@ -241,9 +252,12 @@ def coupled_tables(conn: Connection, policy: Policy) -> Coupling:
             if child.references is not None:
                 missing += _missing_columns(conn, parent_table, [child.references])
             if missing:
-                problems.extend(
-                    f"policy {policy.name!r}, field 'children' ({child.table}): {what}"
-                    for what in missing
+                refuse(
+                    child,
+                    *(
+                        f"policy {policy.name!r}, field 'children' ({child.table}): {what}"
+                        for what in missing
+                    ),
                 )
                 continue
             constraint = next(
@@ -263,24 +277,26 @@ def coupled_tables(conn: Connection, policy: Policy) -> Coupling:
                 and column != constraint.referenced_columns[0]
             ):
                 used.add(constraint.name)  # listed, if wrongly: not "unaccounted" as well
-                problems.append(
+                refuse(
+                    child,
                     f"policy {policy.name!r}, field 'children': child {child.table} sets "
                     f"references: {column}, but its {constraint.described()} references "
                     f"{parent_table}.{constraint.referenced_columns[0]}: the constraint says "
                     f"which parent a row of {child.table} belongs to, and deleting by {column} "
                     "would take the children of other, living parents; drop references: (the "
                     f"constraint's column is used) or make it references: "
-                    f"{constraint.referenced_columns[0]}"
+                    f"{constraint.referenced_columns[0]}",
                 )
                 continue
             if column is not None and not is_unique_column(conn, parent_table, column):
-                problems.append(
+                refuse(
+                    child,
                     f"policy {policy.name!r}, field 'children': child {child.table} sets "
                     f"references: {column}, but {parent_table}.{column} is not unique on its "
                     "own (no primary key or unique index of that column alone): a value "
                     "could name several parent rows (one per tenant, say), and the children "
                     "of every one would go with the first; reference a unique column, or "
-                    "add a unique index on it"
+                    "add a unique index on it",
                 )
                 continue
             if column is None and constraint is not None:
@@ -289,11 +305,12 @@ def coupled_tables(conn: Connection, policy: Policy) -> Coupling:
                 keys = primary_key(conn, parent_table)
                 column = keys[0] if len(keys) == 1 else None
             if column is None:
-                problems.append(
+                refuse(
+                    child,
                     f"policy {policy.name!r}, field 'children': child {child.table} "
                     f"({child.foreign_key}) has no foreign key constraint to {parent_table} "
                     "and that table has no single-column primary key; set references: to "
-                    f"the column of {parent_table} that {child.foreign_key} holds"
+                    f"the column of {parent_table} that {child.foreign_key} holds",
                 )
                 continue
             if constraint is not None:
@@ -314,7 +331,11 @@ def coupled_tables(conn: Connection, policy: Policy) -> Coupling:
     cascades = _classify(conn, policy, found, used | ignored, set(tables), problems)
     unknown = sorted(ignored - {fk.name for fk in found})
     return Coupling(
-        links=links, problems=problems, unlisted_cascades=cascades, ignored_unknown=unknown
+        links=links,
+        problems=problems,
+        unlisted_cascades=cascades,
+        ignored_unknown=unknown,
+        refused=refused,
     )
 
 
@@ -475,28 +496,47 @@ class TableRows:
     """The rows of one table of a policy's family still there for one row key."""
 
     table: str  # schema.table
-    rows: int | None  # at most ROWS_COUNTED; None: the count ran out of time
+    rows: int | None  # at most ROWS_COUNTED; None: not counted (``not_counted`` says why)
     more: bool = False  # at least ``rows``: this table or a level above it had more
+    not_counted: str | None = None  # "timed out", or why the child was left out
 
     def as_json(self) -> dict[str, Any]:
-        return {"table": self.table, "rows": self.rows, "more": self.more}
+        return {
+            "table": self.table,
+            "rows": self.rows,
+            "more": self.more,
+            "not_counted": self.not_counted,
+        }
 
     def shown(self) -> str:
-        """``12``, ``1000+``, or ``not counted`` (timed out)."""
+        """``12``, ``1000+``, or ``not counted (timed out)`` (or the reason it was not)."""
         if self.rows is None:
-            return "not counted (timed out)"
+            return f"not counted ({self.not_counted or 'timed out'})"
         return f"{self.rows}{'+' if self.more else ''}"
 
 
+TIMED_OUT = "timed out"
+
+
 def rows_of_key(
-    conn: Connection, policy: Policy, row_key: int, limit: int = ROWS_COUNTED
+    conn: Connection,
+    policy: Policy,
+    row_key: int,
+    limit: int = ROWS_COUNTED,
+    *,
+    within_ms: int = PAGE_STATEMENT_MS,
 ) -> list[TableRows]:
     """The rows still there for ``row_key``: the policy's row, then each listed child's
     rows that descend from it (parents first), each counted up to ``limit`` (a level
-    past it makes the levels below "at least"), found level by level through each
-    foreign key (``explain_family_level.sql``), in one transaction bounded by the
-    policy's ``statement_ms`` and ``lock_ms``: a count that runs out of time is
-    ``None`` and the others are still counted. Read-only."""
+    past it makes the levels below "at least"), level by level through each foreign key
+    (``explain_family_level.sql``), in one read-only transaction. A person waits for the
+    answer (the view, the API, the CLI), so the whole lookup has one deadline,
+    ``within_ms`` from now, and each count may run the policy's ``statement_ms`` and wait
+    its ``lock_ms`` only as far as that deadline: a count that runs out of time is
+    ``None`` ("timed out") and the others are still counted, until the deadline has
+    passed. A listed child the catalog check refused (``coupled_tables``'s ``refused``:
+    a missing column, a wrong ``references:``…) is not counted, with the reason."""
+    deadline = time.monotonic() + within_ms / 1000
     table = sql.Identifier(*policy.table.split("."))
     key = sql.Identifier(policy.key_column)
 
@@ -523,23 +563,44 @@ def rows_of_key(
             return []
         return [link.parent.table if link.parent else policy.table, *above_tables(link.parent)]
 
-    counted: list[TableRows] = []
+    def left_ms() -> int:
+        return int((deadline - time.monotonic()) * 1000)
+
+    timeouts = policy.timeouts
+    capped = replace(
+        timeouts,
+        statement_ms=min(timeouts.statement_ms, within_ms),
+        lock_ms=min(timeouts.lock_ms, within_ms),
+    )
+    counted: dict[str, TableRows] = {}
     past: set[str] = set()  # the tables whose level ran past ``limit``
-    with bounded(conn, policy.timeouts):
-        links = coupled_tables(conn, policy).links
-        for link in [None, *links]:
+    with bounded(conn, capped):
+        coupling = coupled_tables(conn, policy)
+        for link in [None, *coupling.links]:
+            name = link.table if link else policy.table
+            budget = left_ms()
+            if budget <= 0:
+                counted[name] = TableRows(name, None, not_counted=TIMED_OUT)
+                continue
             statement = query("explain_family_rows", rows=rows_of(link, sql.SQL("1")))
             try:
                 with conn.transaction():  # a savepoint: a timeout spoils only this count
+                    set_local(
+                        conn,
+                        statement_ms=min(capped.statement_ms, budget),
+                        lock_ms=min(capped.lock_ms, budget),
+                    )
                     row = conn.execute(statement, {"row_key": row_key, "cap": limit + 1})
                     found = int(row.fetchone()["row_count"])  # type: ignore[index]
             except (psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable):
-                counted.append(TableRows(link.table if link else policy.table, None))
+                counted[name] = TableRows(name, None, not_counted=TIMED_OUT)
                 continue
-            name = link.table if link else policy.table
             if found > limit:
                 past.add(name)
-            counted.append(
-                TableRows(name, min(found, limit), more=bool({name, *above_tables(link)} & past))
+            counted[name] = TableRows(
+                name, min(found, limit), more=bool({name, *above_tables(link)} & past)
             )
-    return counted
+    for name, why in coupling.refused.items():
+        counted.setdefault(name, TableRows(name, None, not_counted=why))
+    order = [policy.table] + [child.table for _, child in policy.child_tables()]
+    return sorted(counted.values(), key=lambda one: order.index(one.table))

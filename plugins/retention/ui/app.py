@@ -283,6 +283,13 @@ def ui_router(access: Access | None = None) -> APIRouter:
         chosen = _filter(request.query_params, policies)
         found = await run_in_threadpool(_dead_letters, policies, chosen)
         may_unpause = access.may_edit(user, REPLAY_DAG_ID)
+        # a replay run Airflow will not start before its logical date replays nothing;
+        # named only to who may read the replay DAG (as the overview does the erasure DAG's)
+        replay_runs = (
+            await run_in_threadpool(_future_notes, access, REPLAY_DAG_ID)
+            if access.may_read(user, REPLAY_DAG_ID)
+            else []
+        )
         return pages.TemplateResponse(
             request,
             "dead_letters.html",
@@ -295,8 +302,7 @@ def ui_router(access: Access | None = None) -> APIRouter:
                 "remote_policies": [p.name for p in policies if p.remote],
                 "replayable": _replayable(access, user, policies),
                 "replay_paused": await run_in_threadpool(_replay_paused, access),
-                # a replay run Airflow will not start before its logical date replays nothing
-                "replay_future_runs": await run_in_threadpool(_future_notes, access, REPLAY_DAG_ID),
+                "replay_future_runs": replay_runs,
                 "may_unpause": may_unpause,
                 "replay_paused_text": replay_paused_text(may_unpause),
                 "unpaused": request.query_params.get("unpaused") == REPLAY_DAG_ID,

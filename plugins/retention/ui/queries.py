@@ -16,7 +16,7 @@ from typing import Any
 
 import psycopg
 
-from retention.db.connection import Connection, set_local
+from retention.db.connection import PAGE_STATEMENT_MS, Connection, set_local
 from retention.db.oldest import as_aware
 from retention.db.sqlfiles import query
 from retention.db.table_check import TableFit, table_fit
@@ -27,7 +27,7 @@ from retention.rows.target import TargetTable
 from retention.summary import RunStatus, RunSummary
 
 DEAD_LETTER_LIMIT = 200  # rows one dead-letter page lists
-STATEMENT_MS = 5000  # a page view's statements: enough for index reads, short for a person
+STATEMENT_MS = PAGE_STATEMENT_MS  # a page view's statements (see PAGE_STATEMENT_MS)
 ERASURES_SHOWN = 10  # a policy card lists its latest erasures (the CLI lists them all)
 
 
