@@ -746,28 +746,44 @@ def test_a_worker_does_not_call_a_job_whose_lease_it_lost(
     policy = remote_policy(unique_name, request_timeout_seconds=0.3, lease_seconds=3, claim_batch=4)
     enqueue_all(db, policy)
 
-    class StealsTheLast(OperationsKind):
+    stolen: list[str] = []
+
+    class StealsOneNotYetSent(OperationsKind):
         def send(self, job):
-            if job.object_id == "obj-1":  # while the first call runs, obj-4 changes hands
+            # The claim does not order jobs due at the same moment, so the batch's order is
+            # the table's; the first call (whichever job it is) is before every other, so
+            # the job stolen while it runs is one the worker has not sent yet.
+            if not stolen:
+                (other,) = (
+                    db.execute(
+                        "SELECT object_id FROM retention.operations WHERE policy = %s "
+                        "AND object_id <> %s ORDER BY object_id DESC LIMIT 1",
+                        (policy.name, job.object_id),
+                    )
+                    .fetchone()
+                    .values()
+                )
                 db.execute(
                     "UPDATE retention.operations SET lease_expires_at = now() - interval '1 s' "
-                    "WHERE policy = %s AND object_id = 'obj-4'",
-                    (policy.name,),
+                    "WHERE policy = %s AND object_id = %s",
+                    (policy.name, other),
                 )
-                (stolen,) = claim(db, policy, "thief", 1)
-                assert stolen.object_id == "obj-4"
+                (taken,) = claim(db, policy, "thief", 1)
+                assert taken.object_id == other
+                stolen.append(other)
                 time.sleep(1.1)  # past the renewal interval (1 s): the next renewal tells
             return super().send(job)
 
     with connect_dsn(test_dsn) as conn:
-        kind = StealsTheLast(policy, sandbox_sender_nowhere_but(sandbox))
+        kind = StealsOneNotYetSent(policy, sandbox_sender_nowhere_but(sandbox))
         stats = work_operations(conn, kind)
     called = sorted(r["object"] for r in sandbox.state.stats()["requests"])
-    assert called == ["obj-1", "obj-2", "obj-3"], "obj-4 was the thief's now"
+    everyone = ["obj-1", "obj-2", "obj-3", "obj-4"]
+    assert called == [o for o in everyone if o not in stolen], f"{stolen} was the thief's now"
     assert stats.lost_leases == 1
     owner = db.execute(
-        "SELECT lease_owner FROM retention.operations WHERE policy = %s AND object_id = 'obj-4'",
-        (policy.name,),
+        "SELECT lease_owner FROM retention.operations WHERE policy = %s AND object_id = %s",
+        (policy.name, stolen[0]),
     ).fetchone()
     assert owner == {"lease_owner": "thief"}
 
