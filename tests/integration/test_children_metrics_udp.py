@@ -10,9 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from airflow.sdk._shared.observability.metrics.statsd_logger import get_statsd_logger
 from psycopg import sql
-from statsd import StatsClient
 
 from devtools.plans import request
 from retention import metrics
@@ -22,30 +20,17 @@ from retention.rows.planner import plan_windows
 from tests.support.children import PARENTS, create_family, family_children
 from tests.support.policies import make_policy, remote_fields
 from tests.support.remote import enqueue_all, work
-from tests.support.statsd import PREFIX, StatsdReceiver, statsd_receiver
+from tests.support.statsd import StatsdReceiver, airflow_statsd_installed
 from tests.support.tables import media_with_renditions
 
 
 @pytest.fixture
 def statsd(monkeypatch: pytest.MonkeyPatch) -> Iterator[StatsdReceiver]:
-    """Airflow's StatsD logger with InfluxDB tags (``name,tag=value:1|c``), sending to a
-    socket on loopback, installed as retention's sink for the test."""
+    """Airflow's StatsD logger with InfluxDB tags, sending to a socket on loopback,
+    installed as retention's sink for the test."""
     monkeypatch.delenv(metrics.NAMES_VARIABLE, raising=False)
-    before = metrics.installed()
-    with statsd_receiver() as receiver:
-        logger = get_statsd_logger(
-            stats_class=StatsClient,
-            host="127.0.0.1",
-            port=receiver.port,
-            prefix=PREFIX,
-            influxdb_tags_enabled=True,
-            statsd_influxdb_enabled=True,
-        )
-        metrics.install(logger)  # type: ignore[arg-type]
-        try:
-            yield receiver
-        finally:
-            metrics.install(before)
+    with airflow_statsd_installed(influxdb_tags=True) as receiver:
+        yield receiver
 
 
 def rows_deleted(statsd: StatsdReceiver, policy: str, table: str) -> list[float]:

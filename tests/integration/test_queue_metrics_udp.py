@@ -15,8 +15,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from airflow.sdk._shared.observability.metrics.statsd_logger import get_statsd_logger
-from statsd import StatsClient
 
 from devtools.receiver import Receiver
 from retention import metrics
@@ -24,7 +22,7 @@ from retention.db.connection import Connection
 from retention.queue.worker import WorkerStats
 from tests.support.policies import remote_policy
 from tests.support.remote import deliver, enqueue_all, work
-from tests.support.statsd import PREFIX, StatsdReceiver, statsd_receiver
+from tests.support.statsd import StatsdReceiver, airflow_statsd_installed
 from tests.support.tables import count, create_media_table
 
 OBJECTS = 30
@@ -33,19 +31,11 @@ LATENCY_MS = 100  # 3 s of calls: the figures of the first batch come long befor
 
 @pytest.fixture
 def statsd(monkeypatch: pytest.MonkeyPatch) -> Iterator[StatsdReceiver]:
-    """Airflow's StatsD logger (what its stats facade builds with statsd_on), sending to a
-    socket on loopback, installed as retention's sink for the test."""
+    """Airflow's StatsD logger, sending to a socket on loopback, installed as
+    retention's sink for the test."""
     monkeypatch.delenv(metrics.NAMES_VARIABLE, raising=False)
-    before = metrics.installed()
-    with statsd_receiver() as events_receiver:
-        logger = get_statsd_logger(
-            stats_class=StatsClient, host="127.0.0.1", port=events_receiver.port, prefix=PREFIX
-        )
-        metrics.install(logger)  # type: ignore[arg-type]
-        try:
-            yield events_receiver
-        finally:
-            metrics.install(before)
+    with airflow_statsd_installed() as receiver:
+        yield receiver
 
 
 def claims(db: Connection, policy: str) -> int:

@@ -88,3 +88,31 @@ def statsd_receiver() -> Iterator[StatsdReceiver]:
         receiver.stop.set()
         thread.join(timeout=5)
         sock.close()
+
+
+@contextmanager
+def airflow_statsd_installed(*, influxdb_tags: bool = False) -> Iterator[StatsdReceiver]:
+    """Airflow's StatsD logger (what its stats facade builds with ``statsd_on``; with
+    ``influxdb_tags``, as with ``statsd_influxdb_enabled``: ``name,tag=value:1|c``, the only
+    way plain StatsD carries tags), sending to a receiver on loopback and installed as
+    retention's metrics sink until the block ends, when the sink before it is put back."""
+    from airflow.sdk._shared.observability.metrics.statsd_logger import get_statsd_logger
+    from statsd import StatsClient
+
+    from retention import metrics
+
+    tags = {"influxdb_tags_enabled": True, "statsd_influxdb_enabled": True}
+    before = metrics.installed()
+    with statsd_receiver() as receiver:
+        logger = get_statsd_logger(
+            stats_class=StatsClient,
+            host="127.0.0.1",
+            port=receiver.port,
+            prefix=PREFIX,
+            **(tags if influxdb_tags else {}),
+        )
+        metrics.install(logger)  # type: ignore[arg-type]
+        try:
+            yield receiver
+        finally:
+            metrics.install(before)
