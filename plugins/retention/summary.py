@@ -436,7 +436,7 @@ class RunSummary:
             return data  # type: ignore[return-value]
         values = _known(cls, data)
         if values.get("status") is not None:
-            values["status"] = _status(values["status"])
+            values["status"] = status_of(values["status"])
         values["dirty_windows"] = [_read(DirtyWindow, w) for w in values.get("dirty_windows") or []]
         values["partitions"] = [_read(PartitionAttempt, p) for p in values.get("partitions") or []]
         values["partitions_finished"] = [
@@ -549,7 +549,7 @@ class RunSummary:
         return data
 
 
-def _status(value: str) -> RunStatus | str:
+def status_of(value: str) -> RunStatus | str:
     """A stored status read typed; one this release does not know (a newer release's)
     stays the plain string, so a view page or a report listing it still reads."""
     try:

@@ -387,6 +387,32 @@ def test_the_lag_alert_goes_without_those_runs_when_airflow_does_not_answer(
     assert "POST /auth/token as 'pools' answered 401" in warning
 
 
+def test_the_alerts_go_out_whatever_reading_airflows_runs_raised(
+    db: Connection,
+    unique_name: str,
+    receiver: Receiver,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Reading the runs Airflow holds back only adds a line to the lag alert: an error of
+    any kind there (a secrets backend refusing the connection raises PermissionError, not
+    an Airflow error) is logged with its traceback, and every alert still goes out."""
+    from retention.airflow import alerts as alerts_step
+
+    def refused(dag_id: str, now: dt.datetime) -> None:
+        raise PermissionError("secrets backend: access to retention_airflow_api denied")
+
+    monkeypatch.setattr(alerts_step, "read_future_runs", refused)
+    policy = dirty_run(db, unique_name, on_lag=CONN_ID, lag_minutes=60)
+    with caplog.at_level("WARNING", logger="retention.airflow.alerts"):
+        assert send(policy)["alerts"][0]["state"] == "sent"
+    [message] = receiver.received
+    assert "left rows behind" in message["json"]["message"]
+    [logged] = [r for r in caplog.records if "will not start yet" in r.getMessage()]
+    assert "access to retention_airflow_api denied" in logged.getMessage()
+    assert logged.exc_info is not None, "an unexpected error keeps its traceback"
+
+
 def test_the_deadline_callback_runs_as_the_triggerer_runs_it_and_tells_once(
     db: Connection, unique_name: str, receiver: Receiver
 ) -> None:

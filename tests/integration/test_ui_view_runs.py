@@ -160,6 +160,21 @@ def test_a_dirty_card_links_its_next_steps(pages: Pages, db: Connection) -> None
     assert RUNBOOK["dirty"].heading not in steps
     dead = pages.as_user("viewer-token").get(f"/retention/ui/dead-letters?policy={policy.name}")
     assert all(key in dead.text for key in pages.seeded.dead_keys), "the link lists them"
+    # once every one is reviewed and discarded, the link leads to them as such, and the
+    # next step is the dirty run's own (no dead letter awaits review)
+    db.execute(
+        "INSERT INTO retention.discards (operation_key, policy, discarded_by, note, dead_since) "
+        "SELECT operation_key, policy, 'ops', 'reviewed', dead_since "
+        "FROM retention.dead_operations WHERE policy = %s",
+        (policy.name,),
+    )
+    card = card_of(pages.as_user("viewer-token").get("/retention/ui/").text, policy.name)
+    (steps,) = re.findall(r'data-figure="next_step">(.*?)</div>', card, flags=re.DOTALL)
+    listed = f"/retention/ui/dead-letters?policy={policy.name}&amp;discarded=1"
+    assert f'href="{listed}"' in steps
+    assert f"its {len(pages.seeded.dead_keys)} dead letters, reviewed and discarded" in steps
+    assert "awaiting review" not in steps
+    assert RUNBOOK["dirty"].heading in steps
 
 
 def test_a_broken_policies_file_is_not_told_as_a_permissions_problem(

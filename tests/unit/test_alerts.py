@@ -202,6 +202,16 @@ def test_a_failure_without_a_summary_says_so_and_points_at_its_runbook_section()
     assert delivery[0].runbook.heading == "A 410 receiver"
 
 
+def test_a_failure_alert_tells_a_status_a_newer_release_wrote() -> None:
+    """A summary read back keeps a status this release does not know as its text (a
+    rollback after a newer release ran): the failure alert still goes out, quoting it."""
+    run = facts(summary=summary(status="archived"), failed_tasks=("reconcile",))
+    [alert] = decide_alerts(SPEC, run, remote=False)
+    assert (alert.kind, alert.figures["status"]) == ("failure", "archived")
+    [known] = decide_alerts(SPEC, facts(summary=DIRTY, failed_tasks=("reconcile",)), remote=False)
+    assert known.figures["status"] == "dirty"
+
+
 def test_lag_fires_past_lag_minutes_only() -> None:
     assert kinds(facts(lag_hours=0.99)) == []
     late = facts(summary=summary(status="backlog", rows_remaining=7), lag_hours=1.5)

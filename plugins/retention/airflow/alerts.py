@@ -36,6 +36,7 @@ import logging
 from dataclasses import replace
 from typing import Any
 
+import psycopg
 from airflow.sdk import (
     DAG,
     AsyncCallback,
@@ -163,12 +164,25 @@ def send_alerts_step(
         future = future_runs_of(policy.dag_id, facts.now)
         facts = replace(facts, future_runs=future.runs, future_runs_total=future.total)
         alerts = decide_alerts(policy.alerts, facts, remote=remote)
-    with postgres(policy.postgres_conn_id) as conn:
-        outcomes = [
-            deliver(conn, alert, policy=policy.name, dag_id=policy.dag_id, run_id=run_id, url=url)
-            for alert in alerts
-        ]
-        purged = purge_old_alerts(conn, policy.name, policy.audit_days)
+    try:
+        with postgres(policy.postgres_conn_id) as conn:
+            outcomes = [
+                deliver(
+                    conn, alert, policy=policy.name, dag_id=policy.dag_id, run_id=run_id, url=url
+                )
+                for alert in alerts
+            ]
+            purged = purge_old_alerts(conn, policy.name, policy.audit_days)
+    except (psycopg.OperationalError, AirflowException) as unreachable:
+        # the connection was given back while Airflow was asked: if it cannot be had again,
+        # say what was not sent (the alert ledger claims each alert inside deliver, so a
+        # retry decides and sends them again, never twice)
+        raise AlertsNotSent(
+            f"policy {policy.name!r}: {len(alerts)} alert(s) decided but not sent (or not all): "
+            f"the database of connection {policy.postgres_conn_id!r} did not answer: "
+            f"{unreachable}. A retry of send_alerts sends them (alerts already sent are not "
+            "repeated)."
+        ) from unreachable
     for outcome in outcomes:
         log.info("alert %s to %s: %s", outcome.kind, outcome.conn_id, outcome.state)
     failed = [o for o in outcomes if o.state == "failed"]
@@ -185,16 +199,17 @@ def future_runs_of(dag_id: str, now: dt.datetime | None) -> FutureRuns:
     """The DAG's runs Airflow will not start before their logical date, for the lag alert
     (read through ``retention_airflow_api``); none when they cannot be read, and the log
     says why: the alert goes out without them."""
+    unread = (
+        "lag alert of %s: the runs Airflow will not start yet were not read, so the "
+        "alert does not name them: %s"
+    )
     try:
         return read_future_runs(dag_id, now or dt.datetime.now(dt.UTC))
     except (ApiUnreadable, AirflowException) as unreadable:  # the alert matters more
-        log.warning(
-            "lag alert of %s: the runs Airflow will not start yet were not read, so the "
-            "alert does not name them: %s",
-            dag_id,
-            unreadable,
-        )
-        return FutureRuns((), 0)
+        log.warning(unread, dag_id, unreadable)
+    except Exception as unexpected:  # a secrets backend's refusal, a bug: alerts still go out
+        log.exception(unread, dag_id, unexpected)
+    return FutureRuns((), 0)
 
 
 def alerts_doc(spec: AlertsSpec) -> str:

@@ -239,7 +239,7 @@ def _failure(conn_id: str, facts: RunFacts, summary: RunSummary, *, remote: bool
         runbook = RUNBOOK["dirty"]
     figures = {
         "failed_tasks": failed,
-        "status": status and status.value,
+        "status": str(status) if status else None,
         "dry_run": facts.was_dry_run,
         "rows_deleted": summary.rows_deleted,
         "rows_remaining": summary.rows_remaining,

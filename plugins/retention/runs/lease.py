@@ -399,7 +399,11 @@ def record_stopped_run(conn: Connection, policy: str, run_id: str, reason: str) 
         if conn.execute(query("run_stopped_lock"), params).fetchone() is None:
             return False  # reconciled (or never planned): nothing to close
         facts = conn.execute(query("run_stopped_facts"), params).fetchone()
-        assert facts is not None, "the locked row is not reconciled"
+        if facts is None:  # the row is locked and unreconciled: its facts cannot be missing
+            raise RuntimeError(
+                f"run {run_id!r} of policy {policy!r}: its row is locked but its facts were "
+                "not read (run_stopped_facts.sql and run_stopped_lock.sql disagree)"
+            )
         running = int(facts["windows_running"])
         status = run_status(
             StoppedFacts(windows_running=running, recorded=RunStatus(facts["status"]))

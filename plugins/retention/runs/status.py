@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from retention.summary import RunStatus
+from retention.summary import RunStatus, status_of
 
 __all__ = [
     "ACTIVE_AIRFLOW_STATES",
@@ -124,13 +124,13 @@ def run_status(facts: RunFacts | StoppedFacts) -> RunStatus:
 
 def shown_state(
     stored: RunStatus | str, airflow_state: str | None, *, holds_lease: bool = False
-) -> RunStatus | ShownState:
+) -> RunStatus | ShownState | str:
     """What a run is doing now, for the view: its stored status once reconcile (or a stop)
     wrote one other than ``planned``; before that Airflow's state of the run, or the
     policy's run lease (``holds_lease``), says whether it is ``running``, or has
     ``failed`` (stopped before reconcile); ``unfinished`` when neither knows (a run
     Airflow does not know, such as one started from a shell, that holds no lease)."""
-    status = RunStatus(stored)
+    status = status_of(stored)  # a newer release's status stays its text, shown as it is
     if status != RunStatus.PLANNED:
         return status
     if airflow_state in ACTIVE_AIRFLOW_STATES or holds_lease:

@@ -24,7 +24,7 @@ from retention.erasures.request import list_erasures
 from retention.policy import Policy
 from retention.rows.children import coupled_tables
 from retention.rows.target import TargetTable
-from retention.summary import RunStatus, RunSummary
+from retention.summary import RunStatus, RunSummary, status_of
 
 DEAD_LETTER_LIMIT = 200  # rows one dead-letter page lists
 STATEMENT_MS = PAGE_STATEMENT_MS  # a page view's statements (see PAGE_STATEMENT_MS)
@@ -36,7 +36,7 @@ class LastRun:
     """One run of a policy, as ``retention.runs`` recorded it."""
 
     run_id: str
-    status: RunStatus  # planned (still running, or stopped before reconcile), clean, dirty…
+    status: RunStatus | str  # planned (still running, or stopped before reconcile), clean, dirty…
     dry_run: bool
     cutoff: dt.datetime
     rows_deleted: int | None  # None until reconcile wrote the summary
@@ -218,7 +218,7 @@ def _last_run(row: dict[str, Any] | None) -> LastRun | None:
     summary = RunSummary.from_stored(row["summary"])  # read typed, never by key
     return LastRun(
         run_id=row["run_id"],
-        status=RunStatus(row["status"]),
+        status=status_of(row["status"]),
         dry_run=bool(row["dry_run"]),
         cutoff=row["cutoff"],
         rows_deleted=row["rows_deleted"],
