@@ -10,7 +10,9 @@
   key prefix, its object id or its row key (several matches are listed); with
   ``--policy P`` naming a policy without ``remote:`` (whose rows have no operation),
   the record of row key TERM: whether its row is there, with ``children:`` the rows
-  of each table still there for it, and the holds keeping it;
+  of each table still there for it, and the holds keeping it (those of its key and
+  its tenant; other holds whose value is TERM are listed as not keeping it), read
+  through the policy's ``postgres_conn_id``;
 - ``holds place|lift|list``: legal holds (``retention.holds``). ``holds place
   [--policy P] (--tenant T | --key K | --object O) --reason "…"`` (no ``--policy``:
   every policy, one hold in each policy database, each named on its own line with its
@@ -479,7 +481,12 @@ def _explain(args: argparse.Namespace) -> int:
     resources_of = {name: p.remote.resources for name, p in policies.items() if p.remote}
     term = args.term.strip()
     where = f" of policy {args.policy!r}" if args.policy else ""
-    with _connection(args) as conn:
+    try:  # a row policy's rows are read where its deletes look: its own connection
+        target = _policy_conn_id(args, args.policy) if rows_only is not None else None
+    except WrongDatabase as wrong:
+        print(f"explain: {wrong}", file=sys.stderr)
+        return 2
+    with _connection(args, target) as conn:
         if is_operation_key(term) and not args.policy:
             try:
                 record = explain(conn, term, resources_of, policies)
@@ -535,22 +542,24 @@ def _explain(args: argparse.Namespace) -> int:
 
 def _explain_row(conn: Connection, policy: Policy, term: str, *, as_json: bool) -> int:
     """A row key of a policy without ``remote:`` (no operation names its rows): the
-    row's record (whether it is there, its tables, the holds keeping it). A term that
-    is no row key prints the holds whose value it is (a tenant's), as it always has, or
-    an error naming the key column and its type."""
+    row's record (whether it is there, its tables, the holds keeping it: those matching
+    the row, its key's and its tenant's; the other holds whose value is the term are
+    listed apart as not keeping it). A term that is no row key prints the holds whose
+    value it is (a tenant's), as it always has, or an error naming the key column and
+    its type."""
     from retention.evidence.explain import NotARowKey, explain_row, render_row, row_key_of
 
-    held = _holds_on(conn, term, policy.name)
+    named = _holds_on(conn, term, policy.name)
     try:
         row_key = row_key_of(conn, policy, term)
     except NotARowKey as wrong:
-        if not held:
+        if not named:
             print(f"explain: {wrong}", file=sys.stderr)
             return 2
-        for hold in held:
+        for hold in named:
             print(json.dumps(hold.as_json()) if as_json else f"held by {hold.described}")
         return 0
-    record = explain_row(conn, policy, row_key, held)
+    record = explain_row(conn, policy, row_key, named)
     print(json.dumps(record, indent=2) if as_json else render_row(record))
     return 0
 

@@ -390,3 +390,60 @@ def test_explain_refuses_a_term_that_is_no_row_key_of_a_row_policy(
     assert run.returncode == 0, run.stderr
     record = json.loads(run.stdout)
     assert (record["row"]["state"], record["tables"], record["holds"]) == ("present", None, [])
+
+
+def test_explain_a_row_key_names_only_the_holds_that_keep_that_row(
+    db: Connection, unique_name: str, test_dsn: str, tmp_path: Path
+) -> None:
+    """explain --policy P 42: a tenant hold "42" does not keep row 42 of tenant 7 (a run
+    deletes it): the hold is listed apart as not keeping the row, never as "kept by"; a
+    key hold 42 keeps it. The row is read through the policy's own connection, not the
+    default one (here a database that does not answer)."""
+    create_table(db, unique_name, [(42, 7, old()), (7, 42, old())])
+    fields = policy_fields(unique_name)
+    env = {
+        **_policies_env(tmp_path, unique_name, fields),
+        "AIRFLOW_CONN_RETENTION_TARGET": "postgres://nobody@127.0.0.1:1/none",
+    }
+
+    def place(*scope: str) -> int:
+        placed = cli(
+            "--dsn", test_dsn, "holds", "place", "--policy", unique_name, *scope,
+            "--reason", "case 14", env=env,
+        )  # fmt: skip
+        assert placed.returncode == 0, placed.stderr
+        return int(placed.stdout.strip().splitlines()[-1])
+
+    def explained(*more: str) -> subprocess.CompletedProcess[str]:
+        run = cli("explain", "42", "--policy", unique_name, *more, env=env)
+        assert run.returncode == 0, run.stderr
+        return run
+
+    tenant_hold = place("--tenant", "42")
+    lines = explained().stdout.splitlines()
+    assert not any(line.startswith("held by") for line in lines), lines
+    assert lines[:2] == [
+        f"row 42 of policy {unique_name} (public.{unique_name}.id)",
+        f"  row:        present: in public.{unique_name}; a run of the policy deletes it "
+        "once it is older than the run's cutoff",
+    ]
+    assert lines[2:] == [
+        f"also named 42, not keeping this row: hold {tenant_hold} (tenant 42, policy "
+        f"{unique_name}: case 14) — not this row's tenant (its tenant is 7)"
+    ]
+    record = json.loads(explained("--json").stdout)
+    assert record["holds"] == []
+    assert [(h["id"], h["why_not"]) for h in record["also_named"]] == [
+        (tenant_hold, "not this row's tenant (its tenant is 7)")
+    ]
+
+    key_hold = place("--key", "42")
+    lines = explained().stdout.splitlines()
+    assert lines[0] == f"held by hold {key_hold} (key 42, policy {unique_name}: case 14)"
+    assert lines[2] == (
+        f"  row:        present: in public.{unique_name}; kept by hold {key_hold}: no run "
+        "deletes it while a hold keeps it (lift with holds lift ID --reason …)"
+    )
+    record = json.loads(explained("--json").stdout)
+    assert [h["id"] for h in record["holds"]] == [key_hold]
+    assert [h["id"] for h in record["also_named"]] == [tenant_hold]

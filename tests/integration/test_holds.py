@@ -360,7 +360,12 @@ def test_the_cli_places_lists_and_lifts_holds(
     assert any(line["policy"] is None and line["value"] == "o-1" for line in lines)
     explained = cli("--dsn", test_dsn, "explain", "42", "--policy", unique_name, env=env)
     assert explained.returncode == 0, explained.stderr
-    assert explained.stdout.startswith(f"held by hold {hold_id} (tenant 42, policy {unique_name}")
+    # 42 is a row key too: the tenant hold "42" is named, as not keeping row 42
+    assert "held by" not in explained.stdout
+    assert (
+        f"also named 42, not keeping this row: hold {hold_id} (tenant 42, policy {unique_name}"
+        in explained.stdout
+    )
     lifted = cli(
         "--dsn", test_dsn, "holds", "lift", str(hold_id), "--reason", "closed", "--by", "bob",
         env=env,

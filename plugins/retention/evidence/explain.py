@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import psycopg
@@ -27,7 +29,7 @@ from psycopg import sql
 
 from retention.db.connection import PAGE_STATEMENT_MS, Connection, bounded
 from retention.db.sqlfiles import query
-from retention.holds.store import Hold, matching_holds
+from retention.holds.store import Hold, HoldMatch, matching_holds
 from retention.objects.finish import all_resources_confirmed
 from retention.policy import Policy
 from retention.rows.children import ROWS_COUNTED, TableRows, rows_of_key
@@ -447,11 +449,20 @@ def row_key_of(conn: Connection, policy: Policy, term: str) -> int:
     )
 
 
-def _tenant_of(conn: Connection, policy: Policy, row_key: int) -> str | None:
-    """The tenant of the row, as text (what a tenant hold's value is compared with), or
-    None (no ``tenant_column``, no such row, or it could not be read in time)."""
+TENANT_NOT_READ = "tenant not read; tenant holds not checked"
+
+
+def _tenant_of(
+    conn: Connection, policy: Policy, row_key: int, within_ms: int
+) -> tuple[str | None, str | None]:
+    """The tenant of the row, as text (what a tenant hold's value is compared with), and
+    None; or None and why it is not known when it could not be read: no time left of the
+    lookup's deadline (``within_ms``, what the counts left of it), a timeout or an error.
+    (None, None): no ``tenant_column``, or no such row."""
     if policy.tenant_column is None:
-        return None
+        return None, None
+    if within_ms <= 0:
+        return None, f"{TENANT_NOT_READ} (no time left of the lookup's {PAGE_STATEMENT_MS} ms)"
     spec = policy.table_spec
     statement = query(
         "explain_row_tenant",
@@ -459,33 +470,74 @@ def _tenant_of(conn: Connection, policy: Policy, row_key: int) -> str | None:
         table=sql.Identifier(spec.schema, spec.name),
         key=sql.Identifier(policy.key_column),
     )
+    timeouts = replace(
+        policy.timeouts,
+        statement_ms=min(policy.timeouts.statement_ms, within_ms),
+        lock_ms=min(policy.timeouts.lock_ms, within_ms),
+    )
     try:
-        with bounded(conn, policy.timeouts):
+        with bounded(conn, timeouts):
             row = conn.execute(statement, {"row_key": row_key}).fetchone()
-    except psycopg.Error:  # the holds of its key are still shown
-        return None
-    return None if row is None else row["tenant"]
+    except (psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable):
+        return None, f"{TENANT_NOT_READ} (timed out)"
+    except psycopg.Error as failed:  # the holds of its key are still shown
+        first = str(failed).splitlines()[0] if str(failed) else type(failed).__name__
+        return None, f"{TENANT_NOT_READ} ({first})"
+    return (None if row is None else row["tenant"]), None
+
+
+def _not_keeping(hold: Hold, row_key: int, not_its_tenant: str) -> str:
+    """Why a hold whose value is the term asked does not keep row ``row_key``
+    (``not_its_tenant``: why for a tenant hold)."""
+    if hold.match == HoldMatch.TENANT:
+        return not_its_tenant
+    if hold.match == HoldMatch.OBJECT:
+        return "an object hold: a policy without remote: deletes rows, not objects"
+    return f"not row {row_key}'s key"
 
 
 def explain_row(
-    conn: Connection, policy: Policy, row_key: int, held_by_term: Sequence[Hold] = ()
+    conn: Connection, policy: Policy, row_key: int, named_by_term: Sequence[Hold] = ()
 ) -> dict[str, Any]:
     """The record of one row key of a policy without ``remote:`` (JSON-friendly): whether
     its row is in the policy's table and, with ``children:``, the rows of each table still
     there for it (:func:`rows_of_key`, as an operation's ``tables``), and the holds
-    keeping it: those of its key and its tenant, and ``held_by_term`` (the holds whose
-    value is the term asked, as the command line has always named them). A row that is
-    not there is ``gone``: such a policy sends no ``retention.deleted`` event
-    (``notify:`` needs ``remote:``), so nothing records what was deleted with one row."""
+    keeping it (``holds``): those of its key and of its row's tenant, of the policy or
+    of every policy, as a run's batches match them. ``named_by_term`` (the holds whose
+    value is the term asked, whatever they match) that do not keep the row are listed
+    apart (``also_named``), each with why not: a tenant hold "42" does not keep row 42
+    of tenant 7. The whole lookup has one deadline (``PAGE_STATEMENT_MS``): the tenant is
+    read within what the counts left of it; when it is not read, the record says so and
+    that its tenant holds were not checked. A row that is not there is ``gone``: such a
+    policy sends no ``retention.deleted`` event (``notify:`` needs ``remote:``), so
+    nothing records what was deleted with one row."""
+    deadline = time.monotonic() + PAGE_STATEMENT_MS / 1000
     counted = _count_family(conn, policy, row_key)
     present = not isinstance(counted, dict) and bool(counted[0].rows)
-    tenant = _tenant_of(conn, policy, row_key) if present else None
-    found = {hold.hold_id: hold for hold in held_by_term}
-    found.update(
-        (hold.hold_id, hold)
-        for hold in matching_holds(conn, policy.name, tenant=tenant, key=row_key)
+    tenant, unread = (
+        _tenant_of(conn, policy, row_key, int((deadline - time.monotonic()) * 1000))
+        if present
+        else (None, None)
     )
-    holds = [found[hold_id] for hold_id in sorted(found)]
+    if policy.tenant_column is None:
+        not_its_tenant = "the policy has no tenant_column: no tenant hold keeps its rows"
+    elif isinstance(counted, dict):
+        unread = f"{TENANT_NOT_READ} (the row could not be looked up)"
+        not_its_tenant = unread
+    elif not present:
+        not_its_tenant = "the row is not there"
+    else:
+        not_its_tenant = unread or (
+            "not this row's tenant "
+            + ("(it has none)" if tenant is None else f"(its tenant is {tenant})")
+        )
+    holds = matching_holds(conn, policy.name, tenant=tenant, key=row_key)
+    keeping = {hold.hold_id for hold in holds}
+    also_named = [
+        {**hold.as_json(), "why_not": _not_keeping(hold, row_key, not_its_tenant)}
+        for hold in sorted(named_by_term, key=lambda one: one.hold_id)
+        if hold.hold_id not in keeping
+    ]
     family = bool(policy.children)
     tables: dict[str, Any] | None
     if isinstance(counted, dict):
@@ -502,7 +554,12 @@ def explain_row(
                 if holds
                 else "a run of the policy deletes it once it is older than the run's cutoff"
             )
-            + (", its children with it in the same batch" if family and not holds else ""),
+            + (", its children with it in the same batch" if family and not holds else "")
+            + (
+                f"; {unread}" + ("" if holds else ": a hold of its tenant may keep it")
+                if unread
+                else ""
+            ),
         }
         tables = (
             {
@@ -542,13 +599,16 @@ def explain_row(
         "row": row,
         "tables": tables,
         "holds": [hold.as_json() for hold in holds],
+        "also_named": also_named,
     }
 
 
 def render_row(record: dict[str, Any]) -> str:
     """A row key's record as text: first the holds keeping it, one line each as the
     command line has always named them (``held by hold 7 (key 42, …)``), then the row
-    and its tables."""
+    and its tables, then the holds whose value is the term asked that do not keep it
+    (``also named 42, not keeping this row: hold 8 (tenant 42, …) — not this row's
+    tenant (its tenant is 7)``)."""
     lines = [
         f"held by hold {h['id']} ({h['match']} {h['value']}, "
         + (f"policy {h['policy']}" if h["policy"] else "every policy")
@@ -562,4 +622,11 @@ def render_row(record: dict[str, Any]) -> str:
     )
     lines.append(f"  row:        {row['state']}: {row['detail']}")
     lines += _table_lines(record["tables"])
+    lines += [
+        f"also named {h['value']}, not keeping this row: hold {h['id']} ({h['match']} "
+        f"{h['value']}, "
+        + (f"policy {h['policy']}" if h["policy"] else "every policy")
+        + f": {h['reason']}) — {h['why_not']}"
+        for h in record.get("also_named", [])
+    ]
     return "\n".join(lines)

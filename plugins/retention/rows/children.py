@@ -25,6 +25,7 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
+from psycopg.pq import TransactionStatus
 
 from retention.db.connection import PAGE_STATEMENT_MS, Connection, bounded, set_local
 from retention.db.sqlfiles import query
@@ -537,7 +538,8 @@ def rows_of_key(
     passed. A listed child the catalog check refused (``coupled_tables``'s ``refused``:
     a missing column, a wrong ``references:``…) is not counted, with the reason."""
     deadline = time.monotonic() + within_ms / 1000
-    table = sql.Identifier(*policy.table.split("."))
+    spec = policy.table_spec
+    table = sql.Identifier(spec.schema, spec.name)
     key = sql.Identifier(policy.key_column)
 
     def rows_of(link: ChildLink | None, column: sql.Composable) -> sql.Composable:
@@ -574,7 +576,10 @@ def rows_of_key(
     )
     counted: dict[str, TableRows] = {}
     past: set[str] = set()  # the tables whose level ran past ``limit``
+    outermost = conn.info.transaction_status == TransactionStatus.IDLE
     with bounded(conn, capped):
+        if outermost:  # inside a caller's transaction it would stay read-only after us
+            conn.execute("SET TRANSACTION READ ONLY")
         coupling = coupled_tables(conn, policy)
         for link in [None, *coupling.links]:
             name = link.table if link else policy.table
