@@ -18,7 +18,7 @@ from retention.db.connection import Connection
 from retention.rows.deleter import delete_window
 from retention.rows.planner import plan_windows
 from tests.support.children import PARENTS, create_family, family_children
-from tests.support.policies import make_policy, remote_fields
+from tests.support.policies import make_policy, remote_policy
 from tests.support.remote import enqueue_all, work
 from tests.support.statsd import StatsdReceiver, airflow_statsd_installed
 from tests.support.tables import media_with_renditions
@@ -88,12 +88,8 @@ def test_a_remote_finish_sends_rows_deleted_per_table_with_its_children(
             "INSERT INTO {} (rendition_id) SELECT r.id FROM {} AS r, generate_series(1, 2)"
         ).format(sql.Identifier("public", chunks), sql.Identifier("public", renditions))
     )
-    policy = make_policy(
+    policy = remote_policy(
         unique_name,
-        window_rows=10_000,
-        batch_rows=500,
-        window_per_tenant=False,
-        remote=remote_fields(unique_name),
         children=[
             {
                 "table": renditions,

@@ -268,18 +268,12 @@ def test_a_dead_derivative_keeps_the_row_and_its_children_until_the_replay_finis
     deletes the row and its children in its finish."""
     renditions = media_with_renditions(db, unique_name, 4)
     sandbox.state.configure(hold=["obj-2/thumbnails"])
-    policy = make_policy(
+    policy = remote_policy(
         unique_name,
-        window_rows=10_000,
-        batch_rows=500,
-        window_per_tenant=False,
-        remote=remote_fields(
-            unique_name,
-            derivatives=[THUMBNAILS],
-            backoff_base_seconds=0.05,
-            backoff_max_seconds=0.1,
-        ),
         children=[{"table": renditions, "foreign_key": "asset_id"}],
+        derivatives=[THUMBNAILS],
+        backoff_base_seconds=0.05,
+        backoff_max_seconds=0.1,
     )
     enqueue_all(db, policy)
     for _ in range(6):
@@ -432,13 +426,10 @@ def test_two_finishes_confirming_an_objects_last_resources_at_once_delete_its_ro
         create_media_table(db, unique_name, 1)
     else:
         media_with_renditions(db, unique_name, 1)
-        policy = make_policy(
+        policy = remote_policy(
             unique_name,
-            window_rows=10_000,
-            batch_rows=500,
-            window_per_tenant=False,
-            remote=remote_fields(unique_name, derivatives=[THUMBNAILS]),
             children=[{"table": renditions, "foreign_key": "asset_id"}],
+            derivatives=[THUMBNAILS],
         )
     enqueue_all(db, policy)
     keys = resources(db, policy, "obj-1")
@@ -565,16 +556,13 @@ def test_children_wait_with_their_row_for_every_resource_and_the_event_counts_th
     the thumbnails are confirmed, the children, the row and the event go together."""
     renditions = media_with_renditions(db, unique_name, 2)
     sandbox.state.configure(fail_5xx={"obj-1/thumbnails": 1})
-    policy = make_policy(
+    policy = remote_policy(
         unique_name,
-        window_rows=10_000,
-        batch_rows=500,
-        window_per_tenant=False,
-        remote=remote_fields(
-            unique_name, derivatives=[THUMBNAILS], backoff_base_seconds=30, backoff_max_seconds=60
-        ),
         notify={"http_conn_id": RECEIVER_CONN, "endpoint": "/hooks/retention"},
         children=[{"table": renditions, "foreign_key": "asset_id"}],
+        derivatives=[THUMBNAILS],
+        backoff_base_seconds=30,
+        backoff_max_seconds=60,
     )
     enqueue_all(db, policy)
 
@@ -614,13 +602,11 @@ def test_children_stay_with_their_row_when_a_sibling_resources_lease_was_lost(
     A's to record, so the object is not done and the row stays: its children must stay
     with it (one statement decides both). B's confirmation then takes them all."""
     renditions = media_with_renditions(db, unique_name, 1)
-    policy = make_policy(
+    policy = remote_policy(
         unique_name,
-        window_rows=10_000,
-        batch_rows=500,
-        window_per_tenant=False,
-        remote=remote_fields(unique_name, derivatives=[THUMBNAILS], claim_batch=2),
         children=[{"table": renditions, "foreign_key": "asset_id"}],
+        derivatives=[THUMBNAILS],
+        claim_batch=2,
     )
     enqueue_all(db, policy)
     queue = LeasedQueue(OPERATIONS, policy.name, policy.remote.lease)
@@ -703,14 +689,7 @@ def test_a_foreign_key_added_after_planning_fails_the_pass_before_any_call(
     the replay DAG, which never plans, re-drives them): the pass refuses it before its
     first call, so the API never deletes an object whose row could not go."""
     renditions = media_with_renditions(db, unique_name, 2, per_row=0)
-    policy = make_policy(
-        unique_name,
-        window_rows=10_000,
-        batch_rows=500,
-        window_per_tenant=False,
-        remote=remote_fields(unique_name),
-        children=[{"table": renditions, "foreign_key": "asset_id"}],
-    )
+    policy = remote_policy(unique_name, children=[{"table": renditions, "foreign_key": "asset_id"}])
     enqueue_all(db, policy)
     db.execute(
         f"CREATE TABLE public.{unique_name}_n (id bigserial PRIMARY KEY, "
@@ -773,15 +752,12 @@ def test_rows_deleted_by_table_counts_the_drains_deletions_too(
     and its figure for the policy's table equals rows_deleted."""
     renditions = media_with_renditions(db, unique_name, 2)
     sandbox.state.configure(fail_5xx={"obj-1/thumbnails": 1})
-    policy = make_policy(
+    policy = remote_policy(
         unique_name,
-        window_rows=10_000,
-        batch_rows=500,
-        window_per_tenant=False,
-        remote=remote_fields(
-            unique_name, derivatives=[THUMBNAILS], backoff_base_seconds=30, backoff_max_seconds=60
-        ),
         children=[{"table": renditions, "foreign_key": "asset_id"}],
+        derivatives=[THUMBNAILS],
+        backoff_base_seconds=30,
+        backoff_max_seconds=60,
     )
     for window in plan_windows(db, request(policy, "run-1")):
         enqueue_window(db, policy, window, 100)

@@ -14,7 +14,7 @@ from retention.events.outbox import EventsKind, Signer, deliver_events, event_id
 from retention.evidence.replay import replay_dead_events
 from retention.objects.enqueue import enqueue_window
 from retention.queue.http import plain_sender
-from tests.support.policies import make_policy, remote_fields, remote_policy
+from tests.support.policies import remote_policy
 from tests.support.remote import deliver as deliver_pass
 from tests.support.remote import work
 from tests.support.tables import count, create_media_table, plan
@@ -526,12 +526,8 @@ def test_the_event_lists_every_table_deleted_for_its_key_and_verifies(
         f"SELECT r.id FROM public.{renditions} AS r, generate_series(1, 3)",
     ):
         db.execute(statement)
-    policy = make_policy(
+    policy = remote_policy(
         unique_name,
-        window_rows=10_000,
-        batch_rows=500,
-        window_per_tenant=False,
-        remote=remote_fields(unique_name),
         notify={
             "http_conn_id": RECEIVER_CONN,
             "endpoint": "/hooks/retention",

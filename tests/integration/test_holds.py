@@ -36,7 +36,7 @@ from retention.rows import deleter
 from retention.rows.deleter import delete_window
 from retention.rows.planner import plan_windows
 from tests.integration.test_cli import cli
-from tests.support.policies import make_policy, policy_fields, remote_fields, remote_policy
+from tests.support.policies import make_policy, policy_fields, remote_policy
 from tests.support.querylog import deletes_from, statements_sent
 from tests.support.remote import enqueue_all, sandbox_sender, work
 from tests.support.tables import (
@@ -508,14 +508,7 @@ def test_a_hold_placed_during_the_call_keeps_the_row_and_its_children(
     remote object is gone, but the finish leaves the held row and its children alone and
     the operation waits in held (not superseded). Lifting the hold finishes it."""
     child = media_with_renditions(db, unique_name, 3, per_row=1, tenants=1)
-    policy = make_policy(
-        unique_name,
-        window_rows=10_000,
-        batch_rows=500,
-        window_per_tenant=False,
-        remote=remote_fields(unique_name),
-        children=[{"table": child, "foreign_key": "asset_id"}],
-    )
+    policy = remote_policy(unique_name, children=[{"table": child, "foreign_key": "asset_id"}])
     enqueue_all(db, policy)
     placed: list[int] = []
 

@@ -69,6 +69,7 @@ def remote_policy(
     notify: dict[str, Any] | None = None,
     *,
     ignore_foreign_keys: list[dict[str, str]] | None = None,
+    children: list[dict[str, Any]] | None = None,
     **remote: Any,
 ) -> Policy:
     fields: dict[str, Any] = {
@@ -81,6 +82,8 @@ def remote_policy(
         fields["notify"] = notify
     if ignore_foreign_keys is not None:
         fields["ignore_foreign_keys"] = ignore_foreign_keys
+    if children is not None:
+        fields["children"] = children
     return make_policy(name, **fields)
 
 
